@@ -1,0 +1,1 @@
+"""Sweeps, plots, reports and benchmarks."""

@@ -1,0 +1,1 @@
+"""Program suites, random generators, and abstract instance files."""

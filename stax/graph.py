@@ -1,0 +1,93 @@
+"""The traced program: a list of nodes in topological order (the contract between front end,
+reference evaluator and lowering).
+
+Every elementwise node's inputs already have the node's shape and a common dtype: the front end
+inserts explicit ``expand`` (broadcasting) and ``cast`` (type promotion) nodes, so the reference
+evaluator and the lowering never re-derive torch's rules.
+
+Ops and their attributes:
+
+- ``input``: ``index`` (position in the call), ``strides`` (element strides the compiled code
+  assumes).
+- ``constant``: ``value``; shape ``()``.
+- unary elementwise (``UNARY_OPS``) and ``cast`` (``dtype``).
+- binary elementwise (``BINARY_OPS``); comparisons (``COMPARE_OPS``) return bool.
+- ``where``: inputs ``(cond, a, b)``.
+- reductions (``REDUCTION_OPS``): ``dims`` (sorted, non-negative), ``keepdim``.
+- views: ``permute`` (``dims``), ``reshape`` (``shape``), ``expand`` (``shape``, same rank, size-1
+  dims broadcast), ``slice`` (``dim``, ``start``, ``stop``, ``step``).
+- ``matmul``: an extern call on 2-D or batched 3-D operands (seed 7.1: whole-buffer dependency).
+
+In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
+to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+UNARY_OPS = frozenset({
+    "exp", "log", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "sigmoid", "tanh", "relu", "erf",
+    "log1p", "expm1", "sin", "cos", "logical_not",
+})
+BINARY_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
+                        "logical_and", "logical_or"})
+COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin"})
+VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice"})
+ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
+EXTERN_OPS = frozenset({"matmul"})
+
+
+@dataclass(frozen=True)
+class Node:
+    """One traced op. ``attrs`` is a sorted tuple of (key, value) pairs so nodes hash (for CSE)."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: str
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass
+class Graph:
+    """A traced program; ``nodes`` is in topological order."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    mutations: dict[str, str] = field(default_factory=dict)
+
+    def users(self) -> dict[str, list[str]]:
+        """Map from node name to the names of the nodes that read it, in program order."""
+        result: dict[str, list[str]] = {name: [] for name in self.nodes}
+        for node in self.nodes.values():
+            for inp in node.inputs:
+                if node.name not in result[inp]:
+                    result[inp].append(node.name)
+        return result
+
+    def __str__(self) -> str:
+        lines = []
+        for n in self.nodes.values():
+            attrs = ", ".join(f"{k}={v!r}" for k, v in n.attrs)
+            lines.append(f"{n.name}: {n.dtype}{list(n.shape)} = {n.op}({', '.join(n.inputs)}{', ' if attrs and n.inputs else ''}{attrs})")
+        lines.append(f"return {', '.join(self.outputs)}")
+        for inp, val in self.mutations.items():
+            lines.append(f"mutate {inp} <- {val}")
+        return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Memory (seed 7.5): lifetimes, candidate orders, reuse and pool planning."""

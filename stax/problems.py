@@ -1,0 +1,409 @@
+"""The two optimization problems of the scheduler, as plain data (the seam for experiments).
+
+A ``FusionProblem`` (Definition 7.3) holds the dependency DAG of scheduler nodes, the buffers
+they exchange with their sizes, and the pairs of nodes that may not share a kernel (with the
+reason).  A fusion strategy maps it to a partition of the nodes into blocks (kernels).
+
+An ``OrderProblem`` (Definition 7.5) holds the DAG of kernels and the buffers the wrapper
+allocates; an order strategy maps it to a topological order of the kernels.
+
+Both can be built from a compiled program (``stax.scheduler``) or without one (instance files,
+generators, the reductions of Theorem 7.1 and Proposition 7.4), and both serialize to JSON.
+One validator per problem judges every strategy's answer by the same rules.
+
+Example (Theorem 7.1's cost model)::
+
+    >>> p = FusionProblem(nodes=("a", "b"),
+    ...     buffers=(Buffer("x", 8, None, ("a", "b")), Buffer("t", 4, "a", ("b",)),
+    ...              Buffer("y", 4, "b", (), is_output=True)))
+    >>> p.cost([("a",), ("b",)]), p.cost([("a", "b")])
+    (28, 12)
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import networkx as nx
+
+from .errors import InstanceFormatError, InvalidScheduleError
+
+FUSION_FORMAT = "stax.fusion-problem"
+ORDER_FORMAT = "stax.order-problem"
+FORMAT_VERSION = 1
+
+Partition = tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A buffer of ``size`` bytes written by ``producer`` (None: a graph input) and read by ``users``.
+
+    ``is_output``: the buffer leaves the graph (it is written to main memory whatever the
+    partition, and in an order it stays alive until the end).
+    """
+
+    name: str
+    size: int
+    producer: str | None
+    users: tuple[str, ...]
+    is_output: bool = False
+
+
+@dataclass(frozen=True)
+class ForbiddenPair:
+    """Two nodes that may not share a kernel, and why (a ``WhyNoFuse`` reason name)."""
+
+    a: str
+    b: str
+    reason: str
+
+
+def _edges(nodes: Sequence[str], buffers: Sequence[Buffer], extra_edges: Iterable[tuple[str, str]]) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(nodes)
+    for buf in buffers:
+        if buf.producer is not None:
+            for user in buf.users:
+                if user != buf.producer:
+                    g.add_edge(buf.producer, user)
+    g.add_edges_from((a, b) for a, b in extra_edges if a != b)
+    return g
+
+
+@dataclass(frozen=True)
+class FusionProblem:
+    """Definition 7.3: nodes (in a topological order), buffers, forbidden pairs, kernel limits.
+
+    ``extra_edges`` are ordering-only dependencies (WeakDep: a reader before an in-place writer).
+    ``node_info`` carries optional metadata per node (kind, iteration group) for reports.
+    """
+
+    nodes: tuple[str, ...]
+    buffers: tuple[Buffer, ...]
+    forbidden: tuple[ForbiddenPair, ...] = ()
+    extra_edges: tuple[tuple[str, str], ...] = ()
+    max_nodes: int = 128
+    max_buffers: int = 32
+    node_info: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        known = set(self.nodes)
+        if len(known) != len(self.nodes):
+            raise InstanceFormatError("FusionProblem.nodes: node names must be unique")
+        for buf in self.buffers:
+            for who in ((buf.producer,) if buf.producer else ()) + tuple(buf.users):
+                if who not in known:
+                    raise InstanceFormatError(
+                        f"FusionProblem.buffers[{buf.name!r}]: refers to node {who!r}, which is not in nodes")
+        for pair in self.forbidden:
+            for who in (pair.a, pair.b):
+                if who not in known:
+                    raise InstanceFormatError(f"FusionProblem.forbidden: node {who!r} is not in nodes")
+        if not nx.is_directed_acyclic_graph(self.dag()):
+            raise InstanceFormatError("FusionProblem: the dependency graph has a cycle; it must be a DAG")
+
+    # --- structure -------------------------------------------------------------------------
+    def dag(self) -> nx.DiGraph:
+        """The dependency graph D = (V, E): producer -> user for every buffer, plus extra edges."""
+        return _edges(self.nodes, self.buffers, self.extra_edges)
+
+    def forbidden_set(self) -> dict[frozenset[str], str]:
+        return {frozenset((p.a, p.b)): p.reason for p in self.forbidden}
+
+    def buffers_of(self, node: str) -> set[str]:
+        """Names of the buffers a node reads or writes."""
+        return {b.name for b in self.buffers if b.producer == node or node in b.users}
+
+    # --- Definition 7.3 ----------------------------------------------------------------------
+    def cost(self, partition: Iterable[Iterable[str]]) -> int:
+        """Main-memory traffic of a partition (Definition 7.3 as priced in Theorem 7.1).
+
+        A produced buffer is written once if it is a graph output or has a user outside its
+        producer's block, and read once by every other block that uses it; a graph input is read
+        once by every block that uses it.
+        """
+        block_of = block_index(partition)
+        total = 0
+        for buf in self.buffers:
+            user_blocks = {block_of[u] for u in buf.users}
+            if buf.producer is None:
+                total += buf.size * len(user_blocks)
+                continue
+            home = block_of[buf.producer]
+            readers = user_blocks - {home}
+            if readers or buf.is_output:
+                total += buf.size
+            total += buf.size * len(readers)
+        return total
+
+    def unfused_cost(self) -> int:
+        return self.cost([(n,) for n in self.nodes])
+
+    def validate(self, partition: Iterable[Iterable[str]]) -> Partition:
+        """Check Definition 7.3 (and the kernel limits); return the partition as tuples or raise."""
+        blocks = tuple(tuple(b) for b in partition)
+        seen: dict[str, int] = {}
+        for i, block in enumerate(blocks):
+            if not block:
+                raise InvalidScheduleError(f"block {i} is empty; every block must hold at least one node")
+            for n in block:
+                if n not in self.dag():
+                    raise InvalidScheduleError(f"block {i} holds {n!r}, which is not a node of the problem")
+                if n in seen:
+                    raise InvalidScheduleError(f"node {n!r} is in blocks {seen[n]} and {i}; blocks must be disjoint")
+                seen[n] = i
+        missing = [n for n in self.nodes if n not in seen]
+        if missing:
+            raise InvalidScheduleError(f"nodes {missing[:5]} are in no block; a partition must cover every node")
+        forbidden = self.forbidden_set()
+        for i, block in enumerate(blocks):
+            if len(block) > self.max_nodes:
+                raise InvalidScheduleError(f"block {i} has {len(block)} nodes, more than the limit {self.max_nodes}")
+            nbuf = len(set().union(*(self.buffers_of(n) for n in block)))
+            if nbuf > self.max_buffers:
+                raise InvalidScheduleError(f"block {i} touches {nbuf} buffers, more than the limit {self.max_buffers}")
+            for x in range(len(block)):
+                for y in range(x + 1, len(block)):
+                    reason = forbidden.get(frozenset((block[x], block[y])))
+                    if reason is not None:
+                        raise InvalidScheduleError(
+                            f"block {i} holds the forbidden pair ({block[x]}, {block[y]}): {reason}")
+        quotient = quotient_graph(self.dag(), blocks)
+        if not nx.is_directed_acyclic_graph(quotient):
+            cycle = nx.find_cycle(quotient)
+            raise InvalidScheduleError(f"the quotient graph has a cycle through blocks {[e[0] for e in cycle]} "
+                                       "(Definition 7.3 (2)); merge or split those blocks")
+        return blocks
+
+    # --- JSON --------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FUSION_FORMAT, "version": FORMAT_VERSION, "name": self.name,
+            "nodes": list(self.nodes),
+            "buffers": [asdict(b) | {"users": list(b.users)} for b in self.buffers],
+            "forbidden": [asdict(p) for p in self.forbidden],
+            "extra_edges": [list(e) for e in self.extra_edges],
+            "max_nodes": self.max_nodes, "max_buffers": self.max_buffers,
+            "node_info": self.node_info,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "FusionProblem":
+        reader = _Reader(data, source, FUSION_FORMAT)
+        return cls(
+            nodes=tuple(reader.list_of("nodes", str)),
+            buffers=tuple(reader.buffer(i, b) for i, b in enumerate(reader.list_of("buffers", dict))),
+            forbidden=tuple(ForbiddenPair(**reader.record(f"forbidden[{i}]", p, {"a": str, "b": str, "reason": str}))
+                            for i, p in enumerate(reader.list_of("forbidden", dict, default=[]))),
+            extra_edges=tuple(reader.edge(i, e) for i, e in enumerate(reader.list_of("extra_edges", list, default=[]))),
+            max_nodes=reader.integer("max_nodes", 128),
+            max_buffers=reader.integer("max_buffers", 32),
+            node_info=data.get("node_info", {}),
+            name=data.get("name", ""),
+        )
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "FusionProblem":
+        return cls.from_dict(_read_json(path), str(path))
+
+
+@dataclass(frozen=True)
+class OrderProblem:
+    """Definition 7.5: kernels (``tasks``, in their original order) and the buffers they allocate.
+
+    Only buffers the wrapper allocates appear (graph inputs belong to the caller).  A buffer is
+    live from its producer's step to its last user's step, both included; an output
+    (``is_output``) or a buffer without users that is an output stays live to the end.
+    """
+
+    tasks: tuple[str, ...]
+    buffers: tuple[Buffer, ...]
+    extra_edges: tuple[tuple[str, str], ...] = ()
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        known = set(self.tasks)
+        if len(known) != len(self.tasks):
+            raise InstanceFormatError("OrderProblem.tasks: task names must be unique")
+        for buf in self.buffers:
+            if buf.producer is None:
+                raise InstanceFormatError(f"OrderProblem.buffers[{buf.name!r}]: producer is required "
+                                          "(graph inputs belong to the caller and are not listed)")
+            for who in (buf.producer,) + tuple(buf.users):
+                if who not in known:
+                    raise InstanceFormatError(
+                        f"OrderProblem.buffers[{buf.name!r}]: refers to task {who!r}, which is not in tasks")
+        if not nx.is_directed_acyclic_graph(self.dag()):
+            raise InstanceFormatError("OrderProblem: the dependency graph has a cycle; it must be a DAG")
+
+    def dag(self) -> nx.DiGraph:
+        return _edges(self.tasks, self.buffers, self.extra_edges)
+
+    def validate(self, order: Sequence[str]) -> tuple[str, ...]:
+        """Check that ``order`` is a topological order of all tasks; return it as a tuple or raise."""
+        order = tuple(order)
+        if sorted(order) != sorted(self.tasks):
+            missing = set(self.tasks) - set(order)
+            extra = set(order) - set(self.tasks)
+            raise InvalidScheduleError(f"an order must list every task exactly once (missing {sorted(missing)[:5]}, "
+                                       f"unknown {sorted(extra)[:5]}, length {len(order)} for {len(self.tasks)} tasks)")
+        position = {t: i for i, t in enumerate(order)}
+        for a, b in self.dag().edges:
+            if position[a] > position[b]:
+                raise InvalidScheduleError(f"order is not topological: {b!r} runs before {a!r}, which it depends on")
+        return order
+
+    def lifetimes(self, order: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Definition 7.5: [def(v), last(v)] of every buffer, as step indices in ``order``."""
+        position = {t: i for i, t in enumerate(order)}
+        end = len(order) - 1
+        result = {}
+        for buf in self.buffers:
+            start = position[buf.producer]
+            last = max((position[u] for u in buf.users), default=start)
+            result[buf.name] = (start, end if buf.is_output else max(start, last))
+        return result
+
+    def live_bytes(self, order: Sequence[str]) -> list[int]:
+        """Bytes live at each step (sum over L(tau) of b(v)), by one sweep over the lifetimes."""
+        delta = [0] * (len(order) + 1)
+        size = {b.name: b.size for b in self.buffers}
+        for name, (start, last) in self.lifetimes(order).items():
+            delta[start] += size[name]
+            delta[last + 1] -= size[name]
+        live, running = [], 0
+        for d in delta[:-1]:
+            running += d
+            live.append(running)
+        return live
+
+    def peak(self, order: Sequence[str]) -> int:
+        """M* of Definition 7.5 for this order."""
+        return max(self.live_bytes(order), default=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": ORDER_FORMAT, "version": FORMAT_VERSION, "name": self.name,
+            "tasks": list(self.tasks),
+            "buffers": [asdict(b) | {"users": list(b.users)} for b in self.buffers],
+            "extra_edges": [list(e) for e in self.extra_edges],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "OrderProblem":
+        reader = _Reader(data, source, ORDER_FORMAT)
+        return cls(
+            tasks=tuple(reader.list_of("tasks", str)),
+            buffers=tuple(reader.buffer(i, b) for i, b in enumerate(reader.list_of("buffers", dict))),
+            extra_edges=tuple(reader.edge(i, e) for i, e in enumerate(reader.list_of("extra_edges", list, default=[]))),
+            name=data.get("name", ""),
+        )
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "OrderProblem":
+        return cls.from_dict(_read_json(path), str(path))
+
+
+def block_index(partition: Iterable[Iterable[str]]) -> dict[str, int]:
+    """Map each node to the index of its block."""
+    return {n: i for i, block in enumerate(partition) for n in block}
+
+
+def quotient_graph(dag: nx.DiGraph, partition: Sequence[Sequence[str]]) -> nx.DiGraph:
+    """D / P: each block contracted to one vertex (indexed by block position)."""
+    block_of = block_index(partition)
+    q = nx.DiGraph()
+    q.add_nodes_from(range(len(partition)))
+    q.add_edges_from((block_of[a], block_of[b]) for a, b in dag.edges if block_of[a] != block_of[b])
+    return q
+
+
+def kernel_order_problem(problem: FusionProblem, partition: Sequence[Sequence[str]],
+                         names: Sequence[str] | None = None) -> OrderProblem:
+    """The OrderProblem of the kernels a partition makes: one task per block, one buffer per
+    produced buffer that leaves its block (block-internal buffers are never allocated)."""
+    names = list(names) if names is not None else ["_".join(b) for b in partition]
+    block_of = block_index(partition)
+    buffers = []
+    for buf in problem.buffers:
+        if buf.producer is None:
+            continue
+        home = block_of[buf.producer]
+        users = tuple(dict.fromkeys(names[block_of[u]] for u in buf.users if block_of[u] != home))
+        if users or buf.is_output:
+            buffers.append(Buffer(buf.name, buf.size, names[home], users, buf.is_output))
+    extra = tuple((names[block_of[a]], names[block_of[b]]) for a, b in problem.extra_edges
+                  if block_of[a] != block_of[b])
+    return OrderProblem(tasks=tuple(names), buffers=tuple(buffers), extra_edges=extra, name=problem.name)
+
+
+def _read_json(path: str | Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InstanceFormatError(f"{path}: cannot read the file ({exc.strerror})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InstanceFormatError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    if not isinstance(data, dict):
+        raise InstanceFormatError(f"{path}: expected a JSON object at the top level, found {type(data).__name__}")
+    return data
+
+
+class _Reader:
+    """Reads fields of a problem file, raising errors that name the file, the field and the expectation."""
+
+    def __init__(self, data: dict[str, Any], source: str, fmt: str):
+        self.data, self.source = data, source
+        if data.get("format") != fmt:
+            self.fail("format", f"the string {fmt!r}", data.get("format"))
+        if data.get("version") != FORMAT_VERSION:
+            self.fail("version", f"{FORMAT_VERSION} (this stax reads version {FORMAT_VERSION} files)", data.get("version"))
+
+    def fail(self, fieldname: str, expected: str, found: Any) -> None:
+        raise InstanceFormatError(f"{self.source}: field {fieldname!r}: expected {expected}, found {found!r}")
+
+    def list_of(self, key: str, kind: type, default: Any = None) -> list:
+        value = self.data.get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, kind) for v in value):
+            self.fail(key, f"a list of {kind.__name__}", value)
+        return value
+
+    def integer(self, key: str, default: int) -> int:
+        value = self.data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            self.fail(key, "a positive integer", value)
+        return value
+
+    def record(self, where: str, value: dict, fields: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for key, kind in fields.items():
+            if key not in value or not isinstance(value[key], kind) or (kind is int and isinstance(value[key], bool)):
+                self.fail(f"{where}.{key}", getattr(kind, "__name__", str(kind)), value.get(key))
+            out[key] = value[key]
+        return out
+
+    def buffer(self, i: int, value: dict) -> Buffer:
+        rec = self.record(f"buffers[{i}]", value, {"name": str, "size": int, "users": list})
+        if rec["size"] < 0:
+            self.fail(f"buffers[{i}].size", "a non-negative number of bytes", rec["size"])
+        producer = value.get("producer")
+        if producer is not None and not isinstance(producer, str):
+            self.fail(f"buffers[{i}].producer", "a node name or null", producer)
+        return Buffer(rec["name"], rec["size"], producer, tuple(rec["users"]), bool(value.get("is_output", False)))
+
+    def edge(self, i: int, value: list) -> tuple[str, str]:
+        if len(value) != 2 or not all(isinstance(v, str) for v in value):
+            self.fail(f"extra_edges[{i}]", "a pair of node names", value)
+        return (value[0], value[1])

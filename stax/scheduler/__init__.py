@@ -1,0 +1,1 @@
+"""The scheduler (seed section 7): scheduler nodes, legality, fusion strategies."""

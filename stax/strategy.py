@@ -1,0 +1,143 @@
+"""Pluggable fusion and order strategies: their result types and the registries that find them.
+
+A fusion strategy is an object with a ``name`` and ``solve(FusionProblem) -> FusionResult``; an
+order strategy has ``solve(OrderProblem) -> OrderResult``.  Strategies are found by name in
+registries filled from Python entry points (groups ``stax.fusion`` and ``stax.order``), so a
+package can add one without editing stax; ``import stax`` itself never imports OR-Tools.
+A plain function ``problem -> partition`` (or ``-> order``) is accepted too.
+
+Every answer goes through the problem's validator before it is used.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Callable, Sequence
+
+from .errors import StrategyNotFound
+from .problems import FusionProblem, OrderProblem, Partition
+
+#: How an answer was obtained: a heuristic, a proven optimum, a solver's best feasible answer
+#: when time ran out (not proven optimal), or no answer at all.
+STATUSES = ("heuristic", "optimal", "feasible", "unknown")
+
+
+@dataclass
+class FusionResult:
+    partition: Partition
+    status: str = "heuristic"
+    cost: int | None = None
+    bound: float | None = None
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap between the cost and the proven lower bound (0 when optimal)."""
+        if self.cost is None or self.bound is None:
+            return None
+        return 0.0 if self.cost == 0 else (self.cost - self.bound) / self.cost
+
+
+@dataclass
+class OrderResult:
+    order: tuple[str, ...]
+    status: str = "heuristic"
+    peak: int | None = None
+    bound: float | None = None
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class _FunctionStrategy:
+    """Adapts a plain function to the strategy interface."""
+
+    def __init__(self, fn: Callable, kind: str):
+        self.fn, self.kind = fn, kind
+        self.name = getattr(fn, "__name__", "function")
+
+    def solve(self, problem):
+        answer = self.fn(problem)
+        if self.kind == "fusion":
+            return answer if isinstance(answer, FusionResult) else FusionResult(tuple(tuple(b) for b in answer))
+        return answer if isinstance(answer, OrderResult) else OrderResult(tuple(answer))
+
+
+class Registry:
+    """Strategies of one kind, by name: built-ins plus the entry points of ``group``."""
+
+    def __init__(self, group: str, kind: str):
+        self.group, self.kind = group, kind
+        self._local: dict[str, Callable[..., Any]] = {}
+
+    def register(self, name: str, factory: Callable[..., Any]) -> None:
+        """Add a strategy class (or factory) under ``name`` for this process."""
+        self._local[name] = factory
+
+    def _entry_points(self) -> dict[str, Any]:
+        return {ep.name: ep for ep in entry_points(group=self.group)}
+
+    def names(self) -> list[str]:
+        return sorted(set(self._local) | set(self._entry_points()))
+
+    def factory(self, name: str) -> Callable[..., Any]:
+        if name in self._local:
+            return self._local[name]
+        eps = self._entry_points()
+        if name not in eps:
+            raise StrategyNotFound(
+                f"no {self.kind} strategy named {name!r}; known: {', '.join(self.names()) or 'none'}. "
+                f"Register one with stax.{self.kind}_strategies.register(name, cls) or an entry point in "
+                f"group {self.group!r} (and `pip install -e .` after editing pyproject.toml)")
+        return eps[name].load()
+
+    def resolve(self, spec: Any, **params: Any):
+        """A strategy object from a name (with ``params``), a strategy object, or a function."""
+        if isinstance(spec, str):
+            return self.factory(spec)(**params)
+        if hasattr(spec, "solve"):
+            return spec
+        if callable(spec):
+            return _FunctionStrategy(spec, self.kind)
+        raise StrategyNotFound(f"{self.kind} strategy must be a name, an object with solve(), or a function; "
+                               f"got {type(spec).__name__}")
+
+
+fusion_strategies = Registry("stax.fusion", "fusion")
+order_strategies = Registry("stax.order", "order")
+
+
+def run_fusion(strategy: Any, problem: FusionProblem, **params: Any) -> FusionResult:
+    """Solve, validate and price a fusion problem with any strategy."""
+    solver = fusion_strategies.resolve(strategy, **params)
+    start = time.perf_counter()
+    result = solver.solve(problem)
+    if not isinstance(result, FusionResult):
+        result = FusionResult(tuple(tuple(b) for b in result))
+    result.seconds = result.seconds or time.perf_counter() - start
+    result.partition = problem.validate(result.partition)
+    result.cost = problem.cost(result.partition)
+    result.info.setdefault("strategy", getattr(solver, "name", str(strategy)))
+    return result
+
+
+def run_order(strategy: Any, problem: OrderProblem, **params: Any) -> OrderResult:
+    """Solve, validate and price an order problem with any strategy."""
+    solver = order_strategies.resolve(strategy, **params)
+    start = time.perf_counter()
+    result = solver.solve(problem)
+    if not isinstance(result, OrderResult):
+        result = OrderResult(tuple(result))
+    result.seconds = result.seconds or time.perf_counter() - start
+    result.order = problem.validate(result.order)
+    result.peak = problem.peak(result.order)
+    result.info.setdefault("strategy", getattr(solver, "name", str(strategy)))
+    return result
+
+
+def ordered_blocks(problem: FusionProblem, partition: Sequence[Sequence[str]]) -> Partition:
+    """Blocks sorted by the position of their first node in ``problem.nodes`` (stable names)."""
+    position = {n: i for i, n in enumerate(problem.nodes)}
+    blocks = [tuple(sorted(b, key=position.__getitem__)) for b in partition]
+    return tuple(sorted(blocks, key=lambda b: position[b[0]]))

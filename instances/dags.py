@@ -1,0 +1,85 @@
+"""Seeded generators of abstract FusionProblem and OrderProblem instances (no program needed).
+
+``layered_dag`` draws a random layered DAG; ``series_parallel_dag`` composes series and parallel
+blocks.  Each node writes one buffer read by its successors; sources read graph inputs; sinks
+are graph outputs.  ``fusion_problem`` adds forbidden pairs (as incompatible iteration groups
+would) and ``order_problem`` gives the kernels' OrderProblem.
+"""
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+
+from stax.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
+
+
+def layered_dag(n: int, seed: int, layers: int | None = None, edge_prob: float = 0.3) -> nx.DiGraph:
+    """A random DAG on nodes ``n0..n{n-1}`` (topologically numbered) in roughly ``layers`` layers."""
+    rng = random.Random(seed)
+    layers = layers or max(2, round(n ** 0.5))
+    layer_of = sorted(rng.randrange(layers) for _ in range(n))
+    g = nx.DiGraph()
+    g.add_nodes_from(f"n{i}" for i in range(n))
+    for j in range(n):
+        earlier = [i for i in range(j) if layer_of[i] < layer_of[j]]
+        preds = [i for i in earlier if rng.random() < edge_prob]
+        if earlier and not preds:
+            preds = [rng.choice(earlier)]
+        g.add_edges_from((f"n{i}", f"n{j}") for i in preds)
+    return g
+
+
+def series_parallel_dag(n: int, seed: int) -> nx.DiGraph:
+    """A random two-terminal series-parallel DAG with about ``n`` nodes, topologically numbered."""
+    rng = random.Random(seed)
+    g = nx.DiGraph([(0, 1)])
+    edges = [(0, 1)]
+    next_id = 2
+    while g.number_of_nodes() < n:
+        u, v = edges.pop(rng.randrange(len(edges)))
+        w = next_id
+        next_id += 1
+        if rng.random() < 0.5:  # series: u -> w -> v replaces u -> v
+            g.remove_edge(u, v)
+            g.add_edges_from([(u, w), (w, v)])
+            edges += [(u, w), (w, v)]
+        else:  # parallel: a second path u -> w -> v beside u -> v
+            g.add_edges_from([(u, w), (w, v)])
+            edges += [(u, v), (u, w), (w, v)]
+    order = list(nx.topological_sort(g))
+    return nx.relabel_nodes(g, {v: f"n{i}" for i, v in enumerate(order)})
+
+
+def _sizes(g: nx.DiGraph, rng: random.Random, low: int, high: int) -> dict[str, int]:
+    return {v: rng.randint(low, high) for v in g.nodes}
+
+
+def fusion_problem(g: nx.DiGraph, seed: int, forbidden_fraction: float = 0.1,
+                   sizes: tuple[int, int] = (1, 64), name: str = "") -> FusionProblem:
+    """A FusionProblem on DAG ``g``: node v writes buffer ``b_v``; sources read one graph input each;
+    sinks are outputs; a ``forbidden_fraction`` of node pairs is forbidden ('incompatible')."""
+    rng = random.Random(seed)
+    nodes = tuple(sorted(g.nodes, key=lambda v: int(v[1:])))
+    size = _sizes(g, rng, *sizes)
+    buffers = []
+    for v in nodes:
+        if g.in_degree(v) == 0:
+            buffers.append(Buffer(f"in_{v}", rng.randint(*sizes), None, (v,)))
+        buffers.append(Buffer(f"b_{v}", size[v], v, tuple(sorted(g.successors(v), key=nodes.index)),
+                              is_output=g.out_degree(v) == 0))
+    pairs = [(a, b) for i, a in enumerate(nodes) for b in nodes[i + 1:]]
+    forbidden = tuple(ForbiddenPair(a, b, "incompatible") for a, b in pairs if rng.random() < forbidden_fraction)
+    kinds = {v: {"kind": rng.choice(["pointwise", "reduction"])} for v in nodes}
+    return FusionProblem(nodes=nodes, buffers=tuple(buffers), forbidden=forbidden, node_info=kinds,
+                         name=name or f"dag{len(nodes)}-s{seed}")
+
+
+def order_problem(g: nx.DiGraph, seed: int, sizes: tuple[int, int] = (1, 64), name: str = "") -> OrderProblem:
+    """An OrderProblem on DAG ``g``: task v allocates ``b_v`` read by its successors; sinks are outputs."""
+    rng = random.Random(seed)
+    tasks = tuple(sorted(g.nodes, key=lambda v: int(v[1:])))
+    size = _sizes(g, rng, *sizes)
+    buffers = tuple(Buffer(f"b_{v}", size[v], v, tuple(sorted(g.successors(v), key=tasks.index)),
+                           is_output=g.out_degree(v) == 0) for v in tasks)
+    return OrderProblem(tasks=tasks, buffers=buffers, name=name or f"dag{len(tasks)}-s{seed}")

@@ -57,3 +57,39 @@ def promote_with_scalar(tensor_dtype: str, value) -> str:
     if _CATEGORY[sd] > _CATEGORY[tensor_dtype]:
         return "float32" if sd == "float64" else "int64"
     return tensor_dtype
+
+
+def _combine_categories(higher: str | None, lower: str | None) -> str | None:
+    """torch's ``combine_categories``: a lower-priority operand only wins with a higher category."""
+    if higher is None:
+        return lower
+    if lower is None or is_floating(higher):
+        return higher
+    if higher == "bool" or is_floating(lower):
+        return promote(higher, lower)
+    return higher
+
+
+def result_type(*operands) -> str:
+    """torch.result_type over tensors, given as ``(dtype, ndim)`` pairs, and Python scalars.
+
+    torch ranks operands in three priority tiers: tensors with ``ndim > 0``, zero-dim tensors,
+    and Python scalars (a float scalar counts as the default dtype float32, an int as int64). A
+    lower tier only changes the result when it is of a higher category (bool < int < float), so
+    ``int32[3] + int64[]`` is int32, ``float32[3] + float64[]`` is float32 and ``int32[3] + 2.5``
+    is float32.
+    """
+    tiers: list[str | None] = [None, None, None]
+    for op in operands:
+        if isinstance(op, tuple):
+            dtype, ndim = op
+            tier = 0 if ndim > 0 else 1
+        else:
+            dtype = scalar_dtype(op)
+            dtype = "float32" if dtype == "float64" else dtype
+            tier = 2
+        tiers[tier] = dtype if tiers[tier] is None else promote(tiers[tier], dtype)
+    result = _combine_categories(tiers[0], _combine_categories(tiers[1], tiers[2]))
+    if result is None:
+        raise UnsupportedError("result_type needs at least one operand")
+    return result

@@ -1,0 +1,334 @@
+"""Lowering: traced graph -> loop IR (seed 6.x, designed the way TorchInductor does it).
+
+Every graph node becomes a lazy ``TensorValue`` whose ``load(index)`` builds the body expression
+for one element.  Elementwise ops and views compose their loaders (inlining, seed 6.3), so a
+chain of elementwise ops costs no memory traffic.  A node is *materialized* into a
+``ComputedBuffer`` when the CPU cost model says so (``CostModel``):
+
+1. reductions and extern calls always (their outputs are buffers);
+2. graph outputs, in-place update targets and extern operands;
+3. an elementwise node whose inlined expression holds an expensive op (exp, log, tanh, ...)
+   and that has two or more users: recomputing it per user costs more than a round trip
+   through memory on the CPU (seed example 7.2); ``CostModel(materialize_shared_expensive=False)``
+   inlines it instead;
+4. an elementwise node whose inlined expression grows beyond ``max_inline_ops``.
+
+After lowering, each buffer's loops are simplified: adjacent loop variables that every access
+addresses contiguously are merged (example 7.2: ``exp`` over 64x128 runs as one loop of 8192).
+
+In-place updates of graph inputs (functionalized by the front end) become a buffer that writes
+the input's storage (``aliases``); every buffer that reads the input's old value is ordered before
+it by a WeakDep (seed 7.1, renaming as in SSA).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from . import graph as g
+from .dtypes import ITEMSIZE
+from .errors import UnsupportedError
+from .indexing import Index, contiguous_strides, floordiv, linear_index, mod
+from .ir import Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, count_ops, loads, walk
+
+EXPENSIVE_OPS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "log1p", "expm1", "pow", "rsqrt", "sqrt"})
+
+Loader = Callable[[Sequence[Index]], Expr]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The CPU's materialization rules (seed 6.6, rule 1 is example 7.2's)."""
+
+    materialize_shared_expensive: bool = True
+    max_inline_ops: int = 96
+
+
+@dataclass
+class TensorValue:
+    shape: tuple[int, ...]
+    dtype: str
+    load: Loader
+    buffer: str | None = None  # set when the value is a contiguous materialized buffer
+
+
+class Lowering:
+    def __init__(self, graph: g.Graph, cost_model: CostModel = CostModel()):
+        self.graph, self.cost_model = graph, cost_model
+        self.values: dict[str, TensorValue] = {}
+        self.buffers: list[Buffer] = []
+        self.inputs: list[InputBuffer] = []
+        self.var_ranges: dict[str, int] = {}
+        self._memo: dict[tuple, Expr] = {}
+        self.users = graph.users()
+
+    # --- materialization decisions --------------------------------------------------------
+    def _effective_users(self, name: str) -> set[str]:
+        """Non-view nodes that read ``name``, looking through chains of views."""
+        out: set[str] = set()
+        for user in self.users[name]:
+            if self.graph.nodes[user].op in g.VIEW_OPS:
+                out |= self._effective_users(user)
+            else:
+                out.add(user)
+        return out
+
+    def _must_materialize(self) -> set[str]:
+        nodes = self.graph.nodes
+        must = set(self.graph.outputs) | set(self.graph.mutations.values())
+        for node in nodes.values():
+            if node.op in g.REDUCTION_OPS or node.op in g.EXTERN_OPS:
+                must.add(node.name)
+                if node.op in g.EXTERN_OPS:
+                    must.update(node.inputs)
+        return must
+
+    def _should_materialize(self, node: g.Node, value: TensorValue) -> bool:
+        if node.op not in g.ELEMENTWISE_OPS or value.buffer is not None:
+            return False
+        probe = value.load([Index.constant(0)] * len(node.shape))
+        ops = [e for e in walk(probe) if isinstance(e, Op)]
+        if len(ops) > self.cost_model.max_inline_ops:
+            return True
+        expensive = any(e.name in EXPENSIVE_OPS for e in ops)
+        shared = len(self._effective_users(node.name)) >= 2
+        return self.cost_model.materialize_shared_expensive and expensive and shared
+
+    # --- main loop ------------------------------------------------------------------------
+    def run(self) -> LoweredProgram:
+        must = self._must_materialize()
+        for node in self.graph.nodes.values():
+            value = self._lower(node)
+            if node.op not in ("input", "constant") and (node.name in must or self._should_materialize(node, value)):
+                if node.op not in g.REDUCTION_OPS and node.op not in g.EXTERN_OPS:
+                    value = self._materialize(node.name, value)
+            self.values[node.name] = value
+        outputs = []
+        for name in self.graph.outputs:
+            value = self.values[name]
+            if value.buffer is None or self._is_input(value.buffer) or self._is_alias(value.buffer):
+                value = self._materialize(name, value, force_copy=True)
+            outputs.append(value.buffer)
+        mutations = {inp: self._write_back(inp, self.values[val]) for inp, val in self.graph.mutations.items()}
+        for buf in self.buffers:
+            if isinstance(buf, ComputedBuffer):
+                simplify_loops(buf)
+        return LoweredProgram(self.inputs, self.buffers, outputs, mutations)
+
+    def _is_input(self, name: str) -> bool:
+        return any(i.name == name for i in self.inputs)
+
+    def _is_alias(self, name: str) -> bool:
+        return any(isinstance(b, ComputedBuffer) and b.name == name and b.aliases for b in self.buffers)
+
+    def _new_name(self) -> str:
+        return f"buf{len(self.buffers)}"
+
+    def _with_vars(self, ranges: dict[str, int], fn: Callable[[], Expr]) -> Expr:
+        previous, self.var_ranges = self.var_ranges, ranges
+        try:
+            return fn()
+        finally:
+            self.var_ranges = previous
+
+    def _materialize(self, origin: str, value: TensorValue, force_copy: bool = False) -> TensorValue:
+        if value.buffer is not None and not force_copy:
+            return value
+        name = self._new_name()
+        xs = [Index.var(f"x{i}") for i in range(len(value.shape))]
+        ranges = {f"x{i}": s for i, s in enumerate(value.shape)}
+        body = self._with_vars(ranges, lambda: value.load(xs))
+        self.buffers.append(ComputedBuffer(name, value.shape, value.dtype, value.shape, body,
+                                           store_index=linear_index(xs, contiguous_strides(value.shape)), origin=origin))
+        return self._buffer_value(name, value.shape, value.dtype)
+
+    def _buffer_value(self, name: str, shape: tuple[int, ...], dtype: str,
+                      strides: tuple[int, ...] | None = None) -> TensorValue:
+        strides = strides if strides is not None else contiguous_strides(shape)
+        return TensorValue(shape, dtype, lambda idx: Load(name, linear_index(idx, strides), dtype),
+                           buffer=name)
+
+    def _write_back(self, input_name: str, value: TensorValue) -> str:
+        """The buffer that writes an input's final value into its storage (in-place update)."""
+        inp = next(i for i in self.inputs if i.name == input_name)
+        xs = [Index.var(f"x{i}") for i in range(len(inp.shape))]
+        ranges = {f"x{i}": s for i, s in enumerate(inp.shape)}
+        store = linear_index(xs, inp.strides)
+        body = self._with_vars(ranges, lambda: value.load(xs))
+        if any(ld.buffer == input_name and ld.index != store for ld in loads(body)):
+            value = self._materialize(input_name, value, force_copy=True)  # reads would race the writes
+            body = self._with_vars(ranges, lambda: value.load(xs))
+        name = self._new_name()
+        self.buffers.append(ComputedBuffer(name, inp.shape, inp.dtype, inp.shape, body, store_index=store,
+                                           aliases=input_name, origin=f"{input_name} (in-place)"))
+        return name
+
+    # --- one graph node -------------------------------------------------------------------
+    def _lower(self, node: g.Node) -> TensorValue:
+        op = node.op
+        ins = [self.values[i] for i in node.inputs]
+        if op == "input":
+            strides = tuple(node.attr("strides") or contiguous_strides(node.shape))
+            self.inputs.append(InputBuffer(node.name, node.shape, node.dtype, strides, node.attr("index")))
+            return self._buffer_value(node.name, node.shape, node.dtype, strides)
+        if op == "constant":
+            const = Const(node.attr("value"), node.dtype)
+            return TensorValue(node.shape, node.dtype, lambda idx: const)
+        if op in g.ELEMENTWISE_OPS:
+            attrs = tuple((k, v) for k, v in node.attrs)
+            return TensorValue(node.shape, node.dtype, self._memoized(
+                node.name, lambda idx: Op(op, tuple(v.load(idx) for v in ins), node.dtype, attrs)))
+        if op in g.VIEW_OPS:
+            return TensorValue(node.shape, node.dtype, self._memoized(node.name, self._view_loader(node, ins[0])))
+        if op in g.REDUCTION_OPS:
+            return self._reduction(node, ins[0])
+        if op in g.EXTERN_OPS:
+            operands = [self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v) else v
+                        for name, v in zip(node.inputs, ins)]
+            name = self._new_name()
+            self.buffers.append(ExternBuffer(name, node.shape, node.dtype, op, tuple(v.buffer for v in operands),
+                                             origin=node.name))
+            return self._buffer_value(name, node.shape, node.dtype)
+        raise UnsupportedError(f"the lowering has no rule for op {op!r} (node {node.name}); "
+                               "this is a stax bug if the front end produced it")
+
+    def _memoized(self, name: str, loader: Loader) -> Loader:
+        """Share the expression of a node loaded twice at the same index (the body stays a DAG)."""
+        def load(idx):
+            key = (name, tuple(idx), tuple(sorted(self.var_ranges.items())))
+            if key not in self._memo:
+                self._memo[key] = loader(idx)
+            return self._memo[key]
+        return load
+
+    def _contiguous_input(self, value: TensorValue) -> bool:
+        inp = next((i for i in self.inputs if i.name == value.buffer), None)
+        return inp is None or inp.strides == contiguous_strides(inp.shape)
+
+    def _view_loader(self, node: g.Node, src: TensorValue) -> Loader:
+        if node.op == "permute":
+            dims = node.attr("dims")
+            def load(idx):
+                out = [None] * len(dims)
+                for i, d in enumerate(dims):
+                    out[d] = idx[i]
+                return src.load(out)
+            return load
+        if node.op == "expand":
+            return lambda idx: src.load([Index.constant(0) if s == 1 and n != 1 else i
+                                         for i, s, n in zip(idx, src.shape, node.shape)])
+        if node.op == "slice":
+            dim, start, step = node.attr("dim"), node.attr("start"), node.attr("step")
+            return lambda idx: src.load([i * step + start if k == dim else i for k, i in enumerate(idx)])
+        if node.op == "reshape":
+            new_strides, old_strides = contiguous_strides(node.shape), contiguous_strides(src.shape)
+            def load(idx):
+                flat = linear_index(idx, new_strides)
+                return src.load([mod(floordiv(flat, st, self.var_ranges), size, self.var_ranges)
+                                 for st, size in zip(old_strides, src.shape)])
+            return load
+        raise AssertionError(node.op)
+
+    def _reduction(self, node: g.Node, src: TensorValue) -> TensorValue:
+        dims = tuple(node.attr("dims"))
+        kept = [d for d in range(len(src.shape)) if d not in dims]
+        ranges = tuple(src.shape[d] for d in kept)
+        reduction_ranges = tuple(src.shape[d] for d in dims)
+        idx: list[Index] = [Index.constant(0)] * len(src.shape)
+        for i, d in enumerate(kept):
+            idx[d] = Index.var(f"x{i}")
+        for i, d in enumerate(dims):
+            idx[d] = Index.var(f"r{i}")
+        var_ranges = {f"x{i}": s for i, s in enumerate(ranges)} | {f"r{i}": s for i, s in enumerate(reduction_ranges)}
+        body = self._with_vars(var_ranges, lambda: src.load(idx))
+        if body.dtype != node.dtype:
+            body = Op("cast", (body,), node.dtype, (("dtype", node.dtype),))
+        name = self._new_name()
+        xs = [Index.var(f"x{i}") for i in range(len(ranges))]
+        self.buffers.append(ComputedBuffer(name, node.shape, node.dtype, ranges, body, reduction_ranges,
+                                           node.op, store_index=linear_index(xs, contiguous_strides(ranges)),
+                                           origin=node.name))
+        return self._buffer_value(name, node.shape, node.dtype)
+
+
+def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram:
+    """Lower a traced graph to loop IR (see the module docstring for the rules)."""
+    return Lowering(graph, cost_model).run()
+
+
+def _rename(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int], memo: dict) -> Expr:
+    if id(expr) in memo:
+        return memo[id(expr)]
+    if isinstance(expr, Load):
+        out: Expr = Load(expr.buffer, expr.index.subs(mapping, ranges), expr.dtype)
+    elif isinstance(expr, Op):
+        out = Op(expr.name, tuple(_rename(a, mapping, ranges, memo) for a in expr.args), expr.dtype, expr.attrs)
+    else:
+        out = expr
+    memo[id(expr)] = out
+    return out
+
+
+def substitute(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int]) -> Expr:
+    """Rewrite every load index of ``expr`` by substituting loop variables."""
+    return _rename(expr, mapping, ranges, {})
+
+
+def _mergeable(indices: list[Index], outer: str, inner: str, inner_range: int) -> bool:
+    return all(ix.is_affine_in(outer) and ix.is_affine_in(inner) and ix.coeff(outer) == ix.coeff(inner) * inner_range
+               for ix in indices)
+
+
+def _merge_group(names: list[str], sizes: list[int], indices: list[Index]) -> list[list[int]]:
+    """Groups of adjacent positions (into ``names``) that can run as one loop."""
+    groups: list[list[int]] = []
+    for pos in range(len(names)):
+        if sizes[pos] == 1:
+            continue
+        if groups and _mergeable(indices, names[groups[-1][-1]], names[pos], sizes[pos]):
+            groups[-1].append(pos)
+        else:
+            groups.append([pos])
+    return groups
+
+
+def simplify_loops(buf: ComputedBuffer) -> None:
+    """Merge adjacent loop variables that all accesses address contiguously; drop size-1 loops
+    (TorchInductor's loop simplification; gives example 7.2's ``((8192,), ())`` group)."""
+    indices = [ld.index for ld in buf.reads()] + [buf.store_index]
+    mapping: dict[str, Index] = {}
+    new_ranges: dict[str, int] = {}
+    result = {}
+    for prefix, old_names, sizes in (("x", buf.pointwise_vars, list(buf.ranges)),
+                                     ("r", buf.reduction_vars, list(buf.reduction_ranges))):
+        groups = _merge_group(old_names, sizes, indices)
+        merged_sizes = []
+        for gi, group in enumerate(groups):
+            name = f"{prefix}{gi}"
+            size = 1
+            for pos in group:
+                size *= sizes[pos]
+            merged_sizes.append(size)
+            new_ranges[name] = size
+            inner = 1
+            for pos in reversed(group):
+                mapping[old_names[pos]] = mod(floordiv(Index.var(name), inner, {name: size}), sizes[pos], {name: size}) \
+                    if len(group) > 1 else Index.var(name)
+                inner *= sizes[pos]
+        for pos, size in enumerate(sizes):
+            if size == 1:
+                mapping[old_names[pos]] = Index.constant(0)
+        result[prefix] = tuple(merged_sizes)
+    buf.body = substitute(buf.body, mapping, new_ranges)
+    buf.store_index = buf.store_index.subs(mapping, new_ranges)
+    buf.ranges, buf.reduction_ranges = result["x"], result["r"]
+
+
+def buffer_bytes(shape: Sequence[int], dtype: str) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n * ITEMSIZE[dtype]
+
+
+__all__ = ["CostModel", "lower", "simplify_loops", "substitute", "buffer_bytes", "count_ops"]

@@ -1,0 +1,103 @@
+"""Turn a labelling of a FusionProblem's nodes into a valid fusion partition (Definition 7.3).
+
+A labelling that separates every forbidden pair may still have a cyclic quotient graph or blocks
+over the kernel limits.  ``repair_labels`` generalizes the "(<=)" half of Theorem 7.1's proof,
+where the blocks are numbered and each source x_e joins the smaller-numbered block of its two
+users so that every cross-block edge goes from a smaller to a larger number:
+
+1. rank the labels along a topological order of the condensation of their quotient graph
+   (labels in one strongly connected component by their first node);
+2. push each node down to the smallest rank among itself and its successors (reverse
+   topological sweep), so every dependency goes from a rank to an equal or larger rank;
+3. list the nodes by (rank, topological position), a topological order, and cut it into
+   maximal intervals of one rank that hold no forbidden pair and respect ``max_nodes`` and
+   ``max_buffers``.  Blocks that are intervals of a topological order have an acyclic quotient.
+
+An acyclic labelling within the limits comes out unchanged.  ``improve_by_moves`` then moves
+single nodes into a neighbouring block while that lowers the cost and keeps the partition valid.
+"""
+from __future__ import annotations
+
+from typing import Hashable, Mapping
+
+import networkx as nx
+
+from stax.problems import FusionProblem, Partition, block_index, quotient_graph
+
+
+def _label_ranks(problem: FusionProblem, labels: Mapping[str, Hashable], position: Mapping[str, int]) -> dict:
+    groups: dict[Hashable, list[str]] = {}
+    for n in problem.nodes:
+        groups.setdefault(labels[n], []).append(n)
+    names = list(groups)
+    quotient = quotient_graph(problem.dag(), [groups[g] for g in names])
+    condensed = nx.condensation(quotient)
+    scc_rank = {c: i for i, c in enumerate(nx.lexicographical_topological_sort(
+        condensed, key=lambda c: min(position[n] for i in condensed.nodes[c]["members"] for n in groups[names[i]])))}
+    ordered = sorted(range(len(names)), key=lambda i: (scc_rank[condensed.graph["mapping"][i]],
+                                                        position[groups[names[i]][0]]))
+    return {names[i]: rank for rank, i in enumerate(ordered)}
+
+
+def repair_labels(problem: FusionProblem, labels: Mapping[str, Hashable]) -> Partition:
+    """A partition that passes ``problem.validate``, as close to ``labels`` as steps 1-3 allow."""
+    dag = problem.dag()
+    topo = list(nx.lexicographical_topological_sort(dag, key=problem.nodes.index))
+    position = {n: i for i, n in enumerate(topo)}
+    label_rank = _label_ranks(problem, labels, position)
+    rank: dict[str, int] = {}
+    for n in reversed(topo):
+        rank[n] = min([label_rank[labels[n]]] + [rank[s] for s in dag.successors(n)])
+    forbidden: dict[str, set[str]] = {n: set() for n in problem.nodes}
+    for pair in problem.forbidden:
+        forbidden[pair.a].add(pair.b)
+        forbidden[pair.b].add(pair.a)
+    blocks: list[list[str]] = []
+    current_rank, members, touched = None, set(), set()
+    for n in sorted(topo, key=lambda n: (rank[n], position[n])):
+        buffers = touched | problem.buffers_of(n)
+        if (rank[n] != current_rank or forbidden[n] & members
+                or len(members) + 1 > problem.max_nodes or len(buffers) > problem.max_buffers):
+            blocks.append([])
+            current_rank, members, buffers = rank[n], set(), problem.buffers_of(n)
+        blocks[-1].append(n)
+        members.add(n)
+        touched = buffers
+    return tuple(tuple(b) for b in blocks)
+
+
+def _may_join(problem: FusionProblem, block: set[str], node: str, forbidden: set[frozenset[str]]) -> bool:
+    """Forbidden pairs and kernel limits allow ``node`` to join ``block``."""
+    if len(block) + 1 > problem.max_nodes or any(frozenset((node, m)) in forbidden for m in block):
+        return False
+    return len(set().union(problem.buffers_of(node), *(problem.buffers_of(m) for m in block))) <= problem.max_buffers
+
+
+def improve_by_moves(problem: FusionProblem, partition: Partition, max_passes: int = 10) -> Partition:
+    """Local search: move one node into the block of a DAG or buffer neighbour when that strictly
+    lowers the cost and the partition stays valid (forbidden pairs, limits, acyclic quotient)."""
+    dag = problem.dag()
+    neighbours: dict[str, set[str]] = {n: set(dag.predecessors(n)) | set(dag.successors(n)) for n in problem.nodes}
+    for buf in problem.buffers:
+        for u in buf.users:
+            neighbours[u] |= set(buf.users) - {u}
+    forbidden = set(problem.forbidden_set())
+    blocks = [set(b) for b in partition]
+    cost = problem.cost(blocks)
+    for _ in range(max_passes):
+        improved = False
+        for node in problem.nodes:
+            block_of = block_index(blocks)
+            home = block_of[node]
+            for target in sorted({block_of[m] for m in neighbours[node]} - {home}):
+                if not _may_join(problem, blocks[target], node, forbidden):
+                    continue
+                trial = [b - {node} if i == home else b | {node} if i == target else b for i, b in enumerate(blocks)]
+                trial = [b for b in trial if b]
+                trial_cost = problem.cost(trial)
+                if trial_cost < cost and nx.is_directed_acyclic_graph(quotient_graph(dag, [list(b) for b in trial])):
+                    blocks, cost, improved = trial, trial_cost, True
+                    break
+        if not improved:
+            break
+    return tuple(tuple(n for n in problem.nodes if n in b) for b in blocks)

@@ -147,11 +147,12 @@ class FusionProblem:
         """Check Definition 7.3 (and the kernel limits); return the partition as tuples or raise."""
         blocks = tuple(tuple(b) for b in partition)
         seen: dict[str, int] = {}
+        dag = self.dag()
         for i, block in enumerate(blocks):
             if not block:
                 raise InvalidScheduleError(f"block {i} is empty; every block must hold at least one node")
             for n in block:
-                if n not in self.dag():
+                if n not in dag:
                     raise InvalidScheduleError(f"block {i} holds {n!r}, which is not a node of the problem")
                 if n in seen:
                     raise InvalidScheduleError(f"node {n!r} is in blocks {seen[n]} and {i}; blocks must be disjoint")
@@ -164,7 +165,7 @@ class FusionProblem:
             if len(block) > self.max_nodes:
                 raise InvalidScheduleError(f"block {i} has {len(block)} nodes, more than the limit {self.max_nodes}")
             nbuf = len(set().union(*(self.buffers_of(n) for n in block)))
-            if nbuf > self.max_buffers:
+            if nbuf > self.max_buffers and len(block) > 1:  # the limits bound fusion; one node is always a kernel
                 raise InvalidScheduleError(f"block {i} touches {nbuf} buffers, more than the limit {self.max_buffers}")
             for x in range(len(block)):
                 for y in range(x + 1, len(block)):
@@ -172,7 +173,7 @@ class FusionProblem:
                     if reason is not None:
                         raise InvalidScheduleError(
                             f"block {i} holds the forbidden pair ({block[x]}, {block[y]}): {reason}")
-        quotient = quotient_graph(self.dag(), blocks)
+        quotient = quotient_graph(dag, blocks)
         if not nx.is_directed_acyclic_graph(quotient):
             cycle = nx.find_cycle(quotient)
             raise InvalidScheduleError(f"the quotient graph has a cycle through blocks {[e[0] for e in cycle]} "

@@ -1,0 +1,888 @@
+"""Tracing: run a plain Python function on proxy tensors that follow ``torch.Tensor``'s method
+names and semantics, and record a :class:`~stax.graph.Graph` (seed 4.x, 6.3).
+
+Design (the way torch.fx / TorchInductor's front end does it, simplified):
+
+- **Explicit broadcasting and promotion.** Every elementwise node's operands are first cast to
+  the op's compute dtype (``torch.result_type``, see :func:`stax.dtypes.result_type`) and
+  expanded to the broadcast shape, so later passes never re-derive torch's rules. A Python
+  scalar becomes a ``constant`` node (shape ``()``, value rounded to the compute dtype, as torch
+  casts a wrapped scalar) followed by ``reshape`` + ``expand``.
+- **CSE by hash-consing.** A node identical in (op, inputs, attrs, shape, dtype) to an existing
+  one is not created again.
+- **Functionalization** (seed 7.1, renaming): an in-place method (``x.add_(y)``, ``x += y``)
+  rebinds the proxy to a new node; at the end ``Graph.mutations`` maps each mutated input to the
+  node holding its final value. In-place on a view, or on a tensor whose views are alive, raises
+  (the views would not see the update).
+- **Dead-code elimination** after tracing; nodes are then named ``arg<i>`` (inputs) and ``n0``,
+  ``n1``, ... in program order, so names are stable for a given program.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from . import dtypes
+from .errors import ShapeError, StaxError, UnsupportedError
+from .graph import Graph, Node
+
+Scalar = bool | int | float
+_SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape, dtype and (element) strides of an input; ``strides=None`` means contiguous."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    strides: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        shape = tuple(_as_int(s, "TensorSpec shape") for s in self.shape)
+        if any(s < 0 for s in shape):
+            raise ShapeError(f"TensorSpec shape {shape} has a negative size")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", dtypes.canonical(self.dtype))
+        if self.strides is not None:
+            strides = tuple(_as_int(s, "TensorSpec strides") for s in self.strides)
+            if len(strides) != len(shape):
+                raise ShapeError(f"TensorSpec strides {strides} do not match the rank of shape {shape}")
+            object.__setattr__(self, "strides", strides)
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major element strides of ``shape``."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _as_int(value: Any, what: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise UnsupportedError(f"{what}: expected an int, got {value!r} of type {type(value).__name__}")
+    return int(value)
+
+
+def _spec_of(spec: Any, index: int) -> TensorSpec:
+    if isinstance(spec, TensorSpec):
+        return spec
+    if isinstance(spec, np.ndarray):
+        if spec.dtype.name not in dtypes.SUPPORTED:
+            raise UnsupportedError(f"input {index}: numpy dtype {spec.dtype} is not supported; "
+                                   f"use one of {', '.join(dtypes.SUPPORTED)}")
+        dtype = spec.dtype.name
+        itemsize = spec.dtype.itemsize
+        if any(s % itemsize for s in spec.strides):
+            raise UnsupportedError(f"input {index}: strides {spec.strides} (bytes) are not a multiple of the itemsize {itemsize}")
+        return TensorSpec(spec.shape, dtype, tuple(s // itemsize for s in spec.strides))
+    raise UnsupportedError(f"input {index}: expected a numpy array or a stax.TensorSpec, got {type(spec).__name__}")
+
+
+class _Tracer:
+    """Owns the graph being recorded and the hash-consing table."""
+
+    def __init__(self) -> None:
+        self.graph = Graph()
+        self.cse: dict[tuple, str] = {}
+        self.done = False
+
+    def emit(self, op: str, inputs: Sequence[Tensor], shape: Sequence[int], dtype: str, /, **attrs: Any) -> Tensor:
+        if self.done:
+            raise StaxError(f"a tensor from a finished trace was used (op {op}); do not keep traced tensors across trace() calls")
+        names = tuple(t._name for t in inputs)
+        items = tuple(sorted(attrs.items()))
+        # repr keeps -0.0 apart from 0.0 and lets NaN constants merge.
+        key = (op, names, repr(items), tuple(shape), dtype)
+        name = self.cse.get(key)
+        if name is None:
+            name = f"arg{attrs['index']}" if op == "input" else f"n{len(self.graph.nodes)}"
+            self.graph.nodes[name] = Node(name, op, names, tuple(shape), dtype, items)
+            self.cse[key] = name
+        return Tensor(self, name)
+
+    def constant(self, value: Scalar, dtype: str, shape: Sequence[int]) -> Tensor:
+        """A scalar as a ``constant`` node broadcast to ``shape``."""
+        return _expand_to(self.emit("constant", (), (), dtype, value=_constant_value(value, dtype)), shape)
+
+
+def _constant_value(value: Scalar, dtype: str) -> Scalar:
+    """``value`` converted to ``dtype`` as torch converts a wrapped scalar (overflow raises)."""
+    if dtype == "bool":
+        return bool(value)
+    if dtypes.is_integer(dtype):
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            raise UnsupportedError(f"scalar {value!r} cannot be converted to {dtype}")
+        result = int(value)
+        info = np.iinfo(dtype)
+        if not info.min <= result <= info.max:
+            raise UnsupportedError(f"scalar {value!r} cannot be converted to {dtype} without overflow")
+        return result
+    return float(np.dtype(dtype).type(value))
+
+
+# ---------------------------------------------------------------------------------------------
+# shape helpers
+
+def _broadcast_shapes(op: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """torch's broadcasting: align on the right; sizes must match or be 1."""
+    ndim = max((len(s) for s in shapes), default=0)
+    result = []
+    for i in range(ndim):
+        sizes = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0} - {1}
+        if len(sizes) > 1:
+            raise ShapeError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} cannot be broadcast "
+                             f"(dimension {i} of the result has sizes {sorted(sizes)}; sizes must match or be 1)")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+def _expand_to(t: Tensor, shape: Sequence[int]) -> Tensor:
+    """Explicit broadcast: ``reshape`` to add leading 1s, then ``expand`` (graph contract)."""
+    shape = tuple(shape)
+    if t.shape == shape:
+        return t
+    padded = (1,) * (len(shape) - t.ndim) + t.shape
+    if padded != t.shape:
+        t = t._tracer.emit("reshape", (t,), padded, t.dtype, shape=padded)
+    if padded != shape:
+        t = t._tracer.emit("expand", (t,), shape, t.dtype, shape=shape)
+    return t
+
+
+def _wrap_dim(dim: Any, ndim: int, op: str) -> int:
+    """A possibly negative dim in ``[0, ndim)``; a 0-d tensor accepts 0 and -1 as torch does."""
+    dim = _as_int(dim, f"{op}: dim")
+    bound = max(ndim, 1)
+    if not -bound <= dim < bound:
+        raise ShapeError(f"{op}: dim {dim} is out of range for a tensor of dimension {ndim} "
+                         f"(expected a value in [{-bound}, {bound - 1}])")
+    return dim % bound
+
+
+def _dims_arg(dim: Any, ndim: int, op: str) -> tuple[int, ...]:
+    """``dim`` as sorted non-negative dims; None or () means all dims."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(ndim))
+    items = dim if isinstance(dim, (tuple, list)) else (dim,)
+    dims = [_wrap_dim(d, ndim, op) for d in items]
+    if len(set(dims)) != len(dims):
+        raise ShapeError(f"{op}: dim {tuple(items)} names a dimension more than once")
+    return tuple(sorted(d for d in dims if d < ndim))
+
+
+def _shape_args(args: tuple, op: str) -> tuple[int, ...]:
+    """``f(2, 3)`` and ``f((2, 3))`` both give ``(2, 3)``."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(_as_int(a, f"{op}: size") for a in args)
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise machinery
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, _SCALAR_TYPES)
+
+
+def _check_operand(value: Any, op: str) -> None:
+    if isinstance(value, Tensor) or _is_scalar(value):
+        return
+    if isinstance(value, np.ndarray):
+        raise UnsupportedError(f"{op}: numpy arrays inside a traced function are not supported; "
+                               "pass the array as an input of trace()/compile()")
+    raise UnsupportedError(f"{op}: operand {value!r} of type {type(value).__name__} is not supported; "
+                           "use a traced Tensor or a Python bool/int/float")
+
+
+def _tracer_of(operands: Sequence[Any], op: str) -> _Tracer:
+    tracers = {id(o._tracer): o._tracer for o in operands if isinstance(o, Tensor)}
+    if len(tracers) != 1:
+        raise StaxError(f"{op}: tensors from different traces cannot be combined")
+    return next(iter(tracers.values()))
+
+
+def _type_operand(value: Tensor | Scalar) -> tuple[str, int] | Scalar:
+    return (value.dtype, value.ndim) if isinstance(value, Tensor) else value
+
+
+def _lift(tracer: _Tracer, value: Tensor | Scalar, dtype: str, shape: tuple[int, ...]) -> Tensor:
+    """An operand cast to ``dtype`` and broadcast to ``shape``."""
+    if isinstance(value, Tensor):
+        return _expand_to(value._cast(dtype), shape)
+    return tracer.constant(value, dtype, shape)
+
+
+_BOOL_HINT = "cast with .int() first, or use ~ / logical_not() to invert a mask"
+
+
+def _rule_same(op: str, common: str) -> tuple[str, str]:
+    return common, common
+
+
+def _rule_no_bool(op: str, common: str) -> tuple[str, str]:
+    if common == "bool":
+        raise UnsupportedError(f"{op} on bool tensors is not supported (torch rejects it too); {_BOOL_HINT}")
+    return common, common
+
+
+def _rule_float(op: str, common: str) -> tuple[str, str]:
+    """Floating ops on integer/bool operands compute in the default dtype float32, as torch."""
+    dtype = common if dtypes.is_floating(common) else "float32"
+    return dtype, dtype
+
+
+def _rule_compare(op: str, common: str) -> tuple[str, str]:
+    return common, "bool"
+
+
+def _rule_logical(op: str, common: str) -> tuple[str, str]:
+    return "bool", "bool"
+
+
+def _rule_bool_only(op: str, common: str) -> tuple[str, str]:
+    if common != "bool":
+        raise UnsupportedError(f"{op} on {common} operands is not supported; stax supports & | ~ on bool tensors "
+                               "only (bitwise integer ops are not supported)")
+    return "bool", "bool"
+
+
+_RULES: dict[str, Callable[[str, str], tuple[str, str]]] = {
+    "same": _rule_same, "no_bool": _rule_no_bool, "float": _rule_float, "compare": _rule_compare,
+    "logical": _rule_logical, "bool_only": _rule_bool_only,
+}
+
+
+def _elementwise(name: str, op: str, operands: Sequence[Tensor | Scalar], rule: str) -> Tensor:
+    """Record elementwise ``op`` with torch's broadcasting and type promotion; ``name`` is the
+    user-facing method for error messages, ``rule`` picks the compute and result dtypes."""
+    for o in operands:
+        _check_operand(o, name)
+    tracer = _tracer_of(operands, name)
+    shape = _broadcast_shapes(name, [o.shape for o in operands if isinstance(o, Tensor)])
+    compute, out = _RULES[rule](name, dtypes.result_type(*map(_type_operand, operands)))
+    return tracer.emit(op, [_lift(tracer, o, compute, shape) for o in operands], shape, out)
+
+
+def where(cond: Tensor, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """``torch.where(cond, a, b)``: ``cond`` must be a bool tensor; ``a`` and ``b`` are promoted
+    with ``torch.result_type`` (two Python floats give float32) and all three broadcast."""
+    if not isinstance(cond, Tensor):
+        raise UnsupportedError(f"where: the condition must be a traced bool tensor, got {type(cond).__name__}")
+    if cond.dtype != "bool":
+        raise UnsupportedError(f"where: the condition must be a bool tensor, got {cond.dtype} (compare it, e.g. x > 0)")
+    for o in (a, b):
+        _check_operand(o, "where")
+    tracer = _tracer_of((cond, a, b), "where")
+    shape = _broadcast_shapes("where", [o.shape for o in (cond, a, b) if isinstance(o, Tensor)])
+    dtype = dtypes.result_type(_type_operand(a), _type_operand(b))
+    args = [_expand_to(cond, shape), _lift(tracer, a, dtype, shape), _lift(tracer, b, dtype, shape)]
+    return tracer.emit("where", args, shape, dtype)
+
+
+def _can_cast(src: str, dst: str) -> bool:
+    """torch.can_cast: in-place results may not go down a category (float -> int, int -> bool)."""
+    def category(d: str) -> int:
+        return 0 if d == "bool" else 1 if dtypes.is_integer(d) else 2
+    return category(src) <= category(dst)
+
+
+# ---------------------------------------------------------------------------------------------
+# the proxy tensor
+
+# method name -> (graph op, dtype rule)
+_UNARY_METHODS = {
+    **{m: (m, "float") for m in ("exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "erf",
+                                 "log1p", "expm1", "sin", "cos")},
+    "abs": ("abs", "no_bool"), "neg": ("neg", "no_bool"), "negative": ("neg", "no_bool"),
+    "relu": ("relu", "no_bool"), "logical_not": ("logical_not", "logical"),
+}
+_BINARY_METHODS = {
+    "add": ("add", "same"), "sub": ("sub", "no_bool"), "subtract": ("sub", "no_bool"),
+    "mul": ("mul", "same"), "multiply": ("mul", "same"),
+    "div": ("div", "float"), "divide": ("div", "float"), "true_divide": ("div", "float"),
+    "floor_divide": ("floordiv", "no_bool"), "remainder": ("mod", "no_bool"),
+    "maximum": ("maximum", "same"), "minimum": ("minimum", "same"),
+    "eq": ("eq", "compare"), "ne": ("ne", "compare"), "lt": ("lt", "compare"), "le": ("le", "compare"),
+    "gt": ("gt", "compare"), "ge": ("ge", "compare"),
+    "logical_and": ("logical_and", "logical"), "logical_or": ("logical_or", "logical"),
+    "_and": ("logical_and", "bool_only"), "_or": ("logical_or", "bool_only"),
+}
+# Python operator -> binary method; the reflected form swaps the operands.
+_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floor_divide",
+              "mod": "remainder", "and": "_and", "or": "_or"}
+_COMPARISONS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
+_CASTS = {"float": "float32", "double": "float64", "int": "int32", "long": "int64", "bool": "bool"}
+_REDUCTIONS = {"sum": "sum", "prod": "prod", "amax": "amax", "amin": "amin"}
+# in-place method -> out-of-place method (torch's ``x.op_(...)``)
+_INPLACE = ("add", "sub", "mul", "div", "pow", "clamp", "masked_fill", "floor_divide", "remainder",
+            "maximum", "minimum", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "erf",
+            "log1p", "expm1", "sin", "cos", "abs", "neg", "relu")
+_AUGMENTED = {"iadd": "add", "isub": "sub", "imul": "mul", "itruediv": "div", "ifloordiv": "floor_divide",
+              "imod": "remainder", "ipow": "pow"}
+_DATA_DEPENDENT = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "numpy")
+
+
+class Tensor:
+    """A traced tensor. Methods and operators follow ``torch.Tensor``; ``dtype`` is a string."""
+
+    __array_ufunc__ = None  # numpy scalars on the left defer to our reflected operators
+    __hash__ = object.__hash__  # comparisons return tensors, as in torch
+
+    def __init__(self, tracer: _Tracer, name: str, *, input_name: str | None = None,
+                 base: Tensor | None = None) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._input = input_name  # set on the proxy of a graph input
+        self._base = base  # the tensor this is a view of
+        self._has_views = False
+
+    # -- metadata -------------------------------------------------------------------------------
+    @property
+    def _node(self) -> Node:
+        return self._tracer.graph.nodes[self._name]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._node.shape
+
+    @property
+    def dtype(self) -> str:
+        return self._node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return self._node.numel
+
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+        if dim is None:
+            return self.shape
+        if self.ndim == 0:
+            raise ShapeError(f"size({dim}): a 0-d tensor has no dimensions")
+        return self.shape[_wrap_dim(dim, self.ndim, "size")]
+
+    def is_floating_point(self) -> bool:
+        return dtypes.is_floating(self.dtype)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._name}, shape={self.shape}, dtype={self.dtype})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        supported = sorted(n for n in dir(type(self)) if not n.startswith("_"))
+        raise UnsupportedError(f"Tensor.{name} is not supported by stax; supported: {', '.join(supported)}")
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise UnsupportedError("index assignment (x[...] = v) is not supported by stax; compute the new value "
+                               "with where()/masked_fill() and write it with copy_()")
+
+    # -- elementwise ----------------------------------------------------------------------------
+    def _cast(self, dtype: str) -> Tensor:
+        return self if dtype == self.dtype else self._tracer.emit("cast", (self,), self.shape, dtype, dtype=dtype)
+
+    def to(self, dtype: Any = None, *, copy: bool = False) -> Tensor:
+        """``x.to(dtype)`` or ``x.to(other)``; returns ``self`` when nothing changes, as torch."""
+        target = dtype.dtype if isinstance(dtype, Tensor) else dtypes.canonical(dtype)
+        result = self._cast(target)
+        return Tensor(self._tracer, result._name) if copy and result is self else result
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other)
+
+    def pow(self, exponent: Tensor | Scalar) -> Tensor:
+        return _pow(self, exponent)
+
+    def __pow__(self, exponent: Tensor | Scalar) -> Tensor:
+        return _pow(self, exponent)
+
+    def __rpow__(self, base: Scalar) -> Tensor:
+        return _pow(base, self)
+
+    def clamp(self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:
+        """``torch.clamp``: ``minimum(maximum(x, min), max)`` in ``result_type(x, min, max)``, so
+        NaN propagates and ``min > max`` gives ``max``, as torch."""
+        bounds = [b for b in (min, max) if b is not None]
+        if not bounds:
+            raise UnsupportedError("clamp: at least one of min and max must not be None")
+        for b in bounds:
+            _check_operand(b, "clamp")
+        result = self._cast(dtypes.result_type(*map(_type_operand, (self, *bounds))))
+        if min is not None:
+            result = _elementwise("clamp", "maximum", (result, min), "same")
+        if max is not None:
+            result = _elementwise("clamp", "minimum", (result, max), "same")
+        return result
+
+    clip = clamp
+
+    def clamp_min(self, min: Tensor | Scalar) -> Tensor:
+        return self.clamp(min=min)
+
+    def clamp_max(self, max: Tensor | Scalar) -> Tensor:
+        return self.clamp(max=max)
+
+    def where(self, condition: Tensor, other: Tensor | Scalar) -> Tensor:
+        """``x.where(cond, y)`` is ``torch.where(cond, x, y)``."""
+        return where(condition, self, other)
+
+    def masked_fill(self, mask: Tensor, value: Tensor | Scalar) -> Tensor:
+        """``value`` where ``mask``; the result keeps ``self``'s shape and dtype, as torch."""
+        if not isinstance(mask, Tensor) or mask.dtype != "bool":
+            raise UnsupportedError("masked_fill: the mask must be a bool tensor")
+        _check_operand(value, "masked_fill")
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise UnsupportedError(f"masked_fill: value must be a scalar or a 0-d tensor, got shape {value.shape}")
+        tracer = _tracer_of((self, mask, value), "masked_fill")
+        if _broadcast_shapes("masked_fill", [self.shape, mask.shape]) != self.shape:
+            raise ShapeError(f"masked_fill: mask of shape {mask.shape} does not broadcast to {self.shape}")
+        args = [_expand_to(mask, self.shape), _lift(tracer, value, self.dtype, self.shape), self]
+        return tracer.emit("where", args, self.shape, self.dtype)
+
+    def add(self, other: Tensor | Scalar, *, alpha: Scalar = 1) -> Tensor:
+        return _elementwise("add", "add", (self, _scaled(other, alpha)), "same")
+
+    def sub(self, other: Tensor | Scalar, *, alpha: Scalar = 1) -> Tensor:
+        return _elementwise("sub", "sub", (self, _scaled(other, alpha)), "no_bool")
+
+    def div(self, other: Tensor | Scalar, *, rounding_mode: str | None = None) -> Tensor:
+        """True division; ``rounding_mode="floor"`` is ``//``; ``"trunc"`` is not supported."""
+        if rounding_mode == "floor":
+            return self.floor_divide(other)
+        if rounding_mode is not None:
+            raise UnsupportedError(f"div: rounding_mode={rounding_mode!r} is not supported; use None or 'floor'")
+        return _elementwise("div", "div", (self, other), "float")
+
+    def max(self, other: Any = None, *, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """``x.max()`` (all elements) or ``x.max(other)``; ``x.max(dim)`` returns indices in torch
+        and is not supported."""
+        return self._max_min("max", dim if other is None else other, "amax", "maximum")
+
+    def min(self, other: Any = None, *, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return self._max_min("min", dim if other is None else other, "amin", "minimum")
+
+    def _max_min(self, name: str, other: Any, reduction: str, binary: str) -> Tensor:
+        if other is None:
+            return getattr(self, reduction)()
+        if isinstance(other, Tensor):
+            return getattr(self, binary)(other)
+        raise UnsupportedError(f"Tensor.{name}(dim) returns values and indices, which stax does not support; "
+                               f"use {reduction}(dim)")
+
+    # -- reductions -----------------------------------------------------------------------------
+    def _reduce(self, op: str, dim: Any, keepdim: bool, dtype: Any) -> Tensor:
+        """Reduction node over sorted non-negative dims; sum/prod of int/bool accumulate in int64
+        and ``dtype=`` casts first, as torch."""
+        dims = _dims_arg(dim, self.ndim, op)
+        src = self
+        if dtype is not None:
+            src = self._cast(dtypes.canonical(dtype))
+        elif op in ("sum", "prod") and not dtypes.is_floating(self.dtype):
+            src = self._cast("int64")
+        if not dims:
+            return Tensor(self._tracer, src._name)
+        if op in ("amax", "amin") and any(self.shape[d] == 0 for d in dims):
+            raise ShapeError(f"{op}: cannot reduce over a dimension of size 0 (shape {self.shape}, dims {dims})")
+        shape = tuple(1 if d in dims else s for d, s in enumerate(self.shape) if keepdim or d not in dims)
+        return self._tracer.emit(op, (src,), shape, src.dtype, dims=dims, keepdim=bool(keepdim))
+
+    def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        """``sum / count``; like torch, integer inputs need an explicit floating ``dtype``."""
+        src = self._cast(dtypes.canonical(dtype)) if dtype is not None else self
+        if not dtypes.is_floating(src.dtype):
+            raise UnsupportedError(f"mean(): could not infer output dtype. Input dtype must be a floating point "
+                                   f"dtype, got {src.dtype} (use x.float().mean() or mean(dtype='float32'))")
+        count = math.prod(src.shape[d] for d in _dims_arg(dim, src.ndim, "mean"))
+        return src.sum(dim, keepdim) / count
+
+    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return self._cast("bool").amax(dim, keepdim)
+
+    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return self._cast("bool").amin(dim, keepdim)
+
+    # -- views ----------------------------------------------------------------------------------
+    def _view(self, result: Tensor) -> Tensor:
+        """``result`` as a new alias of ``self`` (for the in-place checks)."""
+        root = self._base or self
+        root._has_views = True
+        return Tensor(self._tracer, result._name, base=root)
+
+    def _reshaped(self, shape: tuple[int, ...]) -> Tensor:
+        return self if shape == self.shape else self._tracer.emit("reshape", (self,), shape, self.dtype, shape=shape)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """``reshape``/``view`` with one inferred ``-1``; the graph has value semantics, so ``view`` on
+        a non-contiguous tensor is accepted."""
+        sizes = _shape_args(shape, "reshape")
+        known = math.prod(s for s in sizes if s != -1)
+        if sizes.count(-1) > 1 or any(s < -1 for s in sizes):
+            raise ShapeError(f"reshape: invalid shape {sizes} (at most one -1, other sizes non-negative)")
+        if -1 in sizes:
+            if known == 0 or self.numel() % known:
+                raise ShapeError(f"reshape: shape {sizes} is invalid for input of size {self.numel()} (shape {self.shape})")
+            sizes = tuple(self.numel() // known if s == -1 else s for s in sizes)
+        elif known != self.numel():
+            raise ShapeError(f"reshape: shape {sizes} is invalid for input of size {self.numel()} (shape {self.shape})")
+        return self._view(self._reshaped(sizes))
+
+    def view(self, *shape: Any) -> Tensor:
+        if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int, np.integer)):
+            raise UnsupportedError(f"view({shape[0]!r}): reinterpreting the dtype is not supported; use to(dtype)")
+        return self.reshape(*shape)
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        return self.reshape(other.shape)
+
+    view_as = reshape_as
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        start, end = _wrap_dim(start_dim, self.ndim, "flatten"), _wrap_dim(end_dim, self.ndim, "flatten")
+        if start > end:
+            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        return self.reshape(self.shape[:start] + (math.prod(self.shape[start:end + 1]),) + self.shape[end + 1:])
+
+    def permute(self, *dims: Any) -> Tensor:
+        order = tuple(_wrap_dim(d, self.ndim, "permute") for d in _shape_args(dims, "permute"))
+        if sorted(order) != list(range(self.ndim)):
+            raise ShapeError(f"permute: dims {dims} are not a permutation of the {self.ndim} dims of shape {self.shape}")
+        if order == tuple(range(self.ndim)):
+            return self._view(self)
+        shape = tuple(self.shape[d] for d in order)
+        return self._view(self._tracer.emit("permute", (self,), shape, self.dtype, dims=order))
+
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        order = list(range(self.ndim))
+        a, b = _wrap_dim(dim0, self.ndim, "transpose"), _wrap_dim(dim1, self.ndim, "transpose")
+        if self.ndim:
+            order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    swapaxes = transpose
+
+    def t(self) -> Tensor:
+        """torch.t: transposes a 2-D tensor, returns 0-d and 1-d tensors as they are."""
+        if self.ndim > 2:
+            raise ShapeError(f"t() expects a tensor with <= 2 dimensions, got shape {self.shape}; use transpose(d0, d1)")
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        d = _wrap_dim(dim, self.ndim + 1, "unsqueeze")
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def squeeze(self, dim: Any = None) -> Tensor:
+        """Drops size-1 dims (all, or those in ``dim``); a named dim of another size is kept, as torch."""
+        dims = set(range(self.ndim)) if dim is None else set(_dims_arg(dim, self.ndim, "squeeze"))
+        return self.reshape(tuple(s for d, s in enumerate(self.shape) if not (d in dims and s == 1)))
+
+    def expand(self, *sizes: Any) -> Tensor:
+        """torch.expand: ``-1`` keeps a size, new dims may be added on the left, size-1 dims broadcast."""
+        sizes = _shape_args(sizes, "expand")
+        lead = len(sizes) - self.ndim
+        if lead < 0:
+            raise ShapeError(f"expand: the number of sizes {sizes} must be >= the number of dims of shape {self.shape}")
+        target = []
+        for i, size in enumerate(sizes):
+            current = self.shape[i - lead] if i >= lead else None
+            if size == -1 and current is None:
+                raise ShapeError(f"expand: size -1 is not allowed in a new leading dimension ({sizes})")
+            if size == -1 or size == current:
+                target.append(current)
+            elif current in (None, 1) and size >= 0:
+                target.append(size)
+            else:
+                raise ShapeError(f"expand: the size of dimension {i} ({current}) must match {size} or be 1 "
+                                 f"(shape {self.shape}, sizes {sizes})")
+        return self._view(_expand_to(self, target))
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return self.expand(other.shape)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        """Basic indexing: ints, slices with positive steps, None and Ellipsis (a view, as torch)."""
+        items = list(index) if isinstance(index, tuple) else [index]
+        for item in items:
+            if not (item is None or item is Ellipsis or isinstance(item, slice)
+                    or (isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)))):
+                raise UnsupportedError(f"indexing with {type(item).__name__} is not supported; stax supports ints, "
+                                       "slices with positive steps, None and ...")
+        consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
+        if consuming > self.ndim:
+            raise ShapeError(f"too many indices for a tensor of dimension {self.ndim} (index {index!r})")
+        if items.count(Ellipsis) > 1:
+            raise ShapeError("an index can only have a single ellipsis ('...')")
+        if Ellipsis in items:
+            at = items.index(Ellipsis)
+            items[at:at + 1] = [slice(None)] * (self.ndim - consuming)
+        else:
+            items += [slice(None)] * (self.ndim - consuming)
+        result, shape, dim = self, [], 0
+        for item in items:
+            if item is None:
+                shape.append(1)
+                continue
+            size = self.shape[dim]
+            if isinstance(item, slice):
+                if item.step is not None and _as_int(item.step, "slice step") <= 0:
+                    raise UnsupportedError(f"slice step must be positive, got {item.step}")
+                start, stop, step = item.indices(size)
+                length = len(range(start, stop, step))
+                shape.append(length)
+            else:
+                if not -size <= item < size:
+                    raise ShapeError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+                start, step, length = int(item) % size, 1, 1
+            if length != size:
+                sliced = result.shape[:dim] + (length,) + result.shape[dim + 1:]
+                stop = start + (length - 1) * step + 1 if length else start
+                result = self._tracer.emit("slice", (result,), sliced, self.dtype, dim=dim,
+                                           start=start, stop=stop, step=step)
+            dim += 1
+        return self._view(result._reshaped(tuple(shape)))
+
+    # -- matmul ---------------------------------------------------------------------------------
+    def matmul(self, other: Tensor) -> Tensor:
+        """torch.matmul on float32/float64 operands of the same dtype: 1-D operands get a dim added
+        and removed, batch dims broadcast and are flattened into one batched 3-D ``matmul`` node."""
+        if not isinstance(other, Tensor):
+            raise UnsupportedError(f"matmul: the other operand must be a traced tensor, got {type(other).__name__}")
+        tracer = _tracer_of((self, other), "matmul")
+        if self.dtype != other.dtype or not dtypes.is_floating(self.dtype):
+            raise UnsupportedError(f"matmul: operands must both be float32 or both float64, got {self.dtype} "
+                                   f"and {other.dtype} (cast with .float() or .double())")
+        if self.ndim == 0 or other.ndim == 0:
+            raise ShapeError(f"matmul: both operands need at least one dimension, got shapes {self.shape} and {other.shape}")
+        a = self._reshaped((1,) + self.shape) if self.ndim == 1 else self
+        b = other._reshaped(other.shape + (1,)) if other.ndim == 1 else other
+        (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+        if k != k2:
+            raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} cannot be multiplied ({k} != {k2})")
+        batch = _broadcast_shapes("matmul", [a.shape[:-2], b.shape[:-2]])
+        if batch:
+            flat = math.prod(batch)
+            a = _expand_to(a, batch + (m, k))._reshaped((flat, m, k))
+            b = _expand_to(b, batch + (k, n))._reshaped((flat, k, n))
+        out = tracer.emit("matmul", (a, b), a.shape[:-1] + (n,), self.dtype)
+        shape = batch + ((m,) if self.ndim > 1 else ()) + ((n,) if other.ndim > 1 else ())
+        return out._reshaped(shape)
+
+    __matmul__ = matmul
+    mm = matmul
+    bmm = matmul
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        _check_operand(other, "matmul")
+        raise UnsupportedError(f"matmul: the other operand must be a traced tensor, got {type(other).__name__}")
+
+    # -- in-place (functionalized) --------------------------------------------------------------
+    def _assign(self, value: Tensor, op: str, *, any_cast: bool = False) -> Tensor:
+        """Rebind this proxy to ``value`` broadcast to its shape and cast to its dtype (torch's
+        in-place rules: the shape cannot change, the result may not go down a dtype category
+        except for ``copy_``)."""
+        if self._base is not None:
+            where_from = f"input {self._base._input}" if self._base._input else "a tensor"
+            raise UnsupportedError(f"{op}: in-place update of a view of {where_from} is not supported; compute the "
+                                   "full new value out of place and copy_() it into the tensor itself")
+        if self._has_views:
+            raise UnsupportedError(f"{op}: in-place update of a tensor that has views is not supported (the views "
+                                   "would not see the update); update it before taking views, or clone() it")
+        if _broadcast_shapes(op, [self.shape, value.shape]) != self.shape:
+            raise ShapeError(f"{op}: the result of shape {value.shape} does not broadcast to the tensor's shape {self.shape}")
+        if not (any_cast or _can_cast(value.dtype, self.dtype)):
+            raise UnsupportedError(f"{op}: result type {value.dtype} can't be cast to the desired output type "
+                                   f"{self.dtype} (as in torch); use an out-of-place op or cast explicitly")
+        self._name = _expand_to(value._cast(self.dtype), self.shape)._name
+        return self
+
+    def copy_(self, src: Tensor) -> Tensor:
+        if not isinstance(src, Tensor):
+            raise UnsupportedError(f"copy_: src must be a traced tensor, got {type(src).__name__} (use fill_ for scalars)")
+        _tracer_of((self, src), "copy_")
+        return self._assign(src, "copy_", any_cast=True)
+
+    def fill_(self, value: Tensor | Scalar) -> Tensor:
+        _check_operand(value, "fill_")
+        if isinstance(value, Tensor):
+            if value.ndim != 0:
+                raise UnsupportedError(f"fill_: value must be a scalar or a 0-d tensor, got shape {value.shape}")
+            return self._assign(value, "fill_", any_cast=True)
+        return self._assign(self._tracer.constant(value, self.dtype, ()), "fill_", any_cast=True)
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
+    def clone(self) -> Tensor:
+        """A new tensor with the same value (under functionalization: the same node, no alias)."""
+        return Tensor(self._tracer, self._name)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+
+def _scaled(other: Tensor | Scalar, alpha: Scalar) -> Tensor | Scalar:
+    """``other * alpha`` for torch's ``add(other, alpha=...)``."""
+    _check_operand(other, "add")
+    return other if alpha == 1 else other * alpha
+
+
+def _pow(base: Tensor | Scalar, exponent: Tensor | Scalar) -> Tensor:
+    """``base ** exponent``; integer results need a non-negative Python int exponent (torch raises
+    for negative integer powers)."""
+    for o in (base, exponent):
+        _check_operand(o, "pow")
+    common = dtypes.result_type(_type_operand(base), _type_operand(exponent))
+    if not dtypes.is_floating(common):
+        ok = (isinstance(base, Tensor) and isinstance(exponent, (int, np.integer))
+              and not isinstance(exponent, (bool, np.bool_)) and exponent >= 0 and common != "bool")
+        if not ok:
+            raise UnsupportedError(f"pow with an {common} result supports only a tensor base and a non-negative "
+                                   f"Python int exponent (got {base!r} ** {exponent!r}); cast to float first")
+    return _elementwise("pow", "pow", (base, exponent), "same")
+
+
+def _unary_method(name: str, op: str, rule: str) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return _elementwise(name, op, (self,), rule)
+    method.__doc__ = f"torch.Tensor.{name} (elementwise ``{op}``)."
+    return method
+
+
+def _binary_method(name: str, op: str, rule: str, reflected: bool = False) -> Callable[[Tensor, Any], Tensor]:
+    def method(self: Tensor, other: Tensor | Scalar) -> Tensor:
+        return _elementwise(name, op, (other, self) if reflected else (self, other), rule)
+    method.__doc__ = f"torch.Tensor.{name} (elementwise ``{op}``)."
+    return method
+
+
+def _cast_method(dtype: str) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return self._cast(dtype)
+    method.__doc__ = f"Cast to {dtype} (returns ``self`` if it already is, as torch)."
+    return method
+
+
+def _reduction_method(op: str) -> Callable[..., Tensor]:
+    def method(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return self._reduce(op, dim, keepdim, dtype)
+    method.__doc__ = f"torch.Tensor.{op} over ``dim`` (int, tuple or None for all) with ``keepdim``."
+    return method
+
+
+def _inplace_method(name: str) -> Callable[..., Tensor]:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return self._assign(getattr(self, name)(*args, **kwargs), f"{name}_")
+    method.__doc__ = f"In-place ``{name}`` (functionalized: the proxy is rebound to the new value)."
+    return method
+
+
+def _data_dependent(name: str) -> Callable[..., Any]:
+    def method(self: Tensor, *args: Any) -> Any:
+        raise UnsupportedError(f"Tensor.{name} needs the tensor's value, which is unknown while tracing "
+                               "(data-dependent control flow is not supported); use where() instead of if/else")
+    return method
+
+
+for _name, (_op, _rule) in _UNARY_METHODS.items():
+    setattr(Tensor, _name, _unary_method(_name, _op, _rule))
+for _name, (_op, _rule) in _BINARY_METHODS.items():
+    if not _name.startswith("_") and not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _binary_method(_name, _op, _rule))
+for _dunder, _name in _OPERATORS.items():
+    _op, _rule = _BINARY_METHODS[_name]
+    _label = {"_and": "&", "_or": "|"}.get(_name, _name)
+    setattr(Tensor, f"__{_dunder}__", _binary_method(_label, _op, _rule))
+    setattr(Tensor, f"__r{_dunder}__", _binary_method(_label, _op, _rule, reflected=True))
+for _dunder, _name in _COMPARISONS.items():
+    setattr(Tensor, f"__{_dunder}__", _binary_method(_name, *_BINARY_METHODS[_name]))
+for _name, _dtype in _CASTS.items():
+    setattr(Tensor, _name, _cast_method(_dtype))
+for _name in _REDUCTIONS:
+    setattr(Tensor, _name, _reduction_method(_name))
+for _name in _INPLACE:
+    setattr(Tensor, f"{_name}_", _inplace_method(_name))
+for _dunder, _name in _AUGMENTED.items():
+    setattr(Tensor, f"__{_dunder}__", _inplace_method(_name))
+for _name in _DATA_DEPENDENT:
+    setattr(Tensor, _name, _data_dependent(_name))
+Tensor.__neg__ = _unary_method("-", "neg", "no_bool")
+Tensor.__abs__ = _unary_method("abs", "abs", "no_bool")
+Tensor.__invert__ = _unary_method("~", "logical_not", "bool_only")
+
+
+# ---------------------------------------------------------------------------------------------
+# trace
+
+def _outputs(result: Any, tracer: _Tracer) -> list[Tensor]:
+    items = list(result) if isinstance(result, (tuple, list)) else [result]
+    if not items:
+        raise StaxError("the traced function returned an empty tuple/list; return at least one Tensor")
+    for i, item in enumerate(items):
+        if not isinstance(item, Tensor):
+            where_ = f"element {i} of the returned {type(result).__name__}" if item is not result else "the return value"
+            raise StaxError(f"the traced function must return a Tensor or a tuple/list of Tensors; "
+                            f"{where_} is {type(item).__name__} ({item!r:.60})")
+        if item._tracer is not tracer:
+            raise StaxError("the traced function returned a tensor from another trace")
+    return items
+
+
+def _finalize(graph: Graph, outputs: list[str], mutations: dict[str, str]) -> Graph:
+    """Dead-code elimination, then sequential names ``n0, n1, ...`` in program order."""
+    live = set(outputs) | set(mutations.values()) | set(graph.inputs)
+    for node in reversed(graph.nodes.values()):
+        if node.name in live:
+            live.update(node.inputs)
+    rename = {name: name for name in graph.inputs}
+    result = Graph(inputs=list(graph.inputs))
+    for node in graph.nodes.values():
+        if node.name in live:
+            rename.setdefault(node.name, f"n{len(rename) - len(graph.inputs)}")
+            new = replace(node, name=rename[node.name], inputs=tuple(rename[i] for i in node.inputs))
+            result.nodes[new.name] = new
+    result.outputs = [rename[o] for o in outputs]
+    result.mutations = {inp: rename[val] for inp, val in mutations.items()}
+    return result
+
+
+def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
+    """Call ``fn`` on proxy tensors described by ``specs`` (numpy arrays or TensorSpecs) and return
+    the recorded graph; ``fn`` returns a Tensor or a tuple/list of Tensors."""
+    tracer = _Tracer()
+    args = []
+    for i, spec in enumerate(specs):
+        spec = _spec_of(spec, i)
+        strides = spec.strides if spec.strides is not None else contiguous_strides(spec.shape)
+        proxy = tracer.emit("input", (), spec.shape, spec.dtype, index=i, strides=strides)
+        tracer.graph.inputs.append(proxy._name)
+        args.append(Tensor(tracer, proxy._name, input_name=proxy._name))
+    try:
+        outputs = _outputs(fn(*args), tracer)
+    finally:
+        tracer.done = True
+    mutations = {a._input: a._name for a in args if a._name != a._input}
+    return _finalize(tracer.graph, [t._name for t in outputs], mutations)

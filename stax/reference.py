@@ -1,0 +1,121 @@
+"""Reference evaluator: runs a traced :class:`~stax.graph.Graph` op by op with numpy.
+
+It is the oracle of every correctness test, so it follows torch's eager semantics literally:
+NaN propagates through ``maximum``/``minimum``/``amax``/``amin``, integer ``//`` and ``%`` by
+zero raise :class:`~stax.errors.KernelError` (torch raises "ZeroDivisionError"), and in-place
+updates of inputs (``Graph.mutations``) are written into the caller's arrays after every output
+has been computed (seed 7.1: the mutation is ordered after every read of the old value).
+
+With ``upcast=True`` every float32 value is computed in float64 (inputs, constants, casts); the
+outputs are rounded back to the graph's dtypes. Use it as the reference for long reductions.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from .errors import CallError, KernelError, StaxError
+from .graph import Graph, Node
+
+Array = np.ndarray
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+_UNARY: dict[str, Callable[[Array], Array]] = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "neg": np.negative, "tanh": np.tanh,
+    "log1p": np.log1p, "expm1": np.expm1, "sin": np.sin, "cos": np.cos, "logical_not": np.logical_not,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "reciprocal": lambda x: 1 / x,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "relu": lambda x: np.maximum(x, x.dtype.type(0)),
+    "erf": lambda x: _erf(x).astype(x.dtype),
+}
+_BINARY: dict[str, Callable[[Array, Array], Array]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum,
+    "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+}
+_INTEGER_DIVISIONS = frozenset({"floordiv", "mod"})
+_REDUCTIONS: dict[str, Callable[..., Array]] = {"sum": np.sum, "prod": np.prod, "amax": np.max, "amin": np.min}
+
+
+def _np_dtype(dtype: str, upcast: bool) -> np.dtype:
+    return np.dtype("float64" if upcast and dtype == "float32" else dtype)
+
+
+def _slice(x: Array, node: Node) -> Array:
+    index = [slice(None)] * x.ndim
+    index[node.attr("dim")] = slice(node.attr("start"), node.attr("stop"), node.attr("step"))
+    return x[tuple(index)]
+
+
+def _evaluate_node(node: Node, args: list[Array], upcast: bool) -> Array:
+    op = node.op
+    if op == "constant":
+        return np.array(node.attr("value"), dtype=_np_dtype(node.dtype, upcast))
+    if op == "cast":
+        return args[0].astype(_np_dtype(node.dtype, upcast))
+    if op in _UNARY:
+        return _UNARY[op](args[0])
+    if op in _BINARY:
+        a, b = args
+        if op in _INTEGER_DIVISIONS and a.dtype.kind in "iu" and not np.all(b):
+            raise KernelError(f"integer division by zero in {op} (node {node.name})")
+        return _BINARY[op](a, b)
+    if op == "where":
+        return np.where(*args)
+    if op in _REDUCTIONS:
+        return _REDUCTIONS[op](args[0], axis=node.attr("dims"), keepdims=node.attr("keepdim"))
+    if op == "permute":
+        return np.transpose(args[0], node.attr("dims"))
+    if op == "reshape":
+        return np.reshape(args[0], node.attr("shape"))
+    if op == "expand":
+        return np.broadcast_to(args[0], node.attr("shape"))
+    if op == "slice":
+        return _slice(args[0], node)
+    if op == "matmul":
+        return np.matmul(*args)
+    raise StaxError(f"reference: node {node.name} has unknown op {op!r}")
+
+
+def _check_inputs(graph: Graph, arrays: tuple[Array, ...]) -> None:
+    if len(arrays) != len(graph.inputs):
+        raise CallError(f"the graph takes {len(graph.inputs)} inputs, got {len(arrays)}")
+    for name, array in zip(graph.inputs, arrays):
+        node = graph.nodes[name]
+        if not isinstance(array, np.ndarray):
+            raise CallError(f"input {name}: expected a numpy array, got {type(array).__name__}")
+        if array.shape != node.shape or array.dtype != np.dtype(node.dtype):
+            raise CallError(f"input {name}: expected {node.dtype}{list(node.shape)}, got {array.dtype}{list(array.shape)}")
+        if name in graph.mutations and not array.flags.writeable:
+            raise CallError(f"input {name} is updated in place but the array is read-only")
+
+
+def evaluate(graph: Graph, *arrays: Array, upcast: bool = False) -> tuple[Array, ...]:
+    """Run ``graph`` on ``arrays``; returns one new array per output and applies
+    ``graph.mutations`` to the caller's arrays in place, as torch's in-place methods do."""
+    _check_inputs(graph, arrays)
+    env: dict[str, Array] = {}
+    with np.errstate(all="ignore"):  # torch computes inf/NaN silently
+        for node in graph.nodes.values():
+            if node.op == "input":
+                value = arrays[node.attr("index")]
+                value = value.astype(np.float64) if upcast and node.dtype == "float32" else value
+            else:
+                value = np.asarray(_evaluate_node(node, [env[i] for i in node.inputs], upcast))
+                value = value.astype(_np_dtype(node.dtype, upcast), copy=False)
+            if value.shape != node.shape:
+                raise StaxError(f"reference: node {node.name} ({node.op}) computed shape {value.shape}, "
+                                f"the graph says {node.shape}")
+            env[node.name] = value
+        outputs = tuple(np.array(env[o], dtype=graph.nodes[o].dtype) for o in graph.outputs)
+        updates = {inp: np.array(env[val]) for inp, val in graph.mutations.items()}
+        for inp, value in updates.items():
+            np.copyto(arrays[graph.nodes[inp].attr("index")], value, casting="unsafe")
+    return outputs

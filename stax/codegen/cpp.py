@@ -1,0 +1,414 @@
+"""CPU kernels (seed section 8): one C++ function per block of a fusion partition.
+
+A block's nodes share a loop frame (``scheduler.frame``): an outer loop nest run in parallel by
+OpenMP to the depth Algorithm 8.1 chooses, and, for blocks with reductions, per-node inner
+loops inside each outer iteration (the outer-loop fusion of listing 7.1).  Buffers whose users
+are all in the block never reach memory: per-outer-iteration values stay in locals, and a
+pointwise row another inner loop reads stays in a per-thread row buffer.
+
+Kernel forms (8.3), chosen from the access pattern:
+
+- ``vector``: strip-mined by W along the innermost frame variable, scalar tail (8.1);
+  reductions keep W accumulators combined at the end (Proposition 8.1 (2));
+- ``outer-vector``: reductions whose rows are strided (column sums) vectorize across W
+  neighbouring outputs instead;
+- ``tiled``: pointwise blocks with transposed accesses run in B x B tiles (8.2);
+- ``scalar``: everything else (and the ``none`` ISA level).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Sequence
+
+from ..dtypes import CPP_TYPE, ITEMSIZE
+from ..indexing import Index, contiguous_strides, linear_index
+from ..ir import REDUCTION_INIT, ComputedBuffer, Expr, Load, loads
+from ..lowering import substitute
+from ..scheduler.frame import Frame, make_frame
+from .exprs import BodyPrinter, PrintState, lane_type, literal, scalar_literal
+
+TILE = 32  # B >= cache line / element size, and a B x B tile of two operands fits in L1 (8.2)
+
+
+def parallel_depth(ranges: Sequence[int], threads: int, total: int, min_chunk: int = 512) -> int:
+    """Algorithm 8.1: how many outer loops run in parallel."""
+    seq, par, depth = total, 1, 0
+    for r in ranges:
+        if par >= 2 * threads or par == threads:
+            break
+        if seq / threads < min_chunk:
+            break
+        depth += 1
+        par *= r
+        seq = seq // max(r, 1)
+    return depth
+
+
+@dataclass
+class Kernel:
+    """A generated kernel: its C++ function and how the wrapper calls it."""
+
+    name: str
+    nodes: list[str]
+    buffers: list[str]  # the scheduler nodes' buffers, in order
+    params: list[str]  # storage names passed as pointers, in order
+    source: str
+    form: str
+    uses_error_flag: bool = False
+    extern: dict | None = None
+
+
+@dataclass
+class _Member:
+    name: str
+    buf: ComputedBuffer
+    body: Expr
+    store: Index
+    internal: bool
+    inner: bool  # runs an inner loop
+
+
+@dataclass
+class _Ctx:
+    """What a load of a block-internal buffer reads at the current point."""
+
+    point: dict[str, str] = field(default_factory=dict)  # per outer point (scalars or outer vectors)
+    vector_point: set[str] = field(default_factory=set)  # point values that are already vectors
+    local: dict[str, str] = field(default_factory=dict)  # computed earlier in this loop body
+
+    def inner(self) -> "_Ctx":
+        return _Ctx(self.point, self.vector_point, {})
+
+
+class BlockKernel:
+    """Generates the C++ function of one block."""
+
+    def __init__(self, name: str, members: list[tuple[str, ComputedBuffer]], internal: set[str],
+                 storage: dict[str, str], width: int, threads: int):
+        self.name, self.width, self.threads = name, width, threads
+        self.frame: Frame = make_frame([b for _, b in members])
+        ranges = self.frame.var_ranges
+        self.members = []
+        for node_name, buf in members:
+            mapping = self.frame.mapping(buf)
+            self.members.append(_Member(node_name, buf, substitute(buf.body, mapping, ranges),
+                                        buf.store_index.subs(mapping, ranges), buf.name in internal,
+                                        self.frame.uses_inner(buf)))
+        self.internal = internal
+        self.storage = storage
+        reads = [ld.buffer for m in self.members for ld in _loads(m.body) if ld.buffer not in internal]
+        writes = [storage.get(m.buf.name, m.buf.name) for m in self.members if not m.internal]
+        self.params = list(dict.fromkeys([storage.get(b, b) for b in reads] + writes))
+        self.written = set(writes)
+        self.pointer = {}
+        n_in = n_out = 0
+        for p in self.params:
+            if p in self.written:
+                self.pointer[p], n_out = f"out_ptr{n_out}", n_out + 1
+            else:
+                self.pointer[p], n_in = f"in_ptr{n_in}", n_in + 1
+        self.dtypes = {ld.buffer: ld.dtype for m in self.members for ld in _loads(m.body)}
+        self.dtypes |= {storage.get(m.buf.name, m.buf.name): m.buf.dtype for m in self.members}
+        self.state = PrintState()
+
+    # --- access classification ----------------------------------------------------------------
+    def _external_loads(self, member: _Member) -> list[Load]:
+        return [ld for ld in _loads(member.body) if ld.buffer not in self.internal]
+
+    def _vectorizable(self, var: str, members: list[_Member], with_store: bool) -> bool:
+        for m in members:
+            for ld in self._external_loads(m):
+                if _access(ld.index, var) == "strided":
+                    return False
+            if with_store and not m.internal and _access(m.store, var) != "contiguous":
+                return False
+        return True
+
+    def choose_form(self) -> tuple[str, str | None]:
+        """The kernel form and its vector variable (seed 8.3)."""
+        f = self.frame
+        if self.width == 1 or not f.outer and not f.inner:
+            return "scalar", None
+        if not f.inner:
+            last = f.outer_vars[-1]
+            if self._vectorizable(last, self.members, with_store=True):
+                return "vector", last
+            if len(f.outer) >= 2 and all(m.store.is_affine_in(last) for m in self.members):
+                return "tiled", None
+            return "scalar", None
+        inner_last = f.inner_vars[-1]
+        looped = [m for m in self.members if m.inner]
+        pointwise_rows = [m for m in looped if not m.buf.reduction]
+        if self._vectorizable(inner_last, looped, with_store=False) and \
+                all(m.internal or _access(m.store, inner_last) == "contiguous" for m in pointwise_rows):
+            return "vector", inner_last
+        if f.outer and not pointwise_rows and self._vectorizable(f.outer_vars[-1], self.members, with_store=True):
+            return "outer-vector", f.outer_vars[-1]
+        return "scalar", None
+
+    # --- emission -------------------------------------------------------------------------------
+    def generate(self) -> Kernel:
+        form, vvar = self.choose_form()
+        f = self.frame
+        total = prod(f.outer) * prod(f.inner)
+        depth = parallel_depth(f.outer, self.threads, total)
+        lines: list[str] = []
+        args = ", ".join(f"{'' if p in self.written else 'const '}{CPP_TYPE[self.dtypes[p]]}* {self.pointer[p]}"
+                         for p in self.params)
+        doc = "\n".join(f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
+                        f"{' (kept in the kernel)' if m.internal else ''}" for m in self.members)
+        params_doc = ", ".join(f"{self.pointer[p]}={p}" for p in self.params)
+        lines.append(doc)
+        lines.append(f"// {params_doc}")
+        lines.append(f'extern "C" void {self.name}({args}{", " if args else ""}int64_t* err) {{')
+        body: list[str] = []
+        scratch = self._scratch_rows()
+        if depth > 0:
+            body.append(f"#pragma omp parallel num_threads({self.threads})")
+            body.append("{")
+        for name, dtype in scratch.items():
+            body.append(f"    std::vector<{CPP_TYPE[dtype]}> {name}_row({prod(f.inner)});")
+        if form == "tiled":
+            body += self._tiled(depth)
+        else:
+            body += self._outer_loops(form, vvar, depth)
+        if depth > 0:
+            body.append("}")
+        lines += ["    " + b for b in body]
+        lines.append("}")
+        return Kernel(self.name, [m.name for m in self.members], [m.buf.name for m in self.members],
+                      self.params, "\n".join(lines), form, self.state.uses_error_flag)
+
+    def _scratch_rows(self) -> dict[str, str]:
+        """Internal pointwise rows that a later inner loop of the block reads."""
+        rows = {}
+        for i, m in enumerate(self.members):
+            if m.internal and m.inner and not m.buf.reduction:
+                if any(ld.buffer == m.buf.name for later in self.members[i + 1:] for ld in _loads(later.body)):
+                    rows[m.buf.name] = m.buf.dtype
+        return rows
+
+    def _loop(self, var: str, start: str, stop: str, step: int = 1) -> str:
+        inc = f"{var} += {step}" if step != 1 else f"{var} += 1"
+        return f"for (int64_t {var} = {start}; {var} < {stop}; {inc})"
+
+    def _outer_loops(self, form: str, vvar: str | None, depth: int) -> list[str]:
+        f = self.frame
+        vars_, ranges = f.outer_vars, list(f.outer)
+        vector_outer = form == "vector" and not f.inner or form == "outer-vector"
+        if not vector_outer:
+            return self._nest(vars_, ranges, depth, lambda ind: self._point(form, vvar, ind, outer_vector=False))
+        # the last outer loop is strip-mined: a vector nest and a scalar tail nest
+        last, n = vars_[-1], ranges[-1]
+        main_end = n - n % self.width
+        lines: list[str] = []
+        for start, stop, step, is_vec in ((0, main_end, self.width, True), (main_end, n, 1, False)):
+            if stop <= start:
+                continue
+            lines += self._nest(vars_, ranges, depth,
+                                lambda ind, v=is_vec: self._point("vector" if v else "scalar",
+                                                                  vvar if v else None, ind, outer_vector=v),
+                                last_loop=(start, stop, step))
+        return lines
+
+    def _nest(self, vars_: list[str], ranges: list[int], depth: int, body, last_loop=None) -> list[str]:
+        lines: list[str] = []
+        ind = ""
+        if depth > 0:
+            lines.append(f"#pragma omp for{f' collapse({depth})' if depth > 1 else ''}")
+        for i, (v, r) in enumerate(zip(vars_, ranges)):
+            if last_loop is not None and i == len(vars_) - 1:
+                start, stop, step = last_loop
+                lines.append(ind + self._loop(v, str(start), str(stop), step))
+            else:
+                lines.append(ind + self._loop(v, "0", str(r)))
+            lines.append(ind + "{")
+            ind += "    "
+        lines += body(ind)
+        for _ in vars_:
+            ind = ind[:-4]
+            lines.append(ind + "}")
+        if not vars_:
+            lines = lines[1:] if depth > 0 else lines
+        return lines
+
+    def _tiled(self, depth: int) -> list[str]:
+        """2-D tiling of the two innermost outer loops (8.2)."""
+        f = self.frame
+        vars_, ranges = f.outer_vars, list(f.outer)
+        u, v = vars_[-2], vars_[-1]
+        tiles = [f"{u}_tile", f"{v}_tile"]
+        outer_vars = vars_[:-2] + tiles
+        tile_ranges = ranges[:-2] + [-(-ranges[-2] // TILE), -(-ranges[-1] // TILE)]
+
+        def body(ind: str) -> list[str]:
+            lines = [ind + f"for (int64_t {u} = {u}_tile * {TILE}; {u} < std::min<int64_t>({u}_tile * {TILE} + {TILE}, {ranges[-2]}); {u} += 1)",
+                     ind + "{",
+                     ind + f"    for (int64_t {v} = {v}_tile * {TILE}; {v} < std::min<int64_t>({v}_tile * {TILE} + {TILE}, {ranges[-1]}); {v} += 1)",
+                     ind + "    {"]
+            lines += self._point("scalar", None, ind + "        ", outer_vector=False)
+            lines += [ind + "    }", ind + "}"]
+            return lines
+        return self._nest(outer_vars, tile_ranges, depth, body)
+
+    # --- one outer point ----------------------------------------------------------------------------
+    def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool) -> list[str]:
+        """Code for every member at one outer point (or W neighbouring points when outer_vector)."""
+        lines: list[str] = []
+        ctx = _Ctx()
+        point_printer = self._printer(outer_vector, vvar, ctx, lines, ind)
+        for m in self.members:
+            lines.append(f"{ind}// {m.name}")
+            if m.buf.reduction:
+                self._reduction(m, form, vvar, ind, lines, ctx, outer_vector)
+            elif m.inner:
+                self._pointwise_row(m, form, vvar, ind, lines, ctx)
+            else:
+                value = point_printer(m.body)
+                self._store(m, value, outer_vector, vvar, ind, lines)
+                if m.internal:
+                    ctx.point[m.buf.name] = value
+                    ctx.local[m.buf.name] = value
+                    if outer_vector:
+                        ctx.vector_point.add(m.buf.name)
+        return lines
+
+    def _printer(self, vector: bool, vvar: str | None, ctx: _Ctx, lines: list[str], ind: str) -> BodyPrinter:
+        def load(ld: Load) -> str:
+            if ld.buffer in self.internal:
+                return self._internal_value(ld, vector, vvar, ctx)
+            return self._load_text(ld, vector, vvar)
+        return BodyPrinter(vector, load, lines, ind, self.state)
+
+    def _internal_value(self, ld: Load, vector: bool, vvar: str | None, ctx: _Ctx) -> str:
+        """A block-internal buffer: a local of this loop body, a per-point value, or a row."""
+        name = ld.buffer
+        if name in ctx.local:
+            return ctx.local[name]
+        if name in ctx.point:
+            value = ctx.point[name]
+            if vector and name not in ctx.vector_point:
+                return f"stax::splat<{lane_type(ld.dtype)}>({value})"
+            return value
+        if vector:
+            return f"stax::vload({name}_row.data() + {self._row_index()})"
+        return f"{name}_row[{self._row_index()}]"
+
+    def _row_index(self) -> Index:
+        return linear_index([Index.var(v) for v in self.frame.inner_vars], contiguous_strides(self.frame.inner))
+
+    def _load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
+        ptr = self.pointer[self.storage.get(ld.buffer, ld.buffer)]
+        if not vector:
+            return f"{ptr}[{ld.index}]"
+        kind = _access(ld.index, vvar)
+        if kind == "contiguous":
+            return f"stax::vload({ptr} + {ld.index})"
+        cast = "(int8_t)" if ld.dtype == "bool" else ""
+        return f"stax::splat<{lane_type(ld.dtype)}>({cast}{ptr}[{ld.index}])"
+
+    def _store(self, m: _Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str]) -> None:
+        if m.internal:
+            return
+        ptr = self.pointer[self.storage.get(m.buf.name, m.buf.name)]
+        if vector:
+            lines.append(f"{ind}stax::vstore({ptr} + {m.store}, {value});")
+        else:
+            lines.append(f"{ind}{ptr}[{m.store}] = {value};")
+
+    def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body) -> list[str]:
+        """Inner loops of one member: the last one strip-mined when ``vector``."""
+        f = self.frame
+        lines: list[str] = []
+        for v, r in zip(f.inner_vars[:-1], f.inner[:-1]):
+            lines += [ind + self._loop(v, "0", str(r)), ind + "{"]
+            ind += "    "
+        last, n = f.inner_vars[-1], f.inner[-1]
+        if vector:
+            main_end = n - n % self.width
+            if main_end > 0:
+                lines += [ind + self._loop(last, "0", str(main_end), self.width), ind + "{"]
+                emit_body(ind + "    ", True, lines)
+                lines.append(ind + "}")
+            if main_end < n:
+                lines += [ind + self._loop(last, str(main_end), str(n)), ind + "{"]
+                emit_body(ind + "    ", False, lines)
+                lines.append(ind + "}")
+        else:
+            lines += [ind + self._loop(last, "0", str(n)), ind + "{"]
+            emit_body(ind + "    ", False, lines)
+            lines.append(ind + "}")
+        for _ in f.inner_vars[:-1]:
+            ind = ind[:-4]
+            lines.append(ind + "}")
+        return lines
+
+    def _reduction(self, m: _Member, form: str, vvar: str | None, ind: str, lines: list[str], ctx: _Ctx,
+                   outer_vector: bool) -> None:
+        op, dtype = m.buf.reduction, m.buf.dtype
+        init = REDUCTION_INIT[op]
+        init_value = float(init) if isinstance(init, str) else init
+        acc = self.state.fresh("tmp_acc")
+        inner_vector = form == "vector" and not outer_vector
+        if outer_vector:
+            lines.append(f"{ind}auto {acc} = {literal(init_value, dtype, True)};")
+        else:
+            lines.append(f"{ind}{CPP_TYPE[dtype]} {acc} = {scalar_literal(init_value, dtype)};")
+            if inner_vector:
+                lines.append(f"{ind}auto {acc}_vec = {literal(init_value, dtype, True)};")
+
+        def body(bind: str, vec_loop: bool, out: list[str]) -> None:
+            vector = vec_loop or outer_vector
+            printer = self._printer(vector, vvar, ctx.inner(), out, bind)
+            value = printer(m.body)
+            target = f"{acc}_vec" if vec_loop and not outer_vector else acc
+            out.append(f"{bind}{target} = stax::r_{op}({target}, {value});")
+        lines += self._inner_nest(ind, inner_vector, vvar, body)
+        result = acc
+        if inner_vector:
+            result = f"stax::r_{op}({acc}, stax::hreduce_{op}<{lane_type(dtype)}>({acc}_vec))"
+            lines.append(f"{ind}{acc} = {result};")
+            result = acc
+        self._store(m, result, outer_vector, vvar, ind, lines)
+        ctx.point[m.buf.name] = result
+        if outer_vector:
+            ctx.vector_point.add(m.buf.name)
+
+    def _pointwise_row(self, m: _Member, form: str, vvar: str | None, ind: str, lines: list[str], ctx: _Ctx) -> None:
+        needs_row = m.internal and m.buf.name in self._scratch_rows()
+        row_index = self._row_index()
+
+        def body(bind: str, vec_loop: bool, out: list[str]) -> None:
+            printer = self._printer(vec_loop, vvar, ctx.inner(), out, bind)
+            value = printer(m.body)
+            self._store(m, value, vec_loop, vvar, bind, out)
+            if needs_row:
+                if vec_loop:
+                    out.append(f"{bind}stax::vstore({m.buf.name}_row.data() + {row_index}, {value});")
+                else:
+                    out.append(f"{bind}{m.buf.name}_row[{row_index}] = {value};")
+        lines += self._inner_nest(ind, form == "vector", vvar, body)
+
+
+def _loads(expr: Expr) -> list[Load]:
+    return loads(expr)
+
+
+def _access(index: Index, var: str | None) -> str:
+    """How a vector along ``var`` reads ``index``: contiguous, invariant (broadcast) or strided."""
+    if var is None or var not in index.variables():
+        return "invariant"
+    if index.is_affine_in(var) and index.coeff(var) == 1:
+        return "contiguous"
+    return "strided"
+
+
+def generate_extern(name: str, node_name: str, buf, storage: dict[str, str]) -> Kernel:
+    """An extern call has no C++ source; the wrapper calls the library directly."""
+    return Kernel(name, [node_name], [buf.name], [storage.get(i, i) for i in buf.inputs] + [buf.name], "", "extern",
+                  extern={"op": buf.op, "inputs": list(buf.inputs), "output": buf.name})
+
+
+def buffer_itemsize(dtype: str) -> int:
+    return ITEMSIZE[dtype]

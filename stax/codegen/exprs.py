@@ -1,0 +1,123 @@
+"""C++ text of loop-body expressions, identical in vector loops and scalar tails (seed 8.1).
+
+``BodyPrinter`` emits one ``auto tmpN = ...;`` line per distinct subexpression (CSE within a loop
+body).  The header ``stax_vec.h`` overloads every operation for scalars and ``vec<T>``, so only
+loads, constants and casts differ between the two modes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from ..dtypes import CPP_TYPE, is_floating
+from ..ir import Const, Expr, Load, Op
+
+_UNARY = {"exp": "stax::v_exp", "log": "stax::v_log", "tanh": "stax::v_tanh", "erf": "stax::v_erf",
+          "log1p": "stax::v_log1p", "expm1": "stax::v_expm1", "sin": "stax::v_sin", "cos": "stax::v_cos",
+          "sqrt": "stax::v_sqrt", "rsqrt": "stax::v_rsqrt", "abs": "stax::v_abs", "sigmoid": "stax::v_sigmoid",
+          "logical_not": "stax::logical_not"}
+_INFIX = {"add": "+", "sub": "-", "mul": "*"}
+_CALL2 = {"maximum": "stax::v_max", "minimum": "stax::v_min", "pow": "stax::v_pow",
+          "logical_and": "stax::logical_and", "logical_or": "stax::logical_or",
+          "lt": "stax::cmp_lt", "le": "stax::cmp_le", "gt": "stax::cmp_gt", "ge": "stax::cmp_ge",
+          "eq": "stax::cmp_eq", "ne": "stax::cmp_ne"}
+
+
+def lane_type(dtype: str) -> str:
+    """The C++ element type of a vector lane (bool lanes are int8_t 0/1)."""
+    return "int8_t" if dtype == "bool" else CPP_TYPE[dtype]
+
+
+def scalar_literal(value, dtype: str) -> str:
+    if dtype == "bool":
+        return "true" if value else "false"
+    if is_floating(dtype):
+        value = float(value)
+        limits = f"std::numeric_limits<{CPP_TYPE[dtype]}>"
+        if math.isnan(value):
+            return f"{limits}::quiet_NaN()"
+        if math.isinf(value):
+            return f"{limits}::infinity()" if value > 0 else f"-{limits}::infinity()"
+        text = repr(value)
+        return f"{text}f" if dtype == "float32" else text
+    return f"{CPP_TYPE[dtype]}({int(value)})"
+
+
+def literal(value, dtype: str, vector: bool) -> str:
+    text = scalar_literal(value, dtype)
+    if not vector:
+        return text
+    return f"stax::splat<{lane_type(dtype)}>({'(int8_t)' + text if dtype == 'bool' else text})"
+
+
+@dataclass
+class PrintState:
+    """Shared by the printers of one kernel: temporary numbering and whether the error flag is used."""
+
+    counter: int = 0
+    uses_error_flag: bool = False
+
+    def fresh(self, prefix: str = "tmp") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter - 1}"
+
+
+class BodyPrinter:
+    """Prints expressions of one loop body; ``load`` renders a Load in the current mode."""
+
+    def __init__(self, vector: bool, load: Callable[[Load], str], lines: list[str], indent: str,
+                 state: PrintState, error_flag: str = "err"):
+        self.vector, self.load_text = vector, load
+        self.lines, self.indent, self.state = lines, indent, state
+        self.error_flag = error_flag
+        self.cache: dict[int, str] = {}
+
+    def emit(self, line: str) -> str:
+        name = self.state.fresh()
+        self.lines.append(f"{self.indent}auto {name} = {line};")
+        return name
+
+    def __call__(self, expr: Expr) -> str:
+        key = id(expr)
+        if key not in self.cache:
+            self.cache[key] = self._print(expr)
+        return self.cache[key]
+
+    def _print(self, expr: Expr) -> str:
+        if isinstance(expr, Load):
+            return self.emit(self.load_text(expr))
+        if isinstance(expr, Const):
+            return literal(expr.value, expr.dtype, self.vector)
+        args = [self(a) for a in expr.args]
+        return self.emit(self._op(expr, args))
+
+    def _op(self, expr: Op, a: list[str]) -> str:
+        name, dtype = expr.name, expr.dtype
+        v = "v_" if self.vector else ""
+        if name in _UNARY:
+            return f"{_UNARY[name]}({a[0]})"
+        if name in _INFIX:
+            return f"{a[0]} {_INFIX[name]} {a[1]}"
+        if name in _CALL2:
+            return f"{_CALL2[name]}({a[0]}, {a[1]})"
+        if name == "neg":
+            return f"-{a[0]}"
+        if name == "reciprocal":
+            return f"{literal(1, dtype, self.vector)} / {a[0]}"
+        if name == "relu":
+            return f"stax::v_max({a[0]}, {literal(0, dtype, self.vector)})"
+        if name == "div":
+            return f"{a[0]} / {a[1]}"
+        if name in ("floordiv", "mod"):
+            if is_floating(dtype):
+                return f"stax::{v}float_{name}({a[0]}, {a[1]})"
+            self.state.uses_error_flag = True
+            return f"stax::{v}int_{name}({a[0]}, {a[1]}, {self.error_flag})"
+        if name == "where":
+            return f"stax::select({a[0]}, {a[1]}, {a[2]})"
+        if name == "cast":
+            if dtype == "bool":
+                return f"stax::{'v' if self.vector else ''}cast_bool({a[0]})"
+            return f"stax::{'v' if self.vector else ''}cast<{lane_type(dtype) if self.vector else CPP_TYPE[dtype]}>({a[0]})"
+        raise NotImplementedError(f"no C++ rule for op {name!r}")

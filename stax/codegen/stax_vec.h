@@ -1,0 +1,163 @@
+// Runtime support for stax's generated C++ kernels (seed section 8.1).
+//
+// Every operation is overloaded for a scalar T and for vec<T>, a GCC vector of STAX_W lanes,
+// so the generated loop body reads the same in the vector loop and in its scalar tail.
+// Bool values are 0/1 bytes (int8_t lanes in vectors).  Transcendental functions in vector
+// loops call glibc's libmvec (AVX-512: _ZGVeN16v_*, AVX2: _ZGVdN8v_*), never a scalar libm
+// call per lane.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#ifndef STAX_W
+#define STAX_W 1
+#endif
+
+namespace stax {
+
+template <typename T> struct vec_type { typedef T type __attribute__((vector_size(STAX_W * sizeof(T)))); };
+template <typename T> using vec = typename vec_type<T>::type;
+
+// --- memory ---------------------------------------------------------------------------------
+template <typename T> inline vec<T> vload(const T* p) { vec<T> v; std::memcpy(&v, p, sizeof v); return v; }
+inline vec<int8_t> vload(const bool* p) { vec<int8_t> v; std::memcpy(&v, p, sizeof v); return v; }
+template <typename T> inline void vstore(T* p, vec<T> v) { std::memcpy(p, &v, sizeof v); }
+inline void vstore(bool* p, vec<int8_t> v) { std::memcpy(p, &v, sizeof v); }
+template <typename T> inline vec<T> splat(T s) { vec<T> v = {}; return v + s; }
+
+// --- lane-wise fallback ------------------------------------------------------------------------
+template <typename V, typename F> inline V lanes(V x, F f) { V r; for (int i = 0; i < STAX_W; ++i) r[i] = f(x[i]); return r; }
+template <typename V, typename F> inline V lanes2(V x, V y, F f) { V r; for (int i = 0; i < STAX_W; ++i) r[i] = f(x[i], y[i]); return r; }
+
+// --- transcendental functions: scalar libm, vector libmvec -----------------------------------------
+#define STAX_SCALAR_FN(name, fn) \
+  inline float name(float x) { return fn(x); } \
+  inline double name(double x) { return fn(x); }
+
+#if defined(__AVX512F__) && STAX_W == 16
+#define STAX_VECTOR_FN(name, fn) \
+  extern "C" __m512 _ZGVeN16v_##fn##f(__m512); \
+  extern "C" __m512d _ZGVeN8v_##fn(__m512d); \
+  inline vec<float> name(vec<float> x) { return (vec<float>)_ZGVeN16v_##fn##f((__m512)x); } \
+  inline vec<double> name(vec<double> x) { \
+    __m512d h[2]; std::memcpy(h, &x, sizeof x); h[0] = _ZGVeN8v_##fn(h[0]); h[1] = _ZGVeN8v_##fn(h[1]); \
+    std::memcpy(&x, h, sizeof x); return x; }
+#define STAX_VECTOR_FN2(name, fn) \
+  extern "C" __m512 _ZGVeN16vv_##fn##f(__m512, __m512); \
+  extern "C" __m512d _ZGVeN8vv_##fn(__m512d, __m512d); \
+  inline vec<float> name(vec<float> x, vec<float> y) { return (vec<float>)_ZGVeN16vv_##fn##f((__m512)x, (__m512)y); } \
+  inline vec<double> name(vec<double> x, vec<double> y) { \
+    __m512d a[2], b[2]; std::memcpy(a, &x, sizeof x); std::memcpy(b, &y, sizeof y); \
+    a[0] = _ZGVeN8vv_##fn(a[0], b[0]); a[1] = _ZGVeN8vv_##fn(a[1], b[1]); std::memcpy(&x, a, sizeof x); return x; }
+#elif defined(__AVX2__) && STAX_W == 8
+#define STAX_VECTOR_FN(name, fn) \
+  extern "C" __m256 _ZGVdN8v_##fn##f(__m256); \
+  extern "C" __m256d _ZGVdN4v_##fn(__m256d); \
+  inline vec<float> name(vec<float> x) { return (vec<float>)_ZGVdN8v_##fn##f((__m256)x); } \
+  inline vec<double> name(vec<double> x) { \
+    __m256d h[2]; std::memcpy(h, &x, sizeof x); h[0] = _ZGVdN4v_##fn(h[0]); h[1] = _ZGVdN4v_##fn(h[1]); \
+    std::memcpy(&x, h, sizeof x); return x; }
+#define STAX_VECTOR_FN2(name, fn) \
+  extern "C" __m256 _ZGVdN8vv_##fn##f(__m256, __m256); \
+  extern "C" __m256d _ZGVdN4vv_##fn(__m256d, __m256d); \
+  inline vec<float> name(vec<float> x, vec<float> y) { return (vec<float>)_ZGVdN8vv_##fn##f((__m256)x, (__m256)y); } \
+  inline vec<double> name(vec<double> x, vec<double> y) { \
+    __m256d a[2], b[2]; std::memcpy(a, &x, sizeof x); std::memcpy(b, &y, sizeof y); \
+    a[0] = _ZGVdN4vv_##fn(a[0], b[0]); a[1] = _ZGVdN4vv_##fn(a[1], b[1]); std::memcpy(&x, a, sizeof x); return x; }
+#else
+#define STAX_VECTOR_FN(name, fn)
+#define STAX_VECTOR_FN2(name, fn)
+#endif
+
+#define STAX_MATH(name, fn) STAX_SCALAR_FN(name, std::fn) STAX_VECTOR_FN(name, fn)
+STAX_MATH(v_exp, exp)
+STAX_MATH(v_log, log)
+STAX_MATH(v_tanh, tanh)
+STAX_MATH(v_erf, erf)
+STAX_MATH(v_log1p, log1p)
+STAX_MATH(v_expm1, expm1)
+STAX_MATH(v_sin, sin)
+STAX_MATH(v_cos, cos)
+inline float v_pow(float x, float y) { return std::pow(x, y); }
+inline double v_pow(double x, double y) { return std::pow(x, y); }
+STAX_VECTOR_FN2(v_pow, pow)
+
+// sqrt and abs are single instructions: the compiler vectorizes these lane loops.
+inline float v_sqrt(float x) { return std::sqrt(x); }
+inline double v_sqrt(double x) { return std::sqrt(x); }
+template <typename V> inline V v_sqrt(V x) { return lanes(x, [](auto a) { return std::sqrt(a); }); }
+template <typename T> inline T v_abs(T x) { return x < 0 ? -x : x; }
+template <typename T> inline T v_rsqrt(T x) { return 1 / v_sqrt(x); }
+template <typename T> inline T v_sigmoid(T x) { return 1 / (1 + v_exp(-x)); }
+
+// --- NaN-propagating max/min (torch.maximum, amax) ---------------------------------------------------
+template <typename T> inline T v_max(T a, T b) { return (a > b) | (a != a) ? a : b; }
+template <typename T> inline T v_min(T a, T b) { return (a < b) | (a != a) ? a : b; }
+
+// --- comparisons and selection: bool lanes are 0/1 int8_t ----------------------------------------
+inline bool as_bool(bool m) { return m; }
+template <typename M> inline vec<int8_t> as_bool(M m) { return __builtin_convertvector(m, vec<int8_t>) & 1; }
+template <typename T> inline auto cmp_lt(T a, T b) { return as_bool(a < b); }
+template <typename T> inline auto cmp_le(T a, T b) { return as_bool(a <= b); }
+template <typename T> inline auto cmp_gt(T a, T b) { return as_bool(a > b); }
+template <typename T> inline auto cmp_ge(T a, T b) { return as_bool(a >= b); }
+template <typename T> inline auto cmp_eq(T a, T b) { return as_bool(a == b); }
+template <typename T> inline auto cmp_ne(T a, T b) { return as_bool(a != b); }
+template <typename T> inline T select(bool c, T a, T b) { return c ? a : b; }
+template <typename V> inline V select(vec<int8_t> c, V a, V b) {
+  typedef decltype(a < b) mask;
+  return __builtin_convertvector(c, mask) != 0 ? a : b;
+}
+inline bool logical_not(bool a) { return !a; }
+inline vec<int8_t> logical_not(vec<int8_t> a) { return a ^ 1; }
+template <typename T> inline T logical_and(T a, T b) { return a & b; }
+template <typename T> inline T logical_or(T a, T b) { return a | b; }
+
+// --- casts -----------------------------------------------------------------------------------------
+template <typename To, typename From> inline To cast(From x) { return static_cast<To>(x); }
+template <typename To, typename V> inline vec<To> vcast(V x) { return __builtin_convertvector(x, vec<To>); }
+template <typename T> inline bool cast_bool(T x) { return x != 0; }
+template <typename V> inline vec<int8_t> vcast_bool(V x) { return as_bool(x != 0); }
+
+// --- division (seed 8.3: integer division by zero sets the error flag instead of trapping) ----------
+template <typename T> inline T int_floordiv(T a, T b, int64_t* err) {
+  if (b == 0) { *err = 1; return 0; }
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> inline T int_mod(T a, T b, int64_t* err) {
+  if (b == 0) { *err = 1; return 0; }
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> inline T float_floordiv(T a, T b) { return std::floor(a / b); }
+template <typename T> inline T float_mod(T a, T b) {
+  T r = std::fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename V> inline V v_int_floordiv(V a, V b, int64_t* err) {
+  V r; for (int i = 0; i < STAX_W; ++i) r[i] = int_floordiv(a[i], b[i], err); return r; }
+template <typename V> inline V v_int_mod(V a, V b, int64_t* err) {
+  V r; for (int i = 0; i < STAX_W; ++i) r[i] = int_mod(a[i], b[i], err); return r; }
+template <typename V> inline V v_float_floordiv(V a, V b) { return lanes2(a, b, [](auto x, auto y) { return float_floordiv(x, y); }); }
+template <typename V> inline V v_float_mod(V a, V b) { return lanes2(a, b, [](auto x, auto y) { return float_mod(x, y); }); }
+
+// --- reductions (Proposition 8.1 (2): W accumulators, combined at the end) -------------------------
+template <typename T> inline T r_sum(T a, T b) { return a + b; }
+template <typename T> inline T r_prod(T a, T b) { return a * b; }
+template <typename T> inline T r_amax(T a, T b) { return v_max(a, b); }
+template <typename T> inline T r_amin(T a, T b) { return v_min(a, b); }
+#define STAX_HREDUCE(op) \
+  template <typename T> inline T hreduce_##op(vec<T> v) { T r = v[0]; for (int i = 1; i < STAX_W; ++i) r = r_##op(r, v[i]); return r; }
+STAX_HREDUCE(sum)
+STAX_HREDUCE(prod)
+STAX_HREDUCE(amax)
+STAX_HREDUCE(amin)
+
+}  // namespace stax

@@ -1,0 +1,133 @@
+"""The wrapper (seed 8.5): the Python function that checks the inputs, allocates buffers, calls
+the kernels in order and frees each buffer right after its last use.
+
+Its source is generated as readable text (listing 8.1) and executed once.  Allocations go
+through ``MemoryTracker``, the runtime's own accounting of the bytes the wrapper holds, so the
+peak of a real run can be compared with Definition 7.5's estimate.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import CallError, KernelError
+from ..ir import InputBuffer
+from .cpp import Kernel
+
+
+class MemoryTracker:
+    """Counts the bytes of buffers the wrapper allocated and has not freed; records the peak."""
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.peak = 0
+
+    def reset(self) -> None:
+        self.live = self.peak = 0
+
+    def alloc(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        array = np.empty(shape, dtype=dtype)
+        self.live += array.nbytes
+        self.peak = max(self.peak, self.live)
+        return array
+
+    def release(self, array: np.ndarray) -> None:
+        self.live -= array.nbytes
+
+
+def check_input(array: Any, name: str, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str,
+                writable: bool) -> None:
+    """``assert_size_stride`` of listing 8.1: the kernels index inputs with compile-time strides."""
+    if not isinstance(array, np.ndarray):
+        raise CallError(f"argument {name} must be a numpy array, got {type(array).__name__}")
+    if array.dtype != np.dtype(dtype):
+        raise CallError(f"argument {name} has dtype {array.dtype}, but the function was compiled for {dtype}; "
+                        f"convert it with .astype({dtype!r}) or compile again for {array.dtype}")
+    if array.shape != shape:
+        raise CallError(f"argument {name} has shape {array.shape}, but the function was compiled for {shape}; "
+                        "compile again for the new shape")
+    elem_strides = tuple(s // array.itemsize for s in array.strides)
+    if any(st != ex for st, ex, n in zip(elem_strides, strides, shape) if n > 1):
+        raise CallError(f"argument {name} has strides {elem_strides} (in elements), but the kernels were generated "
+                        f"for strides {strides}; pass np.ascontiguousarray({name}) or compile with a spec of these strides")
+    if writable and not array.flags.writeable:
+        raise CallError(f"argument {name} is updated in place but is read-only; pass a writable array")
+
+
+@dataclass
+class WrapperPlan:
+    """What the wrapper does, step by step, in the chosen kernel order."""
+
+    inputs: list[InputBuffer]
+    steps: list[Kernel]
+    buffer_meta: dict[str, tuple[tuple[int, ...], str]]  # allocated buffer -> (shape, dtype)
+    outputs: list[str]
+    mutated_inputs: set[str] = field(default_factory=set)
+
+
+def wrapper_source(plan: WrapperPlan) -> str:
+    """The wrapper's Python source (listing 8.1's shape)."""
+    names = [i.name for i in sorted(plan.inputs, key=lambda i: i.position)]
+    lines = ["def call(args):"]
+    if names:
+        lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
+    for inp in sorted(plan.inputs, key=lambda i: i.position):
+        lines.append(f"    assert_size_stride({inp.name}, '{inp.name}', {inp.shape}, {inp.strides}, "
+                     f"'{inp.dtype}', {inp.name in plan.mutated_inputs})")
+    allocated: set[str] = set()
+    last_use: dict[str, int] = {}
+    for t, kernel in enumerate(plan.steps):
+        for p in kernel.params:
+            last_use[p] = t
+    outputs = set(plan.outputs)
+    for t, kernel in enumerate(plan.steps):
+        for p in kernel.params:
+            if p in plan.buffer_meta and p not in allocated:
+                shape, dtype = plan.buffer_meta[p]
+                lines.append(f"    {p} = alloc({shape}, '{dtype}')")
+                allocated.add(p)
+        lines.append(f"    # {', '.join(kernel.nodes)}")
+        if kernel.extern:
+            ext = kernel.extern
+            lines.append(f"    np.{ext['op']}({', '.join(ext['inputs'])}, out={ext['output']})")
+        else:
+            lines.append(f"    {kernel.name}({', '.join(f'{p}.ctypes.data' for p in kernel.params)}{', ' if kernel.params else ''}err_ptr)")
+        if kernel.uses_error_flag:
+            lines.append(f"    if err[0]: raise_kernel_error({kernel.name!r}, {kernel.nodes!r})")
+        for p in kernel.params:
+            if last_use[p] == t and p in allocated and p not in outputs:
+                lines.append(f"    release({p}); del {p}")
+    returned = ", ".join(plan.outputs)
+    lines.append(f"    return ({returned}{',' if len(plan.outputs) == 1 else ''})")
+    return "\n".join(lines) + "\n"
+
+
+def _raise_kernel_error(err: np.ndarray) -> Callable[[str, Sequence[str]], None]:
+    def raise_error(kernel: str, nodes: Sequence[str]) -> None:
+        err[0] = 0
+        raise KernelError(f"integer division by zero in kernel {kernel} (scheduler nodes {', '.join(nodes)}); "
+                          "torch raises ZeroDivisionError here too: make sure divisors of // and % are non-zero")
+    return raise_error
+
+
+def build_wrapper(plan: WrapperPlan, library: ctypes.CDLL, tracker: MemoryTracker) -> tuple[str, Callable]:
+    """Generate, execute and return the wrapper's source and its ``call`` function."""
+    source = wrapper_source(plan)
+    err = np.zeros(1, dtype=np.int64)
+    namespace: dict[str, Any] = {
+        "np": np, "alloc": tracker.alloc, "release": tracker.release, "assert_size_stride": check_input,
+        "err": err, "err_ptr": err.ctypes.data, "raise_kernel_error": _raise_kernel_error(err),
+    }
+    for kernel in plan.steps:
+        if kernel.extern:
+            continue
+        fn = getattr(library, kernel.name)
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * (len(kernel.params) + 1)
+        namespace[kernel.name] = fn
+    exec(compile(source, "<stax wrapper>", "exec"), namespace)
+    namespace["_keep_err_alive"] = err
+    return source, namespace["call"]

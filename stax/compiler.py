@@ -1,0 +1,151 @@
+"""``stax.compile``: the pipeline as a list of named passes, each one a call you can stop after.
+
+    graph     = trace(fn, *specs)                      # front end
+    program   = lower(graph, cost_model)               # loop IR, materialization (6.x)
+    scheduler = Scheduler(program)                     # scheduler nodes, dependencies (7.1)
+    problem   = scheduler.fusion_problem(rule)         # the FusionProblem seam (7.2)
+    fusion    = run_fusion(strategy, problem)          # a validated partition (7.3)
+    order     = run_order(strategy, kernel problem)    # a validated kernel order (7.5)
+    kernels   = generate_kernels(...)                  # C++ (8.1-8.4)
+    library   = build(translation unit)                # gcc, cached
+    wrapper   = build_wrapper(...)                     # the call path (8.5)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .codegen.cpp import BlockKernel, Kernel, generate_extern
+from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
+from .frontend import trace
+from .graph import Graph
+from .ir import ComputedBuffer, LoweredProgram
+from .lowering import CostModel, lower
+from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
+from .runtime import Isa, build, default_threads, detect_isa, load
+from .scheduler.nodes import Scheduler
+from .scheduler.report import fusion_log
+from .strategy import FusionResult, OrderResult, ordered_blocks, run_fusion, run_order
+
+
+@dataclass
+class Options:
+    """Compilation choices; every field is a knob an experiment may turn."""
+
+    fusion: Any = "greedy"
+    order: Any = "best"
+    rule: str = "cpu"
+    cost_model: CostModel = field(default_factory=CostModel)
+    fusion_params: dict[str, Any] = field(default_factory=dict)
+    order_params: dict[str, Any] = field(default_factory=dict)
+    isa: Isa | None = None
+    threads: int | None = None
+
+
+@dataclass
+class CompiledFunction:
+    """A compiled program: call it with numpy arrays; inspect every stage's result."""
+
+    graph: Graph
+    program: LoweredProgram
+    scheduler: Scheduler
+    fusion_problem: FusionProblem
+    fusion: FusionResult
+    order_problem: OrderProblem
+    order: OrderResult
+    kernels: list[Kernel]
+    kernel_source: str
+    wrapper_source: str
+    memory: MemoryTracker
+    _call: Callable
+    library_path: str = ""
+
+    def __call__(self, *arrays: np.ndarray):
+        outputs = self._call(list(arrays))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    @property
+    def source(self) -> str:
+        return f"# wrapper\n{self.wrapper_source}\n// kernels\n{self.kernel_source}"
+
+    @property
+    def fusion_log(self) -> str:
+        return fusion_log(self.fusion_problem, self.fusion)
+
+    def modeled_traffic(self) -> int:
+        """Definition 7.3's cost of the chosen partition, in bytes."""
+        return self.fusion_problem.cost(self.fusion.partition)
+
+
+def kernel_name(block: tuple[str, ...]) -> str:
+    return "cpp_fused_" + "_".join(block) if len(block) <= 4 else f"cpp_fused_{block[0]}_to_{block[-1]}_{len(block)}"
+
+
+def allocated_order_problem(problem: FusionProblem, blocks: Partition, names: list[str],
+                            aliased: set[str]) -> OrderProblem:
+    """The kernels' OrderProblem, counting only buffers the wrapper allocates (Definition 7.5)."""
+    full = kernel_order_problem(problem, blocks, names)
+    return OrderProblem(full.tasks, tuple(b for b in full.buffers if b.name not in aliased), full.extra_edges, full.name)
+
+
+def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Partition, order: tuple[str, ...],
+                     names: list[str], isa: Isa, threads: int) -> list[Kernel]:
+    """C++ kernels (or extern calls) for the blocks, in execution order."""
+    block_of_name = dict(zip(names, blocks))
+    users = {b.name: set(b.users) for b in problem.buffers}
+    outputs = {b.name for b in problem.buffers if b.is_output}
+    storage = {n.buffer.name: n.buffer.aliases for n in scheduler.nodes
+               if isinstance(n.buffer, ComputedBuffer) and n.buffer.aliases}
+    kernels = []
+    for name in order:
+        block = block_of_name[name]
+        members = [scheduler.by_name[n] for n in block]
+        if members[0].kind == "extern":
+            kernels.append(generate_extern(name, block[0], members[0].buffer, storage))
+            continue
+        internal = {m.buffer_name for m in members
+                    if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}
+        kernels.append(BlockKernel(name, [(m.name, m.buffer) for m in members], internal, storage,
+                                   isa.width, threads).generate())
+    return kernels
+
+
+def translation_unit(kernels: list[Kernel]) -> str:
+    return "#include \"stax_vec.h\"\n#include <algorithm>\n\n" + "\n\n".join(k.source for k in kernels if k.source) + "\n"
+
+
+def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunction:
+    """Run every pass after tracing (see the module docstring)."""
+    isa = options.isa or detect_isa()
+    threads = options.threads or default_threads()
+    program = lower(graph, options.cost_model)
+    scheduler = Scheduler(program)
+    problem = scheduler.fusion_problem(options.rule)
+    fusion = run_fusion(options.fusion, problem, **options.fusion_params)
+    blocks = ordered_blocks(problem, fusion.partition)
+    fusion.partition = blocks
+    names = [kernel_name(b) for b in blocks]
+    aliased = {n.buffer_name for n in scheduler.nodes if isinstance(n.buffer, ComputedBuffer) and n.buffer.aliases}
+    order_problem = allocated_order_problem(problem, blocks, names, aliased)
+    order = run_order(options.order, order_problem, **options.order_params)
+    kernels = generate_kernels(scheduler, problem, blocks, order.order, names, isa, threads)
+    source = translation_unit(kernels)
+    library_path = build(source, isa)
+    meta = {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in
+            {ob.name for ob in order_problem.buffers}}
+    plan = WrapperPlan(program.inputs, kernels, meta, program.outputs, set(program.mutations))
+    tracker = MemoryTracker()
+    wrapper_src, call = build_wrapper(plan, load(library_path), tracker)
+    return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, source,
+                            wrapper_src, tracker, call, str(library_path))
+
+
+def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "best", **kwargs: Any) -> CompiledFunction:
+    """Trace ``fn`` on ``specs`` (numpy arrays or ``TensorSpec``) and compile it.
+
+    ``fusion`` / ``order``: a strategy name from the registries, a strategy object or a function.
+    Other keyword arguments are ``Options`` fields (rule="cpu"|"gpu", cost_model, threads, isa...).
+    """
+    return compile_graph(trace(fn, *specs), Options(fusion=fusion, order=order, **kwargs))

@@ -1,0 +1,120 @@
+"""Build and load generated C++ (seed 8): ISA probe, gcc, and an on-disk cache.
+
+The ISA level is probed at run time, widest first (seed 8.1: AVX-512, AVX2, none); the
+environment variable ``STAX_ISA`` forces a level (for tests of every form).  Libraries are
+cached by a hash of the source, the flags and the compiler version, under ``STAX_CACHE_DIR``
+(default ``~/.cache/stax``).  A build writes to a private temporary file and renames it into
+place, so concurrent processes compiling the same source never load a half-written library.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BuildError, StaxError
+
+HEADER_DIR = Path(__file__).parent / "codegen"
+
+
+@dataclass(frozen=True)
+class Isa:
+    name: str
+    width: int  # lanes of a float32 vector
+    flags: tuple[str, ...]
+
+
+ISA_LEVELS = {
+    "avx512": Isa("avx512", 16, ("-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mfma",
+                                 "-mprefer-vector-width=512")),
+    "avx2": Isa("avx2", 8, ("-mavx2", "-mfma")),
+    "none": Isa("none", 1, ()),
+}
+
+
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def detect_isa() -> Isa:
+    """The widest level this CPU supports, or the one ``STAX_ISA`` names."""
+    forced = os.environ.get("STAX_ISA")
+    if forced:
+        if forced not in ISA_LEVELS:
+            raise StaxError(f"STAX_ISA={forced!r} is not a level; use one of {', '.join(ISA_LEVELS)}")
+        return ISA_LEVELS[forced]
+    flags = _cpu_flags()
+    if {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags:
+        return ISA_LEVELS["avx512"]
+    if {"avx2", "fma"} <= flags:
+        return ISA_LEVELS["avx2"]
+    return ISA_LEVELS["none"]
+
+
+def default_threads() -> int:
+    return int(os.environ.get("STAX_THREADS", os.cpu_count() or 1))
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("STAX_CACHE_DIR", Path.home() / ".cache" / "stax"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@functools.cache
+def _compiler_version() -> str:
+    return subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+def compile_flags(isa: Isa) -> list[str]:
+    return ["-O3", "-std=c++17", "-shared", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
+            f"-DSTAX_W={isa.width}", f"-I{HEADER_DIR}", *isa.flags]
+
+
+def build(source: str, isa: Isa) -> Path:
+    """Compile ``source`` to a shared library (cached) and return its path."""
+    flags = compile_flags(isa)
+    header = (HEADER_DIR / "stax_vec.h").read_text()
+    key = hashlib.sha256("\0".join([source, header, " ".join(flags), _compiler_version()]).encode()).hexdigest()[:24]
+    directory = cache_dir() / key[:2]
+    directory.mkdir(exist_ok=True)
+    library = directory / f"{key}.so"
+    if library.exists():
+        return library
+    src = directory / f"{key}.cpp"
+    if not src.exists():
+        _atomic_write(src, source.encode())
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".so.tmp")
+    os.close(fd)
+    try:
+        result = subprocess.run(["g++", *flags, str(src), "-o", tmp, "-lmvec", "-lm"], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise BuildError(f"g++ failed to compile the generated kernels (source: {src}):\n{result.stderr[-4000:]}")
+        os.replace(tmp, library)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return library
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def load(library: Path) -> ctypes.CDLL:
+    return ctypes.CDLL(str(library))

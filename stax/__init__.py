@@ -4,3 +4,6 @@ from .errors import (BuildError, CallError, InstanceFormatError, InvalidSchedule
                      ShapeError, StaxError, StrategyNotFound, UnsupportedError)
 from .problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
 from .strategy import FusionResult, OrderResult, fusion_strategies, order_strategies, run_fusion, run_order
+from .frontend import Tensor, TensorSpec, trace, where
+from .lowering import CostModel
+from .compiler import CompiledFunction, Options, compile, compile_graph

@@ -523,7 +523,7 @@ class Tensor:
     # -- views ----------------------------------------------------------------------------------
     def _view(self, result: Tensor) -> Tensor:
         """``result`` as a new alias of ``self`` (for the in-place checks)."""
-        root = self._base or self
+        root = self if self._base is None else self._base
         root._has_views = True
         return Tensor(self._tracer, result._name, base=root)
 

@@ -1,7 +1,7 @@
 """Theorem 7.1 and Proposition 7.4 checked numerically, plus the solvers they rest on.
 
-Exact optima come from the project's exact strategies when they are installed
-(``cpsat`` fusion, ``dp`` order) and otherwise from brute force on tiny instances.
+Exact optima come from the ``cpsat`` fusion strategy and the ``dp`` order strategy (brute
+force over topological orders on tiny instances until ``dp`` exists).
 """
 import doctest
 import importlib.util
@@ -11,6 +11,7 @@ import networkx as nx
 import pytest
 
 import solvers.multiway_cut
+from solvers import brute_force
 import solvers.vertex_separation
 from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from instances.graphs import FAMILIES, choose_terminals, grid_graph, planar_graph, random_graph, tree_graph
@@ -21,10 +22,9 @@ from solvers.mwc_fusion import MultiwayCutFusion, cut_graph
 from solvers.reductions import (cut_from_partition, fusion_from_multiway_cut, order_from_separation,
                                 order_from_vertex_separation, order_threshold, partition_from_cut)
 from solvers.vertex_separation import vs_cpsat, vs_dp, vs_of_order
-from stax.problems import Buffer, ForbiddenPair, FusionProblem, quotient_graph
+from stax.problems import Buffer, ForbiddenPair, FusionProblem
 from stax.strategy import run_fusion, run_order
 
-HAVE_CPSAT_FUSION = importlib.util.find_spec("solvers.fusion_cpsat") is not None
 HAVE_DP_ORDER = importlib.util.find_spec("solvers.order_dp") is not None
 
 
@@ -38,42 +38,16 @@ def graphs(sizes, seeds):
                     yield family, h, choose_terminals(h, seed)
 
 
-def brute_force_fusion_cost(problem: FusionProblem) -> int:
-    """Least cost over all valid partitions (restricted growth strings; tiny problems only)."""
-    nodes, dag = problem.nodes, problem.dag()
-    forbidden = problem.forbidden_set()
-    best = problem.unfused_cost()
-
-    def extend(blocks):
-        nonlocal best
-        i = sum(map(len, blocks))
-        if i == len(nodes):
-            if nx.is_directed_acyclic_graph(quotient_graph(dag, blocks)):
-                best = min(best, problem.cost(blocks))
-            return
-        for block in blocks:
-            if all(frozenset((nodes[i], m)) not in forbidden for m in block):
-                block.append(nodes[i])
-                extend(blocks)
-                block.pop()
-        extend(blocks + [[nodes[i]]])
-
-    extend([])
-    return best
-
-
 def optimal_fusion_cost(problem: FusionProblem) -> int:
-    if HAVE_CPSAT_FUSION:
-        result = run_fusion("cpsat", problem)
-        assert result.status == "optimal"
-        return result.cost
-    return brute_force_fusion_cost(problem)
+    result = run_fusion("cpsat", problem, workers=1)
+    assert result.status == "optimal"
+    return result.cost
 
 
 def optimal_peak(problem) -> int:
     if HAVE_DP_ORDER:
         return run_order("dp", problem).peak
-    return min(problem.peak(order) for order in nx.all_topological_sorts(problem.dag()))
+    return brute_force.min_peak(problem)[0]
 
 
 def test_doctests():
@@ -146,10 +120,7 @@ def test_vs_dp_and_cpsat_match_all_permutations():
 # --- Theorem 7.1 --------------------------------------------------------------------------------
 
 def test_theorem_7_1_optimal_fusion_is_twice_the_multiway_cut():
-    sizes, seeds = ((5, 6), range(3)) if HAVE_CPSAT_FUSION else ((4,), range(2))
-    for _, h, terminals in graphs(sizes, seeds):
-        if not HAVE_CPSAT_FUSION and h.number_of_edges() > 5:
-            continue
+    for _, h, terminals in graphs(sizes=(5, 7), seeds=range(3)):
         reduction = fusion_from_multiway_cut(h, terminals)
         assert optimal_fusion_cost(reduction.problem) == 2 * exact_multiway_cut(h, terminals).weight
 
@@ -224,9 +195,8 @@ def test_mwc_is_valid_on_general_problems_with_tight_limits():
             exact = run_fusion("mwc", problem, time_limit=2)  # run_fusion validates
             isolating = run_fusion("mwc", problem, method="isolating")
             assert exact.bound <= min(exact.cost, isolating.cost)
-            if HAVE_CPSAT_FUSION:
-                optimum = run_fusion("cpsat", problem, time_limit=5)
-                assert optimum.bound is None or optimum.bound <= min(exact.cost, isolating.cost)
+            optimum = run_fusion("cpsat", problem, time_limit=5, workers=1)
+            assert optimum.bound is None or optimum.bound <= min(exact.cost, isolating.cost)
 
 
 def test_repair_breaks_a_cyclic_labelling_and_keeps_an_acyclic_one():

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import ShapeError, StaxError, UnsupportedError
-from .graph import Graph, Node
+from .graph import COMPARE_OPS, REDUCTION_OPS, Graph, Node
 
 Scalar = bool | int | float
 _SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
@@ -311,14 +311,14 @@ _BINARY_METHODS = {
     "eq": ("eq", "compare"), "ne": ("ne", "compare"), "lt": ("lt", "compare"), "le": ("le", "compare"),
     "gt": ("gt", "compare"), "ge": ("ge", "compare"),
     "logical_and": ("logical_and", "logical"), "logical_or": ("logical_or", "logical"),
-    "_and": ("logical_and", "bool_only"), "_or": ("logical_or", "bool_only"),
 }
-# Python operator -> binary method; the reflected form swaps the operands.
-_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floor_divide",
-              "mod": "remainder", "and": "_and", "or": "_or"}
-_COMPARISONS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
+# Python operator (``__add__``, reflected ``__radd__``) -> (symbol, graph op, dtype rule)
+_OPERATORS = {
+    "add": ("+", "add", "same"), "sub": ("-", "sub", "no_bool"), "mul": ("*", "mul", "same"),
+    "truediv": ("/", "div", "float"), "floordiv": ("//", "floordiv", "no_bool"), "mod": ("%", "mod", "no_bool"),
+    "and": ("&", "logical_and", "bool_only"), "or": ("|", "logical_or", "bool_only"),
+}
 _CASTS = {"float": "float32", "double": "float64", "int": "int32", "long": "int64", "bool": "bool"}
-_REDUCTIONS = {"sum": "sum", "prod": "prod", "amax": "amax", "amin": "amin"}
 # in-place method -> out-of-place method (torch's ``x.op_(...)``)
 _INPLACE = ("add", "sub", "mul", "div", "pow", "clamp", "masked_fill", "floor_divide", "remainder",
             "maximum", "minimum", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "erf",
@@ -400,7 +400,7 @@ class Tensor:
     def _cast(self, dtype: str) -> Tensor:
         return self if dtype == self.dtype else self._tracer.emit("cast", (self,), self.shape, dtype, dtype=dtype)
 
-    def to(self, dtype: Any = None, *, copy: bool = False) -> Tensor:
+    def to(self, dtype: Any, *, copy: bool = False) -> Tensor:
         """``x.to(dtype)`` or ``x.to(other)``; returns ``self`` when nothing changes, as torch."""
         target = dtype.dtype if isinstance(dtype, Tensor) else dtypes.canonical(dtype)
         result = self._cast(target)
@@ -513,6 +513,25 @@ class Tensor:
                                    f"dtype, got {src.dtype} (use x.float().mean() or mean(dtype='float32'))")
         count = math.prod(src.shape[d] for d in _dims_arg(dim, src.ndim, "mean"))
         return src.sum(dim, keepdim) / count
+
+    def softmax(self, dim: int) -> Tensor:
+        """``exp(x - amax) / sum``: the numerically stable form torch computes."""
+        shifted = self._softmax_input(dim, "softmax")
+        e = shifted.exp()
+        return e / e.sum(dim, keepdim=True)
+
+    def log_softmax(self, dim: int) -> Tensor:
+        shifted = self._softmax_input(dim, "log_softmax")
+        return shifted - shifted.exp().sum(dim, keepdim=True).log()
+
+    def _softmax_input(self, dim: int, op: str) -> Tensor:
+        if not dtypes.is_floating(self.dtype):
+            raise UnsupportedError(f"{op} on {self.dtype} tensors is not supported (torch rejects it too); cast with .float()")
+        return self - self.amax(dim, keepdim=True)
+
+    def square(self) -> Tensor:
+        """torch.square is ``pow(x, 2)`` (so a bool tensor gives int64)."""
+        return self ** 2
 
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         return self._cast("bool").amax(dim, keepdim)
@@ -810,26 +829,24 @@ def _data_dependent(name: str) -> Callable[..., Any]:
 for _name, (_op, _rule) in _UNARY_METHODS.items():
     setattr(Tensor, _name, _unary_method(_name, _op, _rule))
 for _name, (_op, _rule) in _BINARY_METHODS.items():
-    if not _name.startswith("_") and not hasattr(Tensor, _name):
+    if not hasattr(Tensor, _name):  # add, sub, div have their own signatures
         setattr(Tensor, _name, _binary_method(_name, _op, _rule))
-for _dunder, _name in _OPERATORS.items():
-    _op, _rule = _BINARY_METHODS[_name]
-    _label = {"_and": "&", "_or": "|"}.get(_name, _name)
-    setattr(Tensor, f"__{_dunder}__", _binary_method(_label, _op, _rule))
-    setattr(Tensor, f"__r{_dunder}__", _binary_method(_label, _op, _rule, reflected=True))
-for _dunder, _name in _COMPARISONS.items():
-    setattr(Tensor, f"__{_dunder}__", _binary_method(_name, *_BINARY_METHODS[_name]))
+for _dunder, (_symbol, _op, _rule) in _OPERATORS.items():
+    setattr(Tensor, f"__{_dunder}__", _binary_method(_symbol, _op, _rule))
+    setattr(Tensor, f"__r{_dunder}__", _binary_method(_symbol, _op, _rule, reflected=True))
+for _op in COMPARE_OPS:
+    setattr(Tensor, f"__{_op}__", _binary_method(_op, _op, "compare"))
 for _name, _dtype in _CASTS.items():
     setattr(Tensor, _name, _cast_method(_dtype))
-for _name in _REDUCTIONS:
-    setattr(Tensor, _name, _reduction_method(_name))
+for _op in REDUCTION_OPS:
+    setattr(Tensor, _op, _reduction_method(_op))
 for _name in _INPLACE:
     setattr(Tensor, f"{_name}_", _inplace_method(_name))
 for _dunder, _name in _AUGMENTED.items():
     setattr(Tensor, f"__{_dunder}__", _inplace_method(_name))
 for _name in _DATA_DEPENDENT:
     setattr(Tensor, _name, _data_dependent(_name))
-Tensor.__neg__ = _unary_method("-", "neg", "no_bool")
+Tensor.__neg__ = _unary_method("negation (-x)", "neg", "no_bool")
 Tensor.__abs__ = _unary_method("abs", "abs", "no_bool")
 Tensor.__invert__ = _unary_method("~", "logical_not", "bool_only")
 

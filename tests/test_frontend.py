@@ -190,11 +190,24 @@ def test_clamp_where_and_casts():
     i = np.array([-3, 0, 5], np.int32)
     check(run(lambda t: t.clamp(min=0.5), i), np.maximum(i.astype(np.float32), 0.5), "float32")
     check(run(lambda t: t.clamp(min=2, max=1), i), np.array([1, 1, 1]), "int32")  # min > max gives max
-    casts = run(lambda t: (t.float(), t.double(), t.int(), t.long(), t.bool(), t.to("float64"), t.to(np.int32)), x)
-    for out, dtype in zip(casts, ("float32", "float64", "int32", "int64", "bool", "float64", "int32")):
+    casts = run(lambda t: (t.float(), t.double(), t.int(), t.long(), t.bool(), t.to("float64"), t.to(np.int32),
+                           t.to(t.long())), x)
+    for out, dtype in zip(casts, ("float32", "float64", "int32", "int64", "bool", "float64", "int32", "int64")):
         check(out, x.astype(dtype), dtype)  # float -> int truncates toward zero, as torch
     with pytest.raises(UnsupportedError, match="at least one"):
         trace(lambda t: t.clamp(), x)
+
+
+def test_composite_methods():
+    x = sample((3, 5), "float64")
+    soft, log_soft, sq, sq_bool = run(lambda t: (t.softmax(-1), t.log_softmax(0), t.square(), (t > 0).square()), x)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    check(soft, e / e.sum(-1, keepdims=True), "float64", rtol=1e-12)
+    check(log_soft, x - np.log(np.exp(x).sum(0, keepdims=True)), "float64", rtol=1e-12)
+    check(sq, x * x, "float64", rtol=1e-12)
+    check(sq_bool, (x > 0).astype(np.int64), "int64")
+    with pytest.raises(UnsupportedError, match="softmax"):
+        trace(lambda t: t.softmax(0), TensorSpec((3,), "int32"))
 
 
 # --- type promotion (torch's documented results) ----------------------------------------------

@@ -18,7 +18,7 @@ from instances.graphs import FAMILIES, choose_terminals, grid_graph, planar_grap
 from solvers.fusion_repair import repair_labels
 from solvers.multiway_cut import (brute_force_multiway_cut, exact_multiway_cut, is_multiway_cut,
                                   isolating_multiway_cut)
-from solvers.mwc_fusion import MultiwayCutFusion, cut_graph
+from solvers.mwc_fusion import cut_graph
 from solvers.reductions import (cut_from_partition, fusion_from_multiway_cut, order_from_separation,
                                 order_from_vertex_separation, order_threshold, partition_from_cut)
 from solvers.vertex_separation import vs_cpsat, vs_dp, vs_of_order

@@ -47,7 +47,7 @@ def set_partitions(items: Sequence[str], apart: set[frozenset[str]] = frozenset(
 def _fits(problem: FusionProblem, blocks: list[list[str]], edges: list[tuple[str, str]],
           touches: dict[str, set[str]]) -> bool:
     """Kernel limits and an acyclic quotient (Definition 7.3); forbidden pairs are kept apart upstream."""
-    if any(len(b) > problem.max_nodes or len(set().union(*(touches[v] for v in b))) > problem.max_buffers
+    if any(len(b) > problem.max_nodes or (len(b) > 1 and len(set().union(*(touches[v] for v in b))) > problem.max_buffers)
            for b in blocks):
         return False
     block_of = {v: i for i, b in enumerate(blocks) for v in b}

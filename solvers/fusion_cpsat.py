@@ -7,7 +7,8 @@ classes of equal positions.  Constraints:
 * ``pos[u] <= pos[v]`` on every edge ``u -> v`` of D;
 * ``pos[u] != pos[v]`` for every forbidden pair (Definition 7.3 (1), Theorem 7.1's pairs);
 * per node v: ``1 + sum_u same[u, v] <= max_nodes`` and the number of distinct buffers its block
-  touches ``<= max_buffers`` (the per-kernel limits of section 7.4).
+  touches ``<= max_buffers`` (the per-kernel limits of section 7.4, which bound fused blocks
+  only: a node that alone touches more buffers is kept apart from every other node).
 
 Why the positions express exactly Definition 7.3 (2), an acyclic quotient D / P:
 
@@ -33,7 +34,6 @@ from typing import Callable
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from stax.errors import StaxError
 from stax.problems import FusionProblem, Partition, block_index, quotient_graph
 from stax.strategy import FusionResult, ordered_blocks
 
@@ -57,9 +57,11 @@ class FusionModel:
         n = len(problem.nodes)
         self.pos = [self.model.new_int_var(0, max(n - 1, 0), f"pos_{v}") for v in problem.nodes]
         forbidden = {_pair(self.index[p.a], self.index[p.b]) for p in problem.forbidden if p.a != p.b}
+        # A node touching more buffers than max_buffers can only be a kernel of its own.
+        self.loners = {i for i, v in enumerate(problem.nodes) if len(problem.buffers_of(v)) > problem.max_buffers}
         self.same: dict[Pair, cp_model.IntVar] = {}
         for i, j in combinations(range(n), 2):
-            if (i, j) in forbidden:
+            if (i, j) in forbidden or i in self.loners or j in self.loners:
                 self.model.add(self.pos[i] != self.pos[j])
                 continue
             lit = self.same[i, j] = self.model.new_bool_var(f"same_{i}_{j}")
@@ -109,7 +111,7 @@ class FusionModel:
                 self.model.add(1 + sum(self._together([_pair(i, j) for j in range(n) if j != i])) <= p.max_nodes)
         touchers = [{self.index[v] for v in ((b.producer,) if b.producer else ()) + b.users} for b in p.buffers]
         if p.max_buffers < len(p.buffers):
-            for i in range(n):
+            for i in set(range(n)) - self.loners:  # alone, a node meets the limit; fused, its block must
                 touched: list[cp_model.LinearExprT] = []
                 for who in touchers:
                     if i in who:
@@ -149,8 +151,8 @@ class CpSatFusion:
 
     ``status`` is "optimal" only when CP-SAT proved it; "feasible" means the time limit ran out
     with a solution that is *not* proven optimal (``bound`` is then CP-SAT's best lower bound).
-    If time runs out with no solution at all, the warm-start partition is returned with status
-    "heuristic"; a problem without any valid partition raises ``StaxError``.
+    If time runs out with no solution at all, the warm-start partition (else no fusion) is
+    returned with status "heuristic".
     """
 
     name = "cpsat"
@@ -168,14 +170,8 @@ class CpSatFusion:
         info = {"warm_start": start is not None, "solver_seconds": solved.seconds}
         if solved.has_solution:
             partition, status = model.decode(solved.solver), solved.status
-        elif solved.status == "infeasible":
-            raise StaxError(f"fusion problem {problem.name!r} has no valid partition: some node alone breaks a "
-                            f"kernel limit (max_nodes={problem.max_nodes}, max_buffers={problem.max_buffers}); "
-                            "raise the limits")
-        elif start is not None:
-            partition, status = start, "heuristic"
-            info["note"] = f"CP-SAT found no solution within {self.params.time_limit} s; the greedy partition is returned"
         else:
-            raise StaxError(f"CP-SAT found no partition of {problem.name!r} within {self.params.time_limit} s "
-                            "and no warm start was available; raise time_limit or enable warm_start")
+            partition, status = start or tuple((v,) for v in problem.nodes), "heuristic"
+            info["note"] = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
+                            f"the {'greedy' if start else 'unfused'} partition is returned")
         return FusionResult(partition, status, problem.cost(partition), solved.bound, solved.seconds, info)

@@ -6,11 +6,12 @@ compacted packings of the memory pool of section 7.5.  Each refuses sizes it can
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import networkx as nx
 
 from stax.errors import StaxError
+from stax.memory.pool import Lifetimes
 from stax.problems import FusionProblem, OrderProblem, Partition
 
 MAX_PARTITION_NODES = 9
@@ -78,16 +79,15 @@ def min_peak(problem: OrderProblem) -> tuple[int, tuple[str, ...]]:
     return min((problem.peak(o), o) for o in orders)
 
 
-def min_pool_size(problem: OrderProblem, order: Sequence[str]) -> int:
-    """The smallest memory pool holding every buffer of ``problem`` at a fixed offset for ``order``.
+def min_pool_size(sizes: Mapping[str, int], lifetimes: Lifetimes) -> int:
+    """The smallest memory pool holding every buffer at a fixed offset (section 7.5).
 
     Some optimal packing is compacted: each buffer sits at 0 or on top of a buffer whose lifetime
     meets its own, placed lower.  Placing buffers in increasing offset order therefore reaches
     it; the search tries every such sequence, pruned by the best size found.
     """
-    life = problem.lifetimes(order)
-    boxes = [(b.size, life[b.name]) for b in problem.buffers if b.size > 0]
-    _refuse("pool packings of buffers", len(boxes), MAX_POOL_BUFFERS, "solvers.pool_cpsat.plan_pool")
+    boxes = [(size, lifetimes[name]) for name, size in sizes.items() if size > 0]
+    _refuse("pool packings of buffers", len(boxes), MAX_POOL_BUFFERS, "solvers.pool_cpsat.solve_pool")
     meets = [[j for j, (_, (s, e)) in enumerate(boxes) if j != i and s <= life_i[1] and life_i[0] <= e]
              for i, (_, life_i) in enumerate(boxes)]
     best = sum(size for size, _ in boxes)

@@ -19,6 +19,9 @@ import numpy as np
 
 from .codegen.cpp import BlockKernel, Kernel, generate_extern
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
+from .errors import StaxError
+from .memory.plan import MemoryPlan, plan_memory
+from .memory.report import MemoryReport
 from .frontend import trace
 from .graph import Graph
 from .ir import ComputedBuffer, LoweredProgram
@@ -42,6 +45,9 @@ class Options:
     order_params: dict[str, Any] = field(default_factory=dict)
     isa: Isa | None = None
     threads: int | None = None
+    reuse: bool = True
+    inplace: bool = True
+    memory_plan: str = "wrapper"  # or "pool": every intermediate at a fixed offset (inference)
 
 
 @dataclass
@@ -58,6 +64,7 @@ class CompiledFunction:
     kernels: list[Kernel]
     kernel_source: str
     wrapper_source: str
+    memory_plan: MemoryPlan
     memory: MemoryTracker
     _call: Callable
     library_path: str = ""
@@ -77,6 +84,10 @@ class CompiledFunction:
     def modeled_traffic(self) -> int:
         """Definition 7.3's cost of the chosen partition, in bytes."""
         return self.fusion_problem.cost(self.fusion.partition)
+
+    @property
+    def memory_report(self) -> MemoryReport:
+        return MemoryReport.of(self)
 
 
 def kernel_name(block: tuple[str, ...]) -> str:
@@ -133,13 +144,29 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     kernels = generate_kernels(scheduler, problem, blocks, order.order, names, isa, threads)
     source = translation_unit(kernels)
     library_path = build(source, isa)
-    meta = {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in
-            {ob.name for ob in order_problem.buffers}}
+    allocated = {ob.name for ob in order_problem.buffers}
+    meta = {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in allocated}
+    memory = plan_memory_for(kernels, order_problem, order.order, meta, options)
     plan = WrapperPlan(program.inputs, kernels, meta, program.outputs, set(program.mutations))
-    tracker = MemoryTracker()
-    wrapper_src, call = build_wrapper(plan, load(library_path), tracker)
+    wrapper_src, call, tracker = build_wrapper(plan, memory, load(library_path))
     return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, source,
-                            wrapper_src, tracker, call, str(library_path))
+                            wrapper_src, memory, tracker, call, str(library_path))
+
+
+def plan_memory_for(kernels: list[Kernel], order_problem: OrderProblem, order: tuple[str, ...],
+                    meta: dict[str, tuple[tuple[int, ...], str]], options: Options) -> MemoryPlan:
+    """Seed 7.6 step 6: storage for every allocated buffer (reuse, in-place reuse or a pool)."""
+    if options.memory_plan not in ("wrapper", "pool"):
+        raise StaxError(f"memory_plan={options.memory_plan!r}: use 'wrapper' (allocate and free per call, "
+                        "with reuse) or 'pool' (one preallocated pool, for inference)")
+    producer = {name: k for k in kernels for name in k.params if name in k.writes_at}
+
+    def inplace_ok(buffer: str, source: str) -> bool:
+        kernel = producer.get(buffer)
+        return kernel is not None and not kernel.extern and kernel.reads_only_at_write_index(buffer, source)
+    return plan_memory(order_problem, order, reuse=options.reuse, inplace=options.inplace,
+                       pool=options.memory_plan == "pool", dtypes={n: m[1] for n, m in meta.items()},
+                       inplace_ok=inplace_ok)
 
 
 def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "best", **kwargs: Any) -> CompiledFunction:

@@ -57,6 +57,13 @@ class Kernel:
     form: str
     uses_error_flag: bool = False
     extern: dict | None = None
+    reads_at: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # storage -> (reader, index)
+    writes_at: dict[str, str] = field(default_factory=dict)  # storage -> index written (loop frame)
+
+    def reads_only_at_write_index(self, written: str, read: str) -> bool:
+        """Only the member writing ``written`` reads ``read``, and only at the index it stores to:
+        each element is read before it is overwritten (in-place reuse is safe, Proposition 7.2)."""
+        return written in self.writes_at and self.reads_at.get(read) == {(written, self.writes_at[written])}
 
 
 @dataclass
@@ -177,8 +184,13 @@ class BlockKernel:
             body.append("}")
         lines += ["    " + b for b in body]
         lines.append("}")
+        reads_at: dict[str, set[tuple[str, str]]] = {}
+        for m in self.members:
+            for ld in self._external_loads(m):
+                reads_at.setdefault(self.storage.get(ld.buffer, ld.buffer), set()).add((m.buf.name, str(ld.index)))
+        writes_at = {self.storage.get(m.buf.name, m.buf.name): str(m.store) for m in self.members if not m.internal}
         return Kernel(self.name, [m.name for m in self.members], [m.buf.name for m in self.members],
-                      self.params, "\n".join(lines), form, self.state.uses_error_flag)
+                      self.params, "\n".join(lines), form, self.state.uses_error_flag, None, reads_at, writes_at)
 
     def _scratch_rows(self) -> dict[str, str]:
         """Internal pointwise rows that a later inner loop of the block reads."""

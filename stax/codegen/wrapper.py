@@ -15,18 +15,22 @@ import numpy as np
 
 from ..errors import CallError, KernelError
 from ..ir import InputBuffer
+from ..memory.plan import MemoryPlan
 from .cpp import Kernel
 
 
 class MemoryTracker:
-    """Counts the bytes of buffers the wrapper allocated and has not freed; records the peak."""
+    """Counts the bytes of buffers the wrapper allocated and has not freed; records the peak of
+    the last call (a preallocated pool counts as held for the whole call)."""
 
-    def __init__(self) -> None:
-        self.live = 0
-        self.peak = 0
+    def __init__(self, held: int = 0) -> None:
+        self.held = held
+        self.live = self.peak = held
+        self.calls = 0
 
-    def reset(self) -> None:
-        self.live = self.peak = 0
+    def begin(self) -> None:
+        self.live = self.peak = self.held
+        self.calls += 1
 
     def alloc(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         array = np.empty(shape, dtype=dtype)
@@ -68,8 +72,19 @@ class WrapperPlan:
     mutated_inputs: set[str] = field(default_factory=set)
 
 
-def wrapper_source(plan: WrapperPlan) -> str:
-    """The wrapper's Python source (listing 8.1's shape)."""
+def _storage_line(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPlan) -> str:
+    where = plan.storage[name]
+    if where.kind == "reuse":
+        return f"{name} = {where.source}.reshape({shape}); del {where.source}  # reuse"
+    if where.kind == "inplace":
+        return f"{name} = {where.source}.reshape({shape})  # reuse in place"
+    if where.kind == "pool":
+        return f"{name} = pool_view({where.offset}, {shape}, '{dtype}')"
+    return f"{name} = alloc({shape}, '{dtype}')"
+
+
+def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
+    """The wrapper's Python source (listing 8.1's shape), following the memory plan."""
     names = [i.name for i in sorted(plan.inputs, key=lambda i: i.position)]
     lines = ["def call(args):"]
     if names:
@@ -77,18 +92,13 @@ def wrapper_source(plan: WrapperPlan) -> str:
     for inp in sorted(plan.inputs, key=lambda i: i.position):
         lines.append(f"    assert_size_stride({inp.name}, '{inp.name}', {inp.shape}, {inp.strides}, "
                      f"'{inp.dtype}', {inp.name in plan.mutated_inputs})")
-    allocated: set[str] = set()
-    last_use: dict[str, int] = {}
+    lines.append("    memory.begin()")
+    created: set[str] = set()
     for t, kernel in enumerate(plan.steps):
-        for p in kernel.params:
-            last_use[p] = t
-    outputs = set(plan.outputs)
-    for t, kernel in enumerate(plan.steps):
-        for p in kernel.params:
-            if p in plan.buffer_meta and p not in allocated:
-                shape, dtype = plan.buffer_meta[p]
-                lines.append(f"    {p} = alloc({shape}, '{dtype}')")
-                allocated.add(p)
+        new = [p for p in kernel.params if p in plan.buffer_meta and p not in created]
+        for p in new:
+            lines.append("    " + _storage_line(p, *plan.buffer_meta[p], memory))
+            created.add(p)
         lines.append(f"    # {', '.join(kernel.nodes)}")
         if kernel.extern:
             ext = kernel.extern
@@ -97,9 +107,11 @@ def wrapper_source(plan: WrapperPlan) -> str:
             lines.append(f"    {kernel.name}({', '.join(f'{p}.ctypes.data' for p in kernel.params)}{', ' if kernel.params else ''}err_ptr)")
         if kernel.uses_error_flag:
             lines.append(f"    if err[0]: raise_kernel_error({kernel.name!r}, {kernel.nodes!r})")
-        for p in kernel.params:
-            if last_use[p] == t and p in allocated and p not in outputs:
-                lines.append(f"    release({p}); del {p}")
+        for p in new:
+            if memory.storage[p].kind == "inplace":
+                lines.append(f"    del {memory.storage[p].source}")
+        for p in memory.releases.get(t, []):
+            lines.append(f"    release({p}); del {p}")
     returned = ", ".join(plan.outputs)
     lines.append(f"    return ({returned}{',' if len(plan.outputs) == 1 else ''})")
     return "\n".join(lines) + "\n"
@@ -113,13 +125,21 @@ def _raise_kernel_error(err: np.ndarray) -> Callable[[str, Sequence[str]], None]
     return raise_error
 
 
-def build_wrapper(plan: WrapperPlan, library: ctypes.CDLL, tracker: MemoryTracker) -> tuple[str, Callable]:
-    """Generate, execute and return the wrapper's source and its ``call`` function."""
-    source = wrapper_source(plan)
+def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, library: ctypes.CDLL) -> tuple[str, Callable, MemoryTracker]:
+    """Generate, execute and return the wrapper's source, its ``call`` function and its tracker."""
+    source = wrapper_source(plan, memory)
     err = np.zeros(1, dtype=np.int64)
+    pool = np.empty(memory.pool_size, dtype=np.uint8)
+    tracker = MemoryTracker(held=memory.pool_size)
+
+    def pool_view(offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        count = int(np.prod(shape, dtype=np.int64))
+        return pool[offset:offset + count * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
+
     namespace: dict[str, Any] = {
-        "np": np, "alloc": tracker.alloc, "release": tracker.release, "assert_size_stride": check_input,
-        "err": err, "err_ptr": err.ctypes.data, "raise_kernel_error": _raise_kernel_error(err),
+        "np": np, "alloc": tracker.alloc, "release": tracker.release, "memory": tracker, "pool_view": pool_view,
+        "assert_size_stride": check_input, "err": err, "err_ptr": err.ctypes.data,
+        "raise_kernel_error": _raise_kernel_error(err),
     }
     for kernel in plan.steps:
         if kernel.extern:
@@ -129,5 +149,4 @@ def build_wrapper(plan: WrapperPlan, library: ctypes.CDLL, tracker: MemoryTracke
         fn.argtypes = [ctypes.c_void_p] * (len(kernel.params) + 1)
         namespace[kernel.name] = fn
     exec(compile(source, "<stax wrapper>", "exec"), namespace)
-    namespace["_keep_err_alive"] = err
-    return source, namespace["call"]
+    return source, namespace["call"], tracker

@@ -2,10 +2,12 @@
 
 Status names follow ``stax.strategy.STATUSES``: "optimal" when CP-SAT proved the optimum,
 "feasible" when time ran out with a solution that is *not* proven optimal, "infeasible" when
-CP-SAT proved there is no solution, "unknown" when time ran out with nothing.
+CP-SAT proved there is no solution, "unknown" when time ran out with nothing.  The models'
+objectives are integral, so the best bound is reported rounded up to an integer.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -47,5 +49,6 @@ def run(model: cp_model.CpModel, params: SolverParams) -> Solved:
     code = solver.solve(model)
     seconds = time.perf_counter() - start
     status = _STATUS.get(code, "unknown")
-    bound = None if status == "infeasible" else solver.best_objective_bound
+    # Every objective here has integer coefficients, so the bound rounds up to an integer.
+    bound = None if status == "infeasible" else float(math.ceil(solver.best_objective_bound - 1e-6))
     return Solved(solver, status, bound, seconds)

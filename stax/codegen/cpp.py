@@ -29,6 +29,7 @@ from ..scheduler.frame import Frame, make_frame
 from .exprs import BodyPrinter, PrintState, lane_type, literal, scalar_literal
 
 TILE = 32  # B >= cache line / element size, and a B x B tile of two operands fits in L1 (8.2)
+ACCUMULATORS = 4  # independent vector accumulators in a long reduction (hides the add latency)
 
 
 def parallel_depth(ranges: Sequence[int], threads: int, total: int, min_chunk: int = 512) -> int:
@@ -329,27 +330,30 @@ class BlockKernel:
         else:
             lines.append(f"{ind}{ptr}[{m.store}] = {value};")
 
-    def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body) -> list[str]:
-        """Inner loops of one member: the last one strip-mined when ``vector``."""
+    def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1) -> list[str]:
+        """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
+        the main vector loop does ``unroll`` vectors per step (``emit_body``'s ``lane`` argument)."""
         f = self.frame
         lines: list[str] = []
         for v, r in zip(f.inner_vars[:-1], f.inner[:-1]):
             lines += [ind + self._loop(v, "0", str(r)), ind + "{"]
             ind += "    "
         last, n = f.inner_vars[-1], f.inner[-1]
+        pieces: list[tuple[int, int, int, bool, int]] = []  # start, stop, step, vector, copies
+        start = 0
         if vector:
+            block = unroll * self.width
+            unrolled_end = n - n % block if unroll > 1 else 0
             main_end = n - n % self.width
-            if main_end > 0:
-                lines += [ind + self._loop(last, "0", str(main_end), self.width), ind + "{"]
-                emit_body(ind + "    ", True, lines)
-                lines.append(ind + "}")
-            if main_end < n:
-                lines += [ind + self._loop(last, str(main_end), str(n)), ind + "{"]
-                emit_body(ind + "    ", False, lines)
-                lines.append(ind + "}")
-        else:
-            lines += [ind + self._loop(last, "0", str(n)), ind + "{"]
-            emit_body(ind + "    ", False, lines)
+            pieces += [(0, unrolled_end, block, True, unroll), (unrolled_end, main_end, self.width, True, 1)]
+            start = main_end
+        pieces.append((start, n, 1, False, 1))
+        for lo, hi, step, vec_loop, copies in pieces:
+            if hi <= lo:
+                continue
+            lines += [ind + self._loop(last, str(lo), str(hi), step), ind + "{"]
+            for lane in range(copies):
+                emit_body(ind + "    ", vec_loop, lines, lane)
             lines.append(ind + "}")
         for _ in f.inner_vars[:-1]:
             ind = ind[:-4]
@@ -358,30 +362,37 @@ class BlockKernel:
 
     def _reduction(self, m: _Member, form: str, vvar: str | None, ind: str, lines: list[str], ctx: _Ctx,
                    outer_vector: bool) -> None:
+        """W accumulators per vector (Proposition 8.1 (2)); ``ACCUMULATORS`` vectors of them when
+        the row is long, so the additions of consecutive vectors do not wait on each other."""
         op, dtype = m.buf.reduction, m.buf.dtype
         init = REDUCTION_INIT[op]
         init_value = float(init) if isinstance(init, str) else init
         acc = self.state.fresh("tmp_acc")
         inner_vector = form == "vector" and not outer_vector
+        reads_rows = any(ld.buffer in self.internal and ld.buffer not in ctx.point for ld in _loads(m.body))
+        unroll = ACCUMULATORS if inner_vector and not reads_rows and self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width else 1
         if outer_vector:
             lines.append(f"{ind}auto {acc} = {literal(init_value, dtype, True)};")
         else:
             lines.append(f"{ind}{CPP_TYPE[dtype]} {acc} = {scalar_literal(init_value, dtype)};")
-            if inner_vector:
-                lines.append(f"{ind}auto {acc}_vec = {literal(init_value, dtype, True)};")
+            for lane in range(unroll if inner_vector else 0):
+                lines.append(f"{ind}auto {acc}_vec{lane} = {literal(init_value, dtype, True)};")
+        ranges = self.frame.var_ranges
 
-        def body(bind: str, vec_loop: bool, out: list[str]) -> None:
+        def body(bind: str, vec_loop: bool, out: list[str], lane: int) -> None:
             vector = vec_loop or outer_vector
+            expr = m.body if lane == 0 else substitute(m.body, {vvar: Index.var(vvar) + lane * self.width}, ranges)
             printer = self._printer(vector, vvar, ctx.inner(), out, bind)
-            value = printer(m.body)
-            target = f"{acc}_vec" if vec_loop and not outer_vector else acc
+            value = printer(expr)
+            target = f"{acc}_vec{lane}" if vec_loop and not outer_vector else acc
             out.append(f"{bind}{target} = stax::r_{op}({target}, {value});")
-        lines += self._inner_nest(ind, inner_vector, vvar, body)
+        lines += self._inner_nest(ind, inner_vector, vvar, body, unroll)
         result = acc
         if inner_vector:
-            result = f"stax::r_{op}({acc}, stax::hreduce_{op}<{lane_type(dtype)}>({acc}_vec))"
-            lines.append(f"{ind}{acc} = {result};")
-            result = acc
+            vectors = f"{acc}_vec0"
+            for lane in range(1, unroll):
+                vectors = f"stax::r_{op}({vectors}, {acc}_vec{lane})"
+            lines.append(f"{ind}{acc} = stax::r_{op}({acc}, stax::hreduce_{op}<{lane_type(dtype)}>({vectors}));")
         self._store(m, result, outer_vector, vvar, ind, lines)
         ctx.point[m.buf.name] = result
         if outer_vector:
@@ -391,7 +402,7 @@ class BlockKernel:
         needs_row = m.internal and m.buf.name in self._scratch_rows()
         row_index = self._row_index()
 
-        def body(bind: str, vec_loop: bool, out: list[str]) -> None:
+        def body(bind: str, vec_loop: bool, out: list[str], lane: int) -> None:
             printer = self._printer(vec_loop, vvar, ctx.inner(), out, bind)
             value = printer(m.body)
             self._store(m, value, vec_loop, vvar, bind, out)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import CallError, KernelError
 from ..ir import InputBuffer
+from ..memory.allocator import allocator
 from ..memory.plan import MemoryPlan
 from .cpp import Kernel
 
@@ -33,7 +34,7 @@ class MemoryTracker:
         self.calls += 1
 
     def alloc(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-        array = np.empty(shape, dtype=dtype)
+        array = allocator.empty(shape, dtype)
         self.live += array.nbytes
         self.peak = max(self.peak, self.live)
         return array

@@ -1,0 +1,56 @@
+"""A caching allocator for the wrapper's buffers, so repeated calls do not page-fault.
+
+Storages are kept in pools by byte size.  A storage is handed out again only when no array
+still refers to it: an output returned to the caller goes back to the pool when the caller
+drops it, never while it is in use.  ``enabled = False`` (or ``STAX_CACHING_ALLOCATOR=0``)
+turns it off; ``empty_cache()`` gives the held memory back.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+_IDLE_REFCOUNT = 3  # the pool's list, the loop variable, getrefcount's argument
+
+
+@dataclass
+class AllocatorStats:
+    hits: int = 0
+    misses: int = 0
+    bytes_held: int = 0
+
+
+class CachingAllocator:
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.pools: dict[int, list[np.ndarray]] = {}
+        self.stats = AllocatorStats()
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        if not self.enabled or nbytes == 0:
+            return np.empty(shape, dtype=dt)
+        pool = self.pools.setdefault(nbytes, [])
+        for storage in pool:
+            if sys.getrefcount(storage) == _IDLE_REFCOUNT:
+                self.stats.hits += 1
+                return storage.view(dt).reshape(shape)
+        storage = np.empty(nbytes, dtype=np.uint8)
+        pool.append(storage)
+        self.stats.misses += 1
+        self.stats.bytes_held += nbytes
+        return storage.view(dt).reshape(shape)
+
+    def empty_cache(self) -> None:
+        """Forget every idle storage (arrays still in use keep theirs alive)."""
+        for nbytes, pool in self.pools.items():
+            busy = [s for s in pool if sys.getrefcount(s) > _IDLE_REFCOUNT]
+            self.stats.bytes_held -= nbytes * (len(pool) - len(busy))
+            pool[:] = busy
+
+
+allocator = CachingAllocator(enabled=os.environ.get("STAX_CACHING_ALLOCATOR", "1") != "0")

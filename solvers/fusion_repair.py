@@ -42,7 +42,8 @@ def _label_ranks(problem: FusionProblem, labels: Mapping[str, Hashable], positio
 def repair_labels(problem: FusionProblem, labels: Mapping[str, Hashable]) -> Partition:
     """A partition that passes ``problem.validate``, as close to ``labels`` as steps 1-3 allow."""
     dag = problem.dag()
-    topo = list(nx.lexicographical_topological_sort(dag, key=problem.nodes.index))
+    given = {n: i for i, n in enumerate(problem.nodes)}
+    topo = list(nx.lexicographical_topological_sort(dag, key=given.__getitem__))
     position = {n: i for i, n in enumerate(topo)}
     label_rank = _label_ranks(problem, labels, position)
     rank: dict[str, int] = {}

@@ -5,9 +5,8 @@ Statements checked, one row per graph:
 * ``thm7.1``: the least fusion cost of the reduced instance (``cpsat``) is exactly twice the
   least multiway cut (CP-SAT), and the proof's partition is valid and attains it;
 * ``isolating``: the isolating-cut weight is at most (2 - 2/k) times the least cut (k = 3);
-* ``prop7.4``: the least peak over all orders (``dp``, or brute force on tiny instances while
-  ``dp`` is missing) lies in [K(vs+1), K(vs+1) + |F|], and the proof's order stays <= the upper
-  bound.
+* ``prop7.4``: the least peak over all orders (``dp``, the exact down-set DP) lies in
+  [K(vs+1), K(vs+1) + |F|], and the proof's order stays <= the upper bound.
 
 On the reduced instances of Theorem 7.1 it also records the cost of the ``greedy`` and ``mwc``
 fusion strategies relative to the optimum.  Usage::
@@ -18,7 +17,6 @@ fusion strategies relative to the optimum.  Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -31,12 +29,10 @@ import networkx as nx  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from instances.graphs import FAMILIES, choose_terminals  # noqa: E402
-from solvers import brute_force  # noqa: E402
 from solvers.multiway_cut import exact_multiway_cut, isolating_multiway_cut  # noqa: E402
 from solvers.reductions import (fusion_from_multiway_cut, order_from_separation,  # noqa: E402
                                 order_from_vertex_separation, partition_from_cut)
 from solvers.vertex_separation import vs_dp  # noqa: E402
-from stax.problems import OrderProblem  # noqa: E402
 from stax.strategy import run_fusion, run_order  # noqa: E402
 
 FUSION_SIZES = {"quick": (5, 7), "full": (5, 7, 9, 11, 13)}
@@ -84,25 +80,17 @@ def check_fusion(family: str, n: int, seed: int, h: nx.Graph, time_limit: float)
     return [fusion_row, isolating_row]
 
 
-def optimal_peak(problem: OrderProblem) -> tuple[int, bool]:
-    """Least peak over all orders and whether it is proven (``dp`` if installed, else brute force)."""
-    if importlib.util.find_spec("solvers.order_dp") is not None:
-        result = run_order("dp", problem)
-        return result.peak, result.status == "optimal"
-    return brute_force.min_peak(problem)[0], True
-
-
 def check_order(family: str, n: int, seed: int, h: nx.Graph) -> dict[str, Any]:
     """One row for Proposition 7.4 on one graph (isolated vertices cannot occur: graphs are connected)."""
     reduction = order_from_vertex_separation(h)
     separation = vs_dp(h)
     low, high = reduction.bounds(separation.vs)
     proof = reduction.problem.peak(reduction.problem.validate(order_from_separation(reduction, separation.order)))
-    (peak, proven), seconds = timed(optimal_peak, reduction.problem)
+    optimum, seconds = timed(run_order, "dp", reduction.problem)
     return {"family": family, "n": h.number_of_nodes(), "m": h.number_of_edges(), "seed": seed,
-            "statement": "prop7.4", "seconds": seconds, "proven": proven,
-            "held": low <= peak <= high and proof <= high, "vs": separation.vs,
-            "peak_position": (peak - low) / (high - low)}
+            "statement": "prop7.4", "seconds": seconds, "proven": optimum.status == "optimal",
+            "held": low <= optimum.peak <= high and proof <= high, "vs": separation.vs,
+            "peak_position": (optimum.peak - low) / (high - low)}
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:

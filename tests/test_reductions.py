@@ -1,17 +1,14 @@
 """Theorem 7.1 and Proposition 7.4 checked numerically, plus the solvers they rest on.
 
-Exact optima come from the ``cpsat`` fusion strategy and the ``dp`` order strategy (brute
-force over topological orders on tiny instances until ``dp`` exists).
+Exact optima come from the ``cpsat`` fusion strategy and the ``dp`` order strategy.
 """
 import doctest
-import importlib.util
 import itertools
 
 import networkx as nx
 import pytest
 
 import solvers.multiway_cut
-from solvers import brute_force
 import solvers.vertex_separation
 from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from instances.graphs import FAMILIES, choose_terminals, grid_graph, planar_graph, random_graph, tree_graph
@@ -25,7 +22,6 @@ from solvers.vertex_separation import vs_cpsat, vs_dp, vs_of_order
 from stax.problems import Buffer, ForbiddenPair, FusionProblem
 from stax.strategy import run_fusion, run_order
 
-HAVE_DP_ORDER = importlib.util.find_spec("solvers.order_dp") is not None
 
 
 def graphs(sizes, seeds):
@@ -45,9 +41,9 @@ def optimal_fusion_cost(problem: FusionProblem) -> int:
 
 
 def optimal_peak(problem) -> int:
-    if HAVE_DP_ORDER:
-        return run_order("dp", problem).peak
-    return brute_force.min_peak(problem)[0]
+    result = run_order("dp", problem)
+    assert result.status == "optimal"
+    return result.peak
 
 
 def test_doctests():
@@ -147,10 +143,7 @@ def test_theorem_7_1_construction_names_and_forbidden_pairs():
 # --- Proposition 7.4 --------------------------------------------------------------------------
 
 def test_proposition_7_4_least_peak_lies_in_the_interval():
-    sizes = (4, 5) if HAVE_DP_ORDER else (4,)
-    for _, h, _ in graphs(sizes, seeds=range(3)):
-        if not HAVE_DP_ORDER and h.number_of_edges() > 4:
-            continue
+    for _, h, _ in graphs(sizes=(4, 6), seeds=range(3)):
         reduction = order_from_vertex_separation(h)
         vs = vs_dp(h).vs
         low, high = reduction.bounds(vs)

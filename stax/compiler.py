@@ -67,6 +67,7 @@ class CompiledFunction:
     memory_plan: MemoryPlan
     memory: MemoryTracker
     _call: Callable
+    isa: Isa
     library_path: str = ""
 
     def __call__(self, *arrays: np.ndarray):
@@ -102,7 +103,7 @@ def allocated_order_problem(problem: FusionProblem, blocks: Partition, names: li
 
 
 def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Partition, order: tuple[str, ...],
-                     names: list[str], isa: Isa, threads: int) -> list[Kernel]:
+                     names: list[str], isa: Isa, threads: int, counting: bool = False) -> list[Kernel]:
     """C++ kernels (or extern calls) for the blocks, in execution order."""
     block_of_name = dict(zip(names, blocks))
     users = {b.name: set(b.users) for b in problem.buffers}
@@ -119,12 +120,13 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
         internal = {m.buffer_name for m in members
                     if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}
         kernels.append(BlockKernel(name, [(m.name, m.buffer) for m in members], internal, storage,
-                                   isa.width, threads).generate())
+                                   isa.width, threads, counting).generate())
     return kernels
 
 
-def translation_unit(kernels: list[Kernel]) -> str:
-    return "#include \"stax_vec.h\"\n#include <algorithm>\n\n" + "\n\n".join(k.source for k in kernels if k.source) + "\n"
+def translation_unit(kernels: list[Kernel], counting: bool = False) -> str:
+    header = "stax_count.h" if counting else "stax_vec.h"
+    return f"#include \"{header}\"\n#include <algorithm>\n\n" + "\n\n".join(k.source for k in kernels if k.source) + "\n"
 
 
 def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunction:
@@ -150,7 +152,7 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     plan = WrapperPlan(program.inputs, kernels, meta, program.outputs, set(program.mutations))
     wrapper_src, call, tracker = build_wrapper(plan, memory, load(library_path))
     return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, source,
-                            wrapper_src, memory, tracker, call, str(library_path))
+                            wrapper_src, memory, tracker, call, isa, str(library_path))
 
 
 def plan_memory_for(kernels: list[Kernel], order_problem: OrderProblem, order: tuple[str, ...],

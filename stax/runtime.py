@@ -86,7 +86,7 @@ def compile_flags(isa: Isa) -> list[str]:
 def build(source: str, isa: Isa) -> Path:
     """Compile ``source`` to a shared library (cached) and return its path."""
     flags = compile_flags(isa)
-    header = (HEADER_DIR / "stax_vec.h").read_text()
+    header = "".join(p.read_text() for p in sorted(HEADER_DIR.glob("*.h")))
     key = hashlib.sha256("\0".join([source, header, " ".join(flags), _compiler_version()]).encode()).hexdigest()[:24]
     directory = cache_dir() / key[:2]
     directory.mkdir(exist_ok=True)

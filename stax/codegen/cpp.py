@@ -23,10 +23,10 @@ from typing import Sequence
 
 from ..dtypes import CPP_TYPE, ITEMSIZE
 from ..indexing import Index, contiguous_strides, linear_index
-from ..ir import REDUCTION_INIT, ComputedBuffer, Expr, Load, loads
+from ..ir import ComputedBuffer, Expr, Load, loads
 from ..lowering import substitute
 from ..scheduler.frame import Frame, make_frame
-from .exprs import BodyPrinter, PrintState, lane_type, literal, scalar_literal
+from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identity, scalar_literal
 
 TILE = 32  # B >= cache line / element size, and a B x B tile of two operands fits in L1 (8.2)
 ACCUMULATORS = 4  # independent vector accumulators in a long reduction (hides the add latency)
@@ -93,8 +93,9 @@ class BlockKernel:
     """Generates the C++ function of one block."""
 
     def __init__(self, name: str, members: list[tuple[str, ComputedBuffer]], internal: set[str],
-                 storage: dict[str, str], width: int, threads: int):
+                 storage: dict[str, str], width: int, threads: int, counting: bool = False):
         self.name, self.width, self.threads = name, width, threads
+        self.counting = counting  # emit the counting build's loads and stores (stax_count.h)
         self.frame: Frame = make_frame([b for _, b in members])
         ranges = self.frame.var_ranges
         self.members = []
@@ -312,23 +313,28 @@ class BlockKernel:
         return linear_index([Index.var(v) for v in self.frame.inner_vars], contiguous_strides(self.frame.inner))
 
     def _load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
-        ptr = self.pointer[self.storage.get(ld.buffer, ld.buffer)]
+        storage = self.storage.get(ld.buffer, ld.buffer)
+        ptr, slot = self.pointer[storage], self.params.index(storage)
+        element = f"stax::count_load({ptr}, {ld.index}, {slot})" if self.counting else f"{ptr}[{ld.index}]"
         if not vector:
-            return f"{ptr}[{ld.index}]"
+            return element
         kind = _access(ld.index, vvar)
         if kind == "contiguous":
-            return f"stax::vload({ptr} + {ld.index})"
+            return f"stax::count_vload({ptr} + {ld.index}, {slot})" if self.counting else f"stax::vload({ptr} + {ld.index})"
         cast = "(int8_t)" if ld.dtype == "bool" else ""
-        return f"stax::splat<{lane_type(ld.dtype)}>({cast}{ptr}[{ld.index}])"
+        return f"stax::splat<{lane_type(ld.dtype)}>({cast}{element})"
 
     def _store(self, m: _Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str]) -> None:
         if m.internal:
             return
-        ptr = self.pointer[self.storage.get(m.buf.name, m.buf.name)]
-        if vector:
-            lines.append(f"{ind}stax::vstore({ptr} + {m.store}, {value});")
+        storage = self.storage.get(m.buf.name, m.buf.name)
+        ptr, slot = self.pointer[storage], self.params.index(storage)
+        if self.counting:
+            line = (f"stax::count_vstore({ptr} + {m.store}, {value}, {slot})" if vector
+                    else f"stax::count_store({ptr}, {m.store}, {value}, {slot})")
         else:
-            lines.append(f"{ind}{ptr}[{m.store}] = {value};")
+            line = f"stax::vstore({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
+        lines.append(f"{ind}{line};")
 
     def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1) -> list[str]:
         """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
@@ -365,8 +371,7 @@ class BlockKernel:
         """W accumulators per vector (Proposition 8.1 (2)); ``ACCUMULATORS`` vectors of them when
         the row is long, so the additions of consecutive vectors do not wait on each other."""
         op, dtype = m.buf.reduction, m.buf.dtype
-        init = REDUCTION_INIT[op]
-        init_value = float(init) if isinstance(init, str) else init
+        init_value = reduction_identity(op, dtype)
         acc = self.state.fresh("tmp_acc")
         inner_vector = form == "vector" and not outer_vector
         reads_rows = any(ld.buffer in self.internal and ld.buffer not in ctx.point for ld in _loads(m.body))

@@ -10,8 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from ..dtypes import CPP_TYPE, is_floating
-from ..ir import Const, Expr, Load, Op
+from ..ir import REDUCTION_INIT, Const, Expr, Load, Op
 
 _UNARY = {"exp": "stax::v_exp", "log": "stax::v_log", "tanh": "stax::v_tanh", "erf": "stax::v_erf",
           "log1p": "stax::v_log1p", "expm1": "stax::v_expm1", "sin": "stax::v_sin", "cos": "stax::v_cos",
@@ -41,7 +43,23 @@ def scalar_literal(value, dtype: str) -> str:
             return f"{limits}::infinity()" if value > 0 else f"-{limits}::infinity()"
         text = repr(value)
         return f"{text}f" if dtype == "float32" else text
+    if int(value) == np.iinfo(dtype).min:  # its negation does not fit a C++ integer literal
+        return f"std::numeric_limits<{CPP_TYPE[dtype]}>::lowest()"
     return f"{CPP_TYPE[dtype]}({int(value)})"
+
+
+def reduction_identity(op: str, dtype: str):
+    """The initial accumulator of a reduction: amax/amin start at -inf/+inf for floats, at the
+    dtype's limits for integers and at False/True for bool."""
+    init = REDUCTION_INIT[op]
+    if not isinstance(init, str):
+        return init
+    if is_floating(dtype):
+        return float(init)
+    if dtype == "bool":
+        return init == "inf"
+    info = np.iinfo(dtype)
+    return info.max if init == "inf" else info.min
 
 
 def literal(value, dtype: str, vector: bool) -> str:

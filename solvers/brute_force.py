@@ -6,7 +6,7 @@ compacted packings of the memory pool of section 7.5.  Each refuses sizes it can
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 
 import networkx as nx
 
@@ -24,7 +24,7 @@ def _refuse(what: str, size: int, limit: int, instead: str) -> None:
         raise StaxError(f"brute force over {what} refuses {size} (limit {limit}); use {instead}")
 
 
-def set_partitions(items: Sequence[str], apart: set[frozenset[str]] = frozenset()) -> Iterator[list[list[str]]]:
+def set_partitions(items: Sequence[str], apart: Container[frozenset[str]] = frozenset()) -> Iterator[list[list[str]]]:
     """Every partition of ``items`` into blocks that keep each pair in ``apart`` in different blocks."""
     blocks: list[list[str]] = []
 
@@ -48,9 +48,10 @@ def set_partitions(items: Sequence[str], apart: set[frozenset[str]] = frozenset(
 def _fits(problem: FusionProblem, blocks: list[list[str]], edges: list[tuple[str, str]],
           touches: dict[str, set[str]]) -> bool:
     """Kernel limits and an acyclic quotient (Definition 7.3); forbidden pairs are kept apart upstream."""
-    if any(len(b) > problem.max_nodes or (len(b) > 1 and len(set().union(*(touches[v] for v in b))) > problem.max_buffers)
-           for b in blocks):
-        return False
+    for b in blocks:  # the limits bound fused blocks only, as in FusionProblem.validate
+        touched = set().union(*(touches[v] for v in b))
+        if len(b) > 1 and (len(b) > problem.max_nodes or len(touched) > problem.max_buffers):
+            return False
     block_of = {v: i for i, b in enumerate(blocks) for v in b}
     quotient = nx.DiGraph((block_of[a], block_of[b]) for a, b in edges if block_of[a] != block_of[b])
     return nx.is_directed_acyclic_graph(quotient)

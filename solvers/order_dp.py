@@ -8,9 +8,12 @@ outside S, plus t's own buffers.  Hence
 
 and best(all tasks) is the least peak over all topological orders.  The programme walks the
 down-sets layer by layer (by size) and refuses, with ``StaxError``, when a layer would exceed
-``max_states``: their number grows exponentially with the width of the DAG.
+``max_states`` (or the optional ``time_limit`` runs out): their number grows exponentially
+with the width of the DAG.
 """
 from __future__ import annotations
+
+import time
 
 from stax.errors import StaxError
 from stax.problems import OrderProblem
@@ -22,20 +25,23 @@ class DownSetOrder:
 
     name = "dp"
 
-    def __init__(self, max_states: int = 200_000):
+    def __init__(self, max_states: int = 200_000, time_limit: float | None = None):
         self.max_states = max_states
+        self.time_limit = time_limit
 
     def solve(self, problem: OrderProblem) -> OrderResult:
+        began = time.perf_counter()
         tasks = problem.tasks
+        index = {t: i for i, t in enumerate(tasks)}
         bit = {t: 1 << i for i, t in enumerate(tasks)}
         preds = [0] * len(tasks)
         for a, b in problem.dag().edges:
-            preds[tasks.index(b)] |= bit[a]
+            preds[index[b]] |= bit[a]
         produced = [0] * len(tasks)
         # (producer bit, users mask, size, is_output) of every buffer
         lives: list[tuple[int, int, int, bool]] = []
         for buf in problem.buffers:
-            produced[tasks.index(buf.producer)] += buf.size
+            produced[index[buf.producer]] += buf.size
             lives.append((bit[buf.producer], sum(bit[u] for u in buf.users), buf.size, buf.is_output))
 
         def resident(done: int) -> int:
@@ -46,7 +52,7 @@ class DownSetOrder:
         layer: dict[int, tuple[int, int, int, int]] = {0: (0, 0, -1, -1)}
         history = [layer]
         for size in range(len(tasks)):
-            nxt: dict[int, tuple[int, int, int, int]] = {}
+            nxt: dict[int, tuple[int, int, int]] = {}  # state -> (peak, last task index, previous state)
             for done, (peak, held, _, _) in layer.items():
                 for i in range(len(tasks)):
                     if done >> i & 1 or preds[i] & ~done:
@@ -54,12 +60,15 @@ class DownSetOrder:
                     state = done | 1 << i
                     candidate = max(peak, held + produced[i])
                     if state not in nxt or candidate < nxt[state][0]:
-                        nxt[state] = (candidate, -1, i, done)
+                        nxt[state] = (candidate, i, done)
+            if self.time_limit is not None and time.perf_counter() - began > self.time_limit:
+                raise StaxError(f"order dp: time limit {self.time_limit} s reached after {size + 1} of {len(tasks)} "
+                                "layers of down-sets; use the CP-SAT order strategy or raise time_limit")
             if len(nxt) > self.max_states:
                 raise StaxError(f"order dp: {len(nxt)} down-sets of size {size + 1} already exceed max_states="
                                 f"{self.max_states} ({len(tasks)} tasks); use the CP-SAT order strategy "
                                 "(run_order('cpsat', problem)) or raise max_states")
-            layer = {s: (peak, resident(s), i, prev) for s, (peak, _, i, prev) in nxt.items()}
+            layer = {s: (peak, resident(s), i, prev) for s, (peak, i, prev) in nxt.items()}
             history.append(layer)
         order, state = [], (1 << len(tasks)) - 1
         for layer in reversed(history[1:]):

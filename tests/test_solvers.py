@@ -32,7 +32,7 @@ def test_doctests():
 
 @pytest.mark.parametrize("forbidden_fraction", [0.0, 0.15, 0.4])
 def test_fusion_cpsat_matches_brute_force(forbidden_fraction):
-    for seed, g in small_dags(70):
+    for seed, g in small_dags(50):
         p = fusion_problem(g, seed, forbidden_fraction=forbidden_fraction)
         result = run_fusion("cpsat", p, workers=1)
         assert result.status == "optimal" and result.bound == result.cost, p.name
@@ -41,7 +41,7 @@ def test_fusion_cpsat_matches_brute_force(forbidden_fraction):
 
 
 def test_fusion_cpsat_respects_kernel_limits():
-    for seed, g in small_dags(60, low=4):
+    for seed, g in small_dags(40, low=4):
         p = dataclasses.replace(fusion_problem(g, seed), max_nodes=2 + seed % 3, max_buffers=3 + seed % 3)
         result = CpSatFusion(workers=1).solve(p)
         assert result.status == "optimal"

@@ -90,7 +90,11 @@ class Registry:
                 f"no {self.kind} strategy named {name!r}; known: {', '.join(self.names()) or 'none'}. "
                 f"Register one with stax.{self.kind}_strategies.register(name, cls) or an entry point in "
                 f"group {self.group!r} (and `pip install -e .` after editing pyproject.toml)")
-        return eps[name].load()
+        try:
+            return eps[name].load()
+        except ImportError as exc:
+            raise StrategyNotFound(f"{self.kind} strategy {name!r} is registered as {eps[name].value!r}, "
+                                   f"but it cannot be imported ({exc}); install what it needs or fix the entry point") from exc
 
     def resolve(self, spec: Any, **params: Any):
         """A strategy object from a name (with ``params``), a strategy object, or a function."""

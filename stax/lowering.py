@@ -23,13 +23,14 @@ it by a WeakDep (seed 7.1, renaming as in SSA).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from typing import Callable, Sequence
 
 from . import graph as g
 from .dtypes import ITEMSIZE
 from .errors import UnsupportedError
 from .indexing import Index, contiguous_strides, floordiv, linear_index, mod
-from .ir import Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, count_ops, loads, walk
+from .ir import REDUCTION_INIT, Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, count_ops, loads, walk
 
 EXPENSIVE_OPS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "log1p", "expm1", "pow", "rsqrt", "sqrt"})
 
@@ -234,6 +235,8 @@ class Lowering:
         kept = [d for d in range(len(src.shape)) if d not in dims]
         ranges = tuple(src.shape[d] for d in kept)
         reduction_ranges = tuple(src.shape[d] for d in dims)
+        if prod(reduction_ranges) <= 1:
+            return self._trivial_reduction(node, src, prod(reduction_ranges))
         idx: list[Index] = [Index.constant(0)] * len(src.shape)
         for i, d in enumerate(kept):
             idx[d] = Index.var(f"x{i}")
@@ -249,6 +252,20 @@ class Lowering:
                                            node.op, store_index=linear_index(xs, contiguous_strides(ranges)),
                                            origin=node.name))
         return self._buffer_value(name, node.shape, node.dtype)
+
+    def _trivial_reduction(self, node: g.Node, src: TensorValue, count: int) -> TensorValue:
+        """A reduction over one element is that element, over none the op's identity (as
+        TorchInductor lowers them): a pointwise value that is inlined into its users."""
+        dims, keepdim = node.attr("dims"), node.attr("keepdim")
+        if count == 0:
+            const = Const(REDUCTION_INIT[node.op], node.dtype)
+            return TensorValue(node.shape, node.dtype, lambda idx: const)
+
+        def load(idx):
+            kept = iter(idx if not keepdim else [i for d, i in enumerate(idx) if d not in dims])
+            body = src.load([Index.constant(0) if d in dims else next(kept) for d in range(len(src.shape))])
+            return body if body.dtype == node.dtype else Op("cast", (body,), node.dtype, (("dtype", node.dtype),))
+        return TensorValue(node.shape, node.dtype, self._memoized(node.name, load))
 
 
 def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram:
@@ -293,14 +310,20 @@ def _merge_group(names: list[str], sizes: list[int], indices: list[Index]) -> li
 
 
 def simplify_loops(buf: ComputedBuffer) -> None:
-    """Merge adjacent loop variables that all accesses address contiguously; drop size-1 loops
-    (TorchInductor's loop simplification; gives example 7.2's ``((8192,), ())`` group)."""
+    """Merge adjacent loop variables that all accesses address contiguously; drop size-1 loops;
+    a nest with an empty range becomes one empty loop (TorchInductor's loop simplification; gives
+    example 7.2's ``((8192,), ())`` group)."""
     indices = [ld.index for ld in buf.reads()] + [buf.store_index]
     mapping: dict[str, Index] = {}
     new_ranges: dict[str, int] = {}
     result = {}
     for prefix, old_names, sizes in (("x", buf.pointwise_vars, list(buf.ranges)),
                                      ("r", buf.reduction_vars, list(buf.reduction_ranges))):
+        if 0 in sizes:  # an empty nest: one loop of no iterations, whose body never runs
+            mapping.update({v: Index.constant(0) for v in old_names})
+            new_ranges[f"{prefix}0"] = 0
+            result[prefix] = (0,)
+            continue
         groups = _merge_group(old_names, sizes, indices)
         merged_sizes = []
         for gi, group in enumerate(groups):

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -22,6 +24,8 @@
 namespace stax {
 
 template <typename T> struct vec_type { typedef T type __attribute__((vector_size(STAX_W * sizeof(T)))); };
+// bool is not a valid lane type: a bool vector is a vector of 0/1 bytes.
+template <> struct vec_type<bool> { typedef vec_type<int8_t>::type type; };
 template <typename T> using vec = typename vec_type<T>::type;
 
 // --- memory ---------------------------------------------------------------------------------
@@ -87,6 +91,16 @@ STAX_MATH(v_cos, cos)
 inline float v_pow(float x, float y) { return std::pow(x, y); }
 inline double v_pow(double x, double y) { return std::pow(x, y); }
 STAX_VECTOR_FN2(v_pow, pow)
+// Integer powers (the front end allows only non-negative exponents): square and multiply in
+// unsigned arithmetic, so overflow wraps around as in torch instead of being undefined.
+template <typename T> inline std::enable_if_t<std::is_integral_v<T>, T> v_pow(T x, T n) {
+  using U = std::make_unsigned_t<T>;
+  U r = 1, b = U(x);
+  for (; n > 0; n >>= 1, b *= b) if (n & 1) r *= b;
+  return T(r);
+}
+template <typename V, typename T = std::remove_reference_t<decltype(std::declval<V>()[0])>>
+inline std::enable_if_t<std::is_integral_v<T>, V> v_pow(V x, V n) { return lanes2(x, n, [](T a, T b) { return v_pow(a, b); }); }
 
 // sqrt and abs are single instructions: the compiler vectorizes these lane loops.
 inline float v_sqrt(float x) { return std::sqrt(x); }

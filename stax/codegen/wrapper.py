@@ -43,6 +43,12 @@ class MemoryTracker:
         self.live -= array.nbytes
 
 
+def check_arguments(args: Sequence[Any], names: Sequence[str]) -> None:
+    """The number of arguments, checked before the wrapper unpacks them."""
+    if len(args) != len(names):
+        raise CallError(f"the compiled function takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+
+
 def check_input(array: Any, name: str, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str,
                 writable: bool) -> None:
     """``assert_size_stride`` of listing 8.1: the kernels index inputs with compile-time strides."""
@@ -87,7 +93,7 @@ def _storage_line(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPla
 def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     """The wrapper's Python source (listing 8.1's shape), following the memory plan."""
     names = [i.name for i in sorted(plan.inputs, key=lambda i: i.position)]
-    lines = ["def call(args):"]
+    lines = ["def call(args):", f"    check_arguments(args, {tuple(names)})"]
     if names:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     for inp in sorted(plan.inputs, key=lambda i: i.position):
@@ -139,7 +145,7 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, library: ctypes.CDLL) -
 
     namespace: dict[str, Any] = {
         "np": np, "alloc": tracker.alloc, "release": tracker.release, "memory": tracker, "pool_view": pool_view,
-        "assert_size_stride": check_input, "err": err, "err_ptr": err.ctypes.data,
+        "check_arguments": check_arguments, "assert_size_stride": check_input, "err": err, "err_ptr": err.ctypes.data,
         "raise_kernel_error": _raise_kernel_error(err),
     }
     for kernel in plan.steps:

@@ -61,7 +61,9 @@ class Frame:
 
     def _unflatten(self, flat: Index, ranges: Sequence[int]) -> list[Index]:
         vr = self.var_ranges
-        return [mod(floordiv(flat, st, vr), size, vr) for st, size in zip(contiguous_strides(ranges), ranges)]
+        # a range of 0 is an empty loop nest: its body never runs, any index will do
+        return [mod(floordiv(flat, st, vr), size, vr) if size else Index.constant(0)
+                for st, size in zip(contiguous_strides(ranges), ranges)]
 
     def mapping(self, node: ComputedBuffer) -> dict[str, Index]:
         """Each of ``node``'s loop variables as an index over this frame's variables."""

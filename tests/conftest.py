@@ -1,0 +1,58 @@
+"""Shared helpers of the compiler tests.
+
+``check`` (a fixture) compiles a function, runs it and the numpy reference evaluator on separate
+copies of the same inputs (same strides), and compares every output and every input the program
+updates in place: dtype and shape exactly, values with a tolerance for floats.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stax
+from stax.reference import evaluate
+
+
+def strided_copy(array: np.ndarray) -> np.ndarray:
+    """A copy with the same element strides (a transposed input stays transposed)."""
+    if array.flags.c_contiguous or array.size == 0:
+        return array.copy()
+    items = array.itemsize
+    extent = 1 + sum((n - 1) * (s // items) for n, s in zip(array.shape, array.strides) if s > 0)
+    base = np.zeros(extent, dtype=array.dtype)
+    view = np.lib.stride_tricks.as_strided(base, array.shape, array.strides)
+    view[...] = array
+    return view
+
+
+def assert_same(actual: np.ndarray, expected: np.ndarray, what: str, rtol: float, atol: float) -> None:
+    assert isinstance(actual, np.ndarray), f"{what}: got {type(actual).__name__}, not a numpy array"
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, reference {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, reference {expected.shape}"
+    if actual.dtype.kind == "f":
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+
+
+def run_check(fn, *arrays: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6, upcast: bool = True,
+              **compile_kwargs) -> stax.CompiledFunction:
+    """Compile ``fn`` for ``arrays``, run it, and compare with ``evaluate`` (float32 computed in
+    float64 when ``upcast``); returns the compiled function for further assertions."""
+    compiled = stax.compile(fn, *arrays, **compile_kwargs)
+    ours = [strided_copy(a) for a in arrays]
+    theirs = [strided_copy(a) for a in arrays]
+    got = compiled(*ours)
+    got = got if isinstance(got, tuple) else (got,)
+    want = evaluate(compiled.graph, *theirs, upcast=upcast)
+    assert len(got) == len(want), f"{len(got)} outputs, reference {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, f"output {i}", rtol, atol)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert_same(a, b, f"input {i} after the call", rtol, atol)
+    return compiled
+
+
+@pytest.fixture
+def check():
+    return run_check

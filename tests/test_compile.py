@@ -1,0 +1,381 @@
+"""The compiler end to end (trace -> loop IR -> C++ -> run) against the numpy reference evaluator.
+
+Every test compiles real kernels with gcc (cached by source hash in ``STAX_CACHE_DIR``), runs them
+and compares outputs and in-place updated inputs with ``stax.reference.evaluate`` (``check`` in
+conftest.py).  The ISA level is forced with ``STAX_ISA``: ``avx2`` and ``none`` run here (plus
+``avx512`` on a CPU that has it); ``avx512`` is always at least built.  Several ops share one
+program where they can, to keep the number of distinct builds small.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import stax
+from stax.compiler import Options, compile_graph
+from stax.errors import CallError, KernelError, ShapeError, UnsupportedError
+from stax.examples import example_7_1
+from stax.reference import evaluate
+from stax.runtime import ISA_LEVELS, _cpu_flags, compile_flags
+
+HAS_AVX512 = {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= _cpu_flags()
+RUNNABLE_ISAS = ["avx2", "none"] + (["avx512"] if HAS_AVX512 else [])
+
+
+def sample(shape, dtype: str = "float32", low: float = -3, high: float = 3, seed: int = 0) -> np.ndarray:
+    """Deterministic random values of ``dtype`` in ``[low, high]`` (bool: a fair coin)."""
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype.startswith("int"):
+        return rng.integers(int(low), int(high) + 1, shape).astype(dtype)
+    return rng.uniform(low, high, shape).astype(dtype)
+
+
+def nonzero(shape, dtype: str, seed: int) -> np.ndarray:
+    """Values of both signs bounded away from zero (divisors)."""
+    rng = np.random.default_rng(seed)
+    sign = np.where(rng.random(shape) < 0.5, -1, 1)
+    if dtype.startswith("int"):
+        return (sign * rng.integers(1, 6, shape)).astype(dtype)
+    return (sign * rng.uniform(0.5, 3, shape)).astype(dtype)
+
+
+@pytest.fixture(params=RUNNABLE_ISAS)
+def isa(request, monkeypatch):
+    monkeypatch.setenv("STAX_ISA", request.param)
+    return request.param
+
+
+# --- elementwise ops and dtypes -------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_unary(isa, dtype, check):
+    def fn(x, y):
+        return (x.log(), x.sqrt(), x.rsqrt(), x.reciprocal(), x.log1p(), y.exp(), y.sigmoid(), y.tanh(),
+                y.erf(), y.expm1(), y.sin(), y.cos(), y.abs(), -y, y.relu())
+    x, y = sample((7, 33), dtype, 0.1, 4, seed=1), sample((7, 33), dtype, seed=2)
+    check(fn, x, y, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_binary_broadcast_and_scalars(isa, dtype, check):
+    def fn(x, y, row, col):
+        return (x + y, x - y, x * y, x / y, x // y, x % y, x.maximum(y), x.minimum(y),
+                x < y, x <= y, x > y, x >= y, x == y, x != y,
+                x + 2.5, 3 - x, 2 / y, x * row, x - col, row + col,
+                x.abs() ** 0.5, x ** 2, y ** -1, x ** 3, 2 ** x,
+                x.clamp(min=-1, max=1), x.clamp(min=0.5), stax.where(x > 0, x, y), x.where(x < y, 0.0))
+    x, y = sample((7, 33), dtype, seed=3), nonzero((7, 33), dtype, seed=4)
+    y[0, :5] = x[0, :5]  # equal elements for == and !=
+    row, col = sample((33,), dtype, seed=5), sample((7, 1), dtype, seed=6)
+    check(fn, x, y, row, col)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_ops(isa, dtype, check):
+    """Integer // and % round toward negative infinity (Python and torch), also for negative operands."""
+    def fn(a, b):
+        return (a + b, a - b, a * b, a // b, a % b, a // 3, a % -3, 7 // b, -7 % b, a.maximum(b), a.minimum(b),
+                a < b, a <= b, a > b, a >= b, a == b, a != b, a.abs(), -a, a.relu(), a ** 2, a ** 3,
+                a.clamp(min=-2, max=5), a / b, a.exp(), a.float(), a.bool(), stax.where(a > b, a, b), a + 1.5)
+    a, b = sample((5, 19), dtype, -20, 20, seed=7), nonzero((5, 19), dtype, seed=8)
+    check(fn, a, b)
+
+
+def test_bool_ops(isa, check):
+    def fn(p, q, x, y):
+        return (p & q, p | q, ~p, p == q, p != q, p + q, p * q, p.int(), p.float(), p.long(),
+                stax.where(p, x, y), p.logical_and(q), p.logical_or(q), p.logical_not(), p.sum(), p.sum(-1))
+    p, q = sample((6, 21), "bool", seed=9), sample((6, 21), "bool", seed=10)
+    x, y = sample((6, 21), seed=11), sample((6, 21), seed=12)
+    check(fn, p, q, x, y)
+
+
+def test_casts(isa, check):
+    """Float -> int truncates toward zero; anything -> bool is ``!= 0``, as numpy and torch."""
+    def fn(x, d, i, l, p):
+        return (x.int(), x.long(), x.double(), x.bool(), d.float(), d.int(), i.long(), i.double(), i.bool(),
+                l.int(), l.float(), p.int(), p.double(), x.to("int64"), i.to("float64") + 0.5)
+    x = sample((4, 37), "float32", -100, 100, seed=13)
+    x[0, :3] = 0
+    d = sample((4, 37), "float64", -100, 100, seed=14)
+    i = sample((4, 37), "int32", -1000, 1000, seed=15)
+    i[1, :4] = 0
+    l = sample((4, 37), "int64", -1000, 1000, seed=16)
+    p = sample((4, 37), "bool", seed=17)
+    check(fn, x, d, i, l, p)
+
+
+# --- reductions -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_reductions(isa, dtype, check):
+    """Full reductions, last, non-last and several dims, keepdim, mean, prod, amax/amin."""
+    def fn(x, y):
+        out = (x.sum(), x.sum(-1), x.sum(0), x.sum((0, 2)), x.sum(1, keepdim=True), x.amax(0), x.amin(-1),
+               x.amax((1, 2)), x.amin(), y.prod(-1), y.prod(0), y.prod())
+        if x.is_floating_point():
+            out += (x.mean(), x.mean(1), x.mean((0, 2), keepdim=True))
+        return out
+    if dtype.startswith("int"):
+        x, y = sample((5, 17, 9), dtype, -50, 50, seed=18), sample((5, 17, 3), dtype, -2, 2, seed=19)
+    else:
+        x, y = sample((5, 17, 9), dtype, seed=18), sample((5, 17, 3), dtype, 0.5, 1.5, seed=19)
+    check(fn, x, y)
+
+
+def test_long_reductions_match_float64(check):
+    """float32 sums of 2**17 elements, compared with sums computed in float64 (rtol 1e-5)."""
+    def fn(x, y):
+        return x.sum(), x.sum(-1), y.sum(0), x.mean()
+    x = sample((4, 1 << 15), "float32", 0, 1, seed=20)
+    y = sample((1 << 15, 8), "float32", 0, 1, seed=21)
+    check(fn, x, y, rtol=1e-5, atol=0)
+
+
+def test_amax_amin_propagate_nan(isa, check):
+    def fn(x, y):
+        return x.amax(-1), x.amin(-1), x.amax(0), x.amin(0), x.amax(), x.maximum(y), x.minimum(y), x.clamp(-1, 1)
+    x, y = sample((6, 37), seed=22), sample((6, 37), seed=23)
+    x[1, 3] = x[2, 36] = x[4, 20] = np.nan  # in a vector body, in a tail, in the middle
+    y[5, 5] = np.nan
+    check(fn, x, y)
+
+
+def test_mean_of_integers_needs_a_dtype(check):
+    with pytest.raises(UnsupportedError, match="mean"):
+        stax.compile(lambda a: a.mean(), sample((3, 4), "int32"))
+    check(lambda a: a.mean(-1, dtype="float32"), sample((3, 4), "int32", seed=24))
+
+
+# --- views and layouts ----------------------------------------------------------------------------
+
+def test_views(isa, check):
+    def fn(x, z):
+        return (x.t() + 1, x.transpose(0, 1).reshape(-1), x.t().reshape(5, 12) * 2, x[::2, 1::3], x[1], x[..., -1],
+                x.unsqueeze(0).expand(3, 6, 10) + z, z.permute(1, 0, 2) * 2, z.permute(2, 0, 1).reshape(10, 18),
+                x.reshape(2, 3, 10).sum(1), x[:, None, :].expand(6, 4, 10).sum(-1), x.unsqueeze(-1).squeeze(-1) - 1,
+                z[:, 1:5:2].sum(0), x.t()[2:9:3, ::2] * z[1, :3, 1:2])
+    x, z = sample((6, 10), seed=25), sample((3, 6, 10), seed=26)
+    check(fn, x, z)
+
+
+def test_non_contiguous_inputs(isa, check):
+    """Inputs passed with their own strides: a transposed array and a strided slice."""
+    def fn(a, b):
+        return a * 2 + 1, a.sum(-1), a.sum(0), a + b, (a * b).amax(-1)
+    base = sample((23, 9), seed=27)
+    a = base.T
+    b = sample((9, 46), seed=28)[:, ::2]
+    compiled = check(fn, a, b)
+    assert compiled.program.inputs[0].strides == (1, 9)
+    assert compiled.program.inputs[1].strides == (46, 2)
+
+
+@pytest.mark.parametrize("n", [1, 7, 17, 33, 127])
+def test_tails(isa, n, check):
+    """Sizes that are not multiples of the vector width: vector body plus scalar tail."""
+    def fn(x):
+        return x * 2 + 1, x.exp(), x.sum(-1), x.sum(0), x.amax(-1), x / x.sum(-1, keepdim=True)
+    check(fn, sample((3, n), seed=n))
+
+
+def test_size_zero_and_one_dims(isa, check):
+    def fn(x, e, one, col):
+        return (e + 1, e.sum(0), e.sum(1), e.prod(0), e.sum(), e.mean(0),
+                one * 3, one.sum(), one.amax(0), col.sum(0), col + x[:1], x.sum(1, keepdim=True) + col)
+    x, e = sample((9, 5), seed=29), sample((0, 5), seed=30)
+    one, col = sample((1, 1), seed=31), sample((9, 1), seed=32)
+    check(fn, x, e, one, col)
+
+
+def test_amax_over_empty_dim_raises():
+    with pytest.raises(ShapeError, match="size 0"):
+        stax.compile(lambda e: e.amax(0), sample((0, 5)))
+
+
+# --- extern matmul --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_matmul(isa, dtype, check):
+    """2-D and batched matmul (extern calls) with pointwise producers and consumers around them."""
+    def fn(a, b, bias, batch, t):
+        return ((a @ b + bias).relu(), batch @ b, (a * 2).matmul(t.t()), (batch.exp() @ b).sum(-1))
+    a, b = sample((7, 5), dtype, seed=33), sample((5, 3), dtype, seed=34)
+    bias, batch = sample((3,), dtype, seed=35), sample((4, 7, 5), dtype, seed=36)
+    t = sample((3, 5), dtype, seed=37)
+    check(fn, a, b, bias, batch, t, rtol=1e-5, atol=1e-5)
+
+
+# --- in-place updates -----------------------------------------------------------------------------
+
+def test_inplace_updates_are_visible(isa, check):
+    def fn(x, y, z, row):
+        old = x * 1
+        x.add_(y)
+        y.mul_(2)
+        z.copy_(x + old)
+        x.add_(row)
+        return old + x, y.sum(-1)
+    x, y, z = (sample((5, 19), seed=s) for s in (38, 39, 40))
+    row = sample((19,), seed=41)
+    check(fn, x, y, z, row)
+
+
+def test_inplace_update_of_transposed_input(isa, check):
+    def fn(x, y):
+        x.mul_(y)
+        return x.sum(0)
+    x = sample((12, 5), seed=42).T
+    check(fn, x, sample((5, 12), seed=43))
+
+
+def test_inplace_reads_transposed_old_value(check):
+    """The new value of ``x`` reads the old one at other indices: no element may see a new value."""
+    def fn(x):
+        x.copy_((x * 1).t() + 1)
+        x.add_(x.sum(0))
+        return x * 1
+    check(fn, sample((8, 8), seed=44))
+
+
+# --- errors at call time --------------------------------------------------------------------------
+
+def test_integer_division_by_zero_raises_and_recovers(isa):
+    f = stax.compile(lambda a, b: (a // b, a % b), sample((4, 21), "int32", seed=45), sample((4, 21), "int32", seed=46))
+    a, b = sample((4, 21), "int32", -9, 9, seed=47), nonzero((4, 21), "int32", seed=48)
+    bad = b.copy()
+    bad[3, 20] = 0  # in the tail
+    with pytest.raises(KernelError, match="division by zero"):
+        f(a, bad)
+    q, r = f(a, b)  # the error flag was cleared
+    np.testing.assert_array_equal(q, a // b)
+    np.testing.assert_array_equal(r, a % b)
+    bad[3, 20], bad[0, 1] = 1, 0  # in a vector body
+    with pytest.raises(KernelError):
+        f(a, bad)
+
+
+def test_call_mismatches_raise_call_error():
+    x = sample((6, 8), seed=49)
+    f = stax.compile(lambda a, b: a + b, x, x)
+    with pytest.raises(CallError, match=r"arg1 has strides \(1, 6\)"):
+        f(x, np.asfortranarray(x))
+    with pytest.raises(CallError, match="arg1 has shape"):
+        f(x, x[:, :4])
+    with pytest.raises(CallError, match="arg0 has dtype float64"):
+        f(x.astype("float64"), x)
+    with pytest.raises(CallError, match="arg1 must be a numpy array"):
+        f(x, [1.0])
+    with pytest.raises(CallError, match="2 arguments"):
+        f(x)
+    np.testing.assert_allclose(f(x, x), x + x)  # still usable
+
+
+def test_inplace_on_read_only_array_raises():
+    x = sample((3, 4), seed=50)
+    f = stax.compile(lambda a: a.add_(1), x)
+    ro = x.copy()
+    ro.flags.writeable = False
+    with pytest.raises(CallError, match="arg0 is updated in place but is read-only"):
+        f(ro)
+
+
+# --- kernel forms, ISA levels, strategies, threads -------------------------------------------------
+
+def _forms(compiled) -> list[str]:
+    return [k.form for k in compiled.kernels]
+
+
+def test_kernel_forms(monkeypatch, check):
+    monkeypatch.setenv("STAX_ISA", "avx2")
+    x, y = sample((40, 24), seed=51), sample((24, 40), seed=52)
+    assert _forms(check(lambda a: a * 2 + 1, x)) == ["vector"]
+    assert _forms(check(lambda a: a.sum(-1), x)) == ["vector"]
+    assert _forms(check(lambda a: a.sum(0), x)) == ["outer-vector"]
+    assert _forms(check(lambda a, b: a + b.t(), x, y)) == ["tiled"]
+    monkeypatch.setenv("STAX_ISA", "none")
+    assert _forms(check(lambda a: a * 2 + 1, x)) == ["scalar"]
+    assert _forms(check(lambda a: a.sum(0), x)) == ["scalar"]
+
+
+def _softmax_and_friends(x, w):
+    m = x.amax(-1, keepdim=True)
+    e = (x - m).exp()
+    s = e / e.sum(-1, keepdim=True)
+    return s, (s * w).sum(0), x.t() * 2 + w.t(), (x.sigmoid() * x).mean(-1)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fusion_none_and_greedy_agree(isa, threads, check):
+    x, w = sample((37, 45), seed=53), sample((37, 45), seed=54)
+    fused = check(_softmax_and_friends, x, w, fusion="greedy", threads=threads)
+    unfused = check(_softmax_and_friends, x, w, fusion="none", threads=threads)
+    assert len(fused.kernels) < len(unfused.kernels)
+    for a, b in zip(fused(x, w), unfused(x, w)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_avx512_builds(monkeypatch):
+    """The AVX-512 level compiles (and runs where the CPU has it)."""
+    monkeypatch.setenv("STAX_ISA", "avx512")
+    x, w = sample((37, 45), seed=53), sample((37, 45), seed=54)
+    compiled = compile_graph(stax.trace(_softmax_and_friends, x, w), Options(fusion="greedy"))
+    assert "vector" in _forms(compiled)
+    assert "-DSTAX_W=16" in compile_flags(ISA_LEVELS["avx512"])
+    if HAS_AVX512:
+        for a, b in zip(compiled(x, w), evaluate(compiled.graph, x, w, upcast=True)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# --- the seed's listing 7.1 -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("level,width", [("avx512", 16), ("avx2", 8)])
+def test_example_7_1_reads_like_listing_7_1(monkeypatch, level, width):
+    """One kernel: a parallel outer loop of 64 rows, a vector row sum kept in the kernel, then a
+    vector division of the same row; buffer names as the wrapper allocates them."""
+    monkeypatch.setenv("STAX_ISA", level)
+    x = sample((64, 128), seed=55)
+    compiled = compile_graph(stax.trace(example_7_1, x), Options())
+    assert [k.nodes for k in compiled.kernels] == [["op0", "op1"]]
+    src = compiled.kernels[0].source
+    assert compiled.kernels[0].form == "vector"
+    assert 'extern "C" void cpp_fused_op0_op1(const float* in_ptr0, float* out_ptr0, int64_t* err)' in src
+    assert re.search(r"#pragma omp for\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", src)
+    assert src.count("#pragma omp for") == 1
+    op0, op1 = src.split("// op1\n")
+    # op0: vector accumulators of W lanes over the row, combined at the end (Proposition 8.1)
+    step = int(re.search(r"for \(int64_t y0 = 0; y0 < 128; y0 \+= (\d+)\)", op0).group(1))
+    assert step % width == 0 and all(f"in_ptr0 + 128*x0 + y0 + {k})" in op0 for k in range(width, step, width))
+    assert "stax::vload(in_ptr0 + 128*x0 + y0)" in op0
+    assert re.search(r"tmp_acc0 = stax::r_sum\(tmp_acc0, stax::hreduce_sum<float>\(", op0)
+    # op1: the division of the same row by its sum, W floats at a time, stored contiguously
+    assert f"for (int64_t y0 = 0; y0 < 128; y0 += {width})" in op1
+    assert "stax::vload(in_ptr0 + 128*x0 + y0)" in op1
+    assert "stax::splat<float>(tmp_acc0)" in op1
+    assert re.search(r"stax::vstore\(out_ptr0 \+ 128\*x0 \+ y0, tmp\d+\);", src)
+    assert "// in_ptr0=arg0, out_ptr0=buf1" in src
+    assert "cpp_fused_op0_op1(arg0.ctypes.data, buf1.ctypes.data, err_ptr)" in compiled.wrapper_source
+    if level == "avx2" or HAS_AVX512:
+        np.testing.assert_allclose(compiled(x), x / x.sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_example_7_1_before_fusion(monkeypatch):
+    """Without fusion: the row sum writes buf0 (64 floats) and the division reads it; each kernel
+    has its own ``omp for`` over the 64 rows or the 8192 flat elements."""
+    monkeypatch.setenv("STAX_ISA", "avx512")
+    x = sample((64, 128), seed=55)
+    compiled = compile_graph(stax.trace(example_7_1, x), Options(fusion="none"))
+    assert [k.name for k in compiled.kernels] == ["cpp_fused_op0", "cpp_fused_op1"]
+    row_sum, division = (k.source for k in compiled.kernels)
+    assert re.search(r"#pragma omp for\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", row_sum)
+    assert "stax::vload(in_ptr0 + 128*x0 + y0 + 16)" in row_sum
+    assert "for (int64_t x1 = 0; x1 < 128; x1 += 16)" in division
+    assert "out_ptr0[x0] = tmp_acc0;" in row_sum
+    assert "// in_ptr0=arg0, out_ptr0=buf0" in row_sum
+    assert "// in_ptr0=arg0, in_ptr1=buf0, out_ptr0=buf1" in division
+    assert "buf0 = alloc((64, 1), 'float32')" in compiled.wrapper_source
+    assert "release(buf0); del buf0" in compiled.wrapper_source

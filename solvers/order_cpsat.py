@@ -43,24 +43,36 @@ class OrderModel:
         total = sum(b.size for b in problem.buffers)
         self.peak = self.model.new_int_var(min(step_lower_bound(problem), total), total, "peak")
         intervals, demands = [], []
+        self.ends: list[tuple[str, cp_model.IntVar | None, cp_model.IntVar]] = []  # (buffer, last, length)
         for buf in problem.buffers:
             if buf.size == 0:
                 continue
             start = self.pos[buf.producer]
             if buf.is_output:
                 last: cp_model.LinearExprT = last_step
+                last_var = None
             else:
                 last = self.model.new_int_var(0, last_step, f"last_{buf.name}")
                 self.model.add_max_equality(last, [start, *(self.pos[u] for u in buf.users)])
+                last_var = last
             length = self.model.new_int_var(1, last_step + 1, f"length_{buf.name}")
+            self.ends.append((buf.name, last_var, length))
             intervals.append(self.model.new_interval_var(start, length, last + 1, f"life_{buf.name}"))
             demands.append(buf.size)
         self.model.add_cumulative(intervals, demands, self.peak)
         self.model.minimize(self.peak)
 
     def hint(self, order: tuple[str, ...]) -> None:
+        """Give CP-SAT a complete solution: steps, lifetimes and the peak of ``order``."""
         for step, task in enumerate(order):
             self.model.add_hint(self.pos[task], step)
+        lifetimes = self.problem.lifetimes(order)
+        for name, last, length in self.ends:
+            start, end = lifetimes[name]
+            if last is not None:
+                self.model.add_hint(last, end)
+            self.model.add_hint(length, end - start + 1)
+        self.model.add_hint(self.peak, self.problem.peak(order))
 
     def decode(self, solver: cp_model.CpSolver) -> tuple[str, ...]:
         return tuple(sorted(self.problem.tasks, key=lambda t: solver.value(self.pos[t])))
@@ -70,9 +82,9 @@ class CpSatOrder:
     """Order strategy "cpsat": the order of least peak (Definition 7.5), see the module doc.
 
     ``status`` is "optimal" only when CP-SAT proved it; "feasible" means the time limit ran out
-    with an order that is *not* proven optimal (``bound`` is CP-SAT's best lower bound).  The
-    search starts from the best heuristic order of section 7.5 ("best"), which is also returned
-    (status "heuristic") if CP-SAT finds nothing in time.
+    with an order that is *not* proven optimal (``bound`` is the larger of CP-SAT's best bound
+    and ``step_lower_bound``).  The search starts from the best heuristic order of section 7.5
+    ("best"), which is also returned (status "heuristic") if CP-SAT finds nothing in time.
     """
 
     name = "cpsat"
@@ -94,4 +106,5 @@ class CpSatOrder:
             order, status = start, "heuristic"
             info["note"] = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
                             "the best heuristic order is returned")
-        return OrderResult(order, status, problem.peak(order), solved.bound, solved.seconds, info)
+        bound = None if solved.bound is None else max(solved.bound, float(step_lower_bound(problem)))
+        return OrderResult(order, status, problem.peak(order), bound, solved.seconds, info)

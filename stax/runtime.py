@@ -79,15 +79,43 @@ def _compiler_version() -> str:
 
 
 def compile_flags(isa: Isa) -> list[str]:
-    return ["-O3", "-std=c++17", "-shared", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
-            f"-DSTAX_W={isa.width}", f"-I{HEADER_DIR}", *isa.flags]
+    """Flags shared by the kernels and their precompiled header (which must match exactly)."""
+    return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-Wno-psabi",
+            f"-DSTAX_W={isa.width}", *isa.flags]
+
+
+def _headers_text() -> str:
+    return "".join(p.read_text() for p in sorted(HEADER_DIR.glob("*.h")))
+
+
+def precompiled_headers(isa: Isa) -> Path:
+    """A directory holding the runtime headers and their precompiled ``.gch`` for these flags
+    (about 0.8 s saved per build); built once per flags and header text, atomically."""
+    flags = compile_flags(isa)
+    key = hashlib.sha256("\0".join([_headers_text(), " ".join(flags), _compiler_version()]).encode()).hexdigest()[:16]
+    directory = cache_dir() / "pch" / key
+    marker = directory / "ready"
+    if marker.exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    for header in HEADER_DIR.glob("*.h"):
+        _atomic_write(directory / header.name, header.read_bytes())
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".gch.tmp")
+        os.close(fd)
+        result = subprocess.run(["g++", *flags, "-x", "c++-header", str(directory / header.name), "-o", tmp],
+                                capture_output=True, text=True)
+        if result.returncode == 0:
+            os.replace(tmp, directory / f"{header.name}.gch")
+        elif os.path.exists(tmp):
+            os.unlink(tmp)  # without a .gch, g++ reads the header itself
+    marker.touch()
+    return directory
 
 
 def build(source: str, isa: Isa) -> Path:
     """Compile ``source`` to a shared library (cached) and return its path."""
     flags = compile_flags(isa)
-    header = "".join(p.read_text() for p in sorted(HEADER_DIR.glob("*.h")))
-    key = hashlib.sha256("\0".join([source, header, " ".join(flags), _compiler_version()]).encode()).hexdigest()[:24]
+    key = hashlib.sha256("\0".join([source, _headers_text(), " ".join(flags), _compiler_version()]).encode()).hexdigest()[:24]
     directory = cache_dir() / key[:2]
     directory.mkdir(exist_ok=True)
     library = directory / f"{key}.so"
@@ -99,7 +127,9 @@ def build(source: str, isa: Isa) -> Path:
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".so.tmp")
     os.close(fd)
     try:
-        result = subprocess.run(["g++", *flags, str(src), "-o", tmp, "-lmvec", "-lm"], capture_output=True, text=True)
+        include = precompiled_headers(isa)
+        result = subprocess.run(["g++", *flags, "-shared", f"-I{include}", str(src), "-o", tmp, "-lmvec", "-lm"],
+                                capture_output=True, text=True)
         if result.returncode != 0:
             raise BuildError(f"g++ failed to compile the generated kernels (source: {src}):\n{result.stderr[-4000:]}")
         os.replace(tmp, library)

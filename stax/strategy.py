@@ -10,6 +10,7 @@ Every answer goes through the problem's validator before it is used.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -64,6 +65,12 @@ class _FunctionStrategy:
         return answer if isinstance(answer, OrderResult) else OrderResult(tuple(answer))
 
 
+@functools.cache
+def _group_entry_points(group: str) -> dict[str, Any]:
+    """Entry points of a group, read once per process (scanning installed packages is slow)."""
+    return {ep.name: ep for ep in entry_points(group=group)}
+
+
 class Registry:
     """Strategies of one kind, by name: built-ins plus the entry points of ``group``."""
 
@@ -76,7 +83,7 @@ class Registry:
         self._local[name] = factory
 
     def _entry_points(self) -> dict[str, Any]:
-        return {ep.name: ep for ep in entry_points(group=self.group)}
+        return _group_entry_points(self.group)
 
     def names(self) -> list[str]:
         return sorted(set(self._local) | set(self._entry_points()))

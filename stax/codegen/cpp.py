@@ -104,9 +104,10 @@ class BlockKernel:
             self.members.append(_Member(node_name, buf, substitute(buf.body, mapping, ranges),
                                         buf.store_index.subs(mapping, ranges), buf.name in internal,
                                         self.frame.uses_inner(buf)))
-        self.internal = internal
+        self.internal = internal  # produced here, never stored: no user outside the block
+        self.produced = {m.buf.name for m in self.members}  # read through locals, points or rows
         self.storage = storage
-        reads = [ld.buffer for m in self.members for ld in _loads(m.body) if ld.buffer not in internal]
+        reads = [ld.buffer for m in self.members for ld in _loads(m.body) if ld.buffer not in self.produced]
         writes = [storage.get(m.buf.name, m.buf.name) for m in self.members if not m.internal]
         self.params = list(dict.fromkeys([storage.get(b, b) for b in reads] + writes))
         self.written = set(writes)
@@ -123,7 +124,7 @@ class BlockKernel:
 
     # --- access classification ----------------------------------------------------------------
     def _external_loads(self, member: _Member) -> list[Load]:
-        return [ld for ld in _loads(member.body) if ld.buffer not in self.internal]
+        return [ld for ld in _loads(member.body) if ld.buffer not in self.produced]
 
     def _vectorizable(self, var: str, members: list[_Member], with_store: bool) -> bool:
         for m in members:
@@ -195,10 +196,11 @@ class BlockKernel:
                       self.params, "\n".join(lines), form, self.state.uses_error_flag, None, reads_at, writes_at)
 
     def _scratch_rows(self) -> dict[str, str]:
-        """Internal pointwise rows that a later inner loop of the block reads."""
+        """Pointwise rows of this block that a later inner loop of the block reads (kept in a
+        per-thread row buffer, in cache, whether or not the row is also stored for other kernels)."""
         rows = {}
         for i, m in enumerate(self.members):
-            if m.internal and m.inner and not m.buf.reduction:
+            if m.inner and not m.buf.reduction:
                 if any(ld.buffer == m.buf.name for later in self.members[i + 1:] for ld in _loads(later.body)):
                     rows[m.buf.name] = m.buf.dtype
         return rows
@@ -281,16 +283,15 @@ class BlockKernel:
             else:
                 value = point_printer(m.body)
                 self._store(m, value, outer_vector, vvar, ind, lines)
-                if m.internal:
-                    ctx.point[m.buf.name] = value
-                    ctx.local[m.buf.name] = value
-                    if outer_vector:
-                        ctx.vector_point.add(m.buf.name)
+                ctx.point[m.buf.name] = value
+                ctx.local[m.buf.name] = value
+                if outer_vector:
+                    ctx.vector_point.add(m.buf.name)
         return lines
 
     def _printer(self, vector: bool, vvar: str | None, ctx: _Ctx, lines: list[str], ind: str) -> BodyPrinter:
         def load(ld: Load) -> str:
-            if ld.buffer in self.internal:
+            if ld.buffer in self.produced:
                 return self._internal_value(ld, vector, vvar, ctx)
             return self._load_text(ld, vector, vvar)
         return BodyPrinter(vector, load, lines, ind, self.state)
@@ -374,7 +375,7 @@ class BlockKernel:
         init_value = reduction_identity(op, dtype)
         acc = self.state.fresh("tmp_acc")
         inner_vector = form == "vector" and not outer_vector
-        reads_rows = any(ld.buffer in self.internal and ld.buffer not in ctx.point for ld in _loads(m.body))
+        reads_rows = any(ld.buffer in self.produced and ld.buffer not in ctx.point for ld in _loads(m.body))
         unroll = ACCUMULATORS if inner_vector and not reads_rows and self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width else 1
         if outer_vector:
             lines.append(f"{ind}auto {acc} = {literal(init_value, dtype, True)};")
@@ -397,14 +398,14 @@ class BlockKernel:
             vectors = f"{acc}_vec0"
             for lane in range(1, unroll):
                 vectors = f"stax::r_{op}({vectors}, {acc}_vec{lane})"
-            lines.append(f"{ind}{acc} = stax::r_{op}({acc}, stax::hreduce_{op}<{lane_type(dtype)}>({vectors}));")
+            lines.append(f"{ind}{acc} = stax::r_{op}({acc}, stax::hreduce_{op}<{CPP_TYPE[dtype]}>({vectors}));")
         self._store(m, result, outer_vector, vvar, ind, lines)
         ctx.point[m.buf.name] = result
         if outer_vector:
             ctx.vector_point.add(m.buf.name)
 
     def _pointwise_row(self, m: _Member, form: str, vvar: str | None, ind: str, lines: list[str], ctx: _Ctx) -> None:
-        needs_row = m.internal and m.buf.name in self._scratch_rows()
+        needs_row = m.buf.name in self._scratch_rows()
         row_index = self._row_index()
 
         def body(bind: str, vec_loop: bool, out: list[str], lane: int) -> None:

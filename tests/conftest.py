@@ -29,6 +29,8 @@ def assert_same(actual: np.ndarray, expected: np.ndarray, what: str, rtol: float
     assert isinstance(actual, np.ndarray), f"{what}: got {type(actual).__name__}, not a numpy array"
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, reference {expected.dtype}"
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, reference {expected.shape}"
+    if actual.dtype == np.bool_:
+        assert set(np.unique(actual.view(np.uint8))) <= {0, 1}, f"{what}: bool bytes other than 0 and 1"
     if actual.dtype.kind == "f":
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
     else:

@@ -88,7 +88,8 @@ def test_integer_ops(isa, dtype, check):
 def test_bool_ops(isa, check):
     def fn(p, q, x, y):
         return (p & q, p | q, ~p, p == q, p != q, p + q, p * q, p.int(), p.float(), p.long(),
-                stax.where(p, x, y), p.logical_and(q), p.logical_or(q), p.logical_not(), p.sum(), p.sum(-1))
+                stax.where(p, x, y), p.logical_and(q), p.logical_or(q), p.logical_not(), p.sum(), p.sum(-1),
+                p.amax(-1), p.amin(0), p.amax())
     p, q = sample((6, 21), "bool", seed=9), sample((6, 21), "bool", seed=10)
     x, y = sample((6, 21), seed=11), sample((6, 21), seed=12)
     check(fn, p, q, x, y)

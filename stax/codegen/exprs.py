@@ -90,6 +90,7 @@ class BodyPrinter:
         self.lines, self.indent, self.state = lines, indent, state
         self.error_flag = error_flag
         self.cache: dict[int, str] = {}
+        self.loaded: dict[str, str] = {}
 
     def emit(self, line: str) -> str:
         name = self.state.fresh()
@@ -104,7 +105,10 @@ class BodyPrinter:
 
     def _print(self, expr: Expr) -> str:
         if isinstance(expr, Load):
-            return self.emit(self.load_text(expr))
+            text = self.load_text(expr)  # equal loads of different members share one temporary
+            if text not in self.loaded:
+                self.loaded[text] = self.emit(text)
+            return self.loaded[text]
         if isinstance(expr, Const):
             return literal(expr.value, expr.dtype, self.vector)
         args = [self(a) for a in expr.args]
@@ -116,6 +120,8 @@ class BodyPrinter:
         if name in _UNARY:
             return f"{_UNARY[name]}({a[0]})"
         if name in _INFIX:
+            if dtype == "bool":  # torch's bool + and * are or and and; 0/1 lanes must stay 0/1
+                return f"stax::logical_{'or' if name == 'add' else 'and'}({a[0]}, {a[1]})"
             return f"{a[0]} {_INFIX[name]} {a[1]}"
         if name in _CALL2:
             return f"{_CALL2[name]}({a[0]}, {a[1]})"

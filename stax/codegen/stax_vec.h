@@ -168,7 +168,7 @@ template <typename T> inline T r_prod(T a, T b) { return a * b; }
 template <typename T> inline T r_amax(T a, T b) { return v_max(a, b); }
 template <typename T> inline T r_amin(T a, T b) { return v_min(a, b); }
 #define STAX_HREDUCE(op) \
-  template <typename T> inline T hreduce_##op(vec<T> v) { T r = v[0]; for (int i = 1; i < STAX_W; ++i) r = r_##op(r, v[i]); return r; }
+  template <typename T> inline T hreduce_##op(vec<T> v) { T r = T(v[0]); for (int i = 1; i < STAX_W; ++i) r = r_##op(r, T(v[i])); return r; }
 STAX_HREDUCE(sum)
 STAX_HREDUCE(prod)
 STAX_HREDUCE(amax)

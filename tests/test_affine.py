@@ -1,0 +1,245 @@
+"""Affine dependence analysis (seed 7.2 end, 7.7) and Farkas schedules (Lemma 7.1, Proposition 7.5)."""
+from __future__ import annotations
+
+from itertools import product
+from math import floor
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solvers.affine_schedule import Dependence, dependences_of, one_dimensional_schedule, verify
+from stax.affine import (Access, DependenceProblem, Domain, Polyhedron, apply, banerjee_test, dependence_pairs,
+                         enumeration_test, exact_test, gcd_test, integer_solutions, interchange, is_unimodular,
+                         pair_fusion, parallelepiped_tiling_legal, rectangular_tiling_legal, reversal, skew,
+                         transformation_legal, transformation_preserves)
+from stax.indexing import Index, Mod
+
+IDENTITY = [[1, 0], [0, 1]]
+TESTS = (gcd_test, banerjee_test, exact_test, enumeration_test)
+
+
+def stencil(n: int = 8) -> DependenceProblem:
+    """``for i: for j: X[i][j] = X[i-1][j+1] + 1`` (seed 7.7): write X[i][j], read X[i-1][j+1]."""
+    box = Domain.box((n, n))
+    return DependenceProblem(Access.of(IDENTITY, [0, 0]), box, Access.of(IDENTITY, [-1, 1]), box)
+
+
+# --- the seed's example -------------------------------------------------------------------------
+@pytest.mark.parametrize("test", TESTS, ids=lambda t: t.__name__)
+def test_seed_stencil_distance_is_1_minus_1_carried_by_the_outer_loop(test):
+    result = test(stencil())
+    assert result.carried == (1,)
+    assert result.distance == (1, -1)
+
+
+def test_seed_stencil_interchange_illegal_skew_legal():
+    delta = [(1, -1)]
+    assert not transformation_legal(interchange(2, 0, 1), delta)
+    assert transformation_legal(skew(2, 1, 0), delta)
+    assert apply(skew(2, 1, 0), delta[0]) == (1, 0)
+    assert not transformation_legal(reversal(2, 0), delta)
+    # the same verdicts from the dependence polyhedra, without assuming uniformity
+    assert not transformation_preserves(interchange(2, 0, 1), stencil(5))
+    assert transformation_preserves(skew(2, 1, 0), stencil(5))
+
+
+def test_theorem_7_2_needs_a_unimodular_matrix():
+    assert is_unimodular(skew(3, 2, 0, 5)) and is_unimodular(interchange(3, 0, 2)) and is_unimodular(reversal(2, 1))
+    assert not is_unimodular([[2, 0], [0, 1]])
+    with pytest.raises(ValueError, match="unimodular"):
+        transformation_legal([[2, 0], [0, 1]], [(1, 0)])
+
+
+def test_transformation_preserves_a_non_uniform_dependence():
+    """write X[i][j], read X[j][i] (a transpose): distances (d, -d); no interchange can order them."""
+    box = Domain.box((4, 4))
+    problem = DependenceProblem(Access.of(IDENTITY, [0, 0]), box, Access.of([[0, 1], [1, 0]], [0, 0]), box)
+    assert exact_test(problem).carried == (1,) and exact_test(problem).distance is None
+    assert transformation_preserves(IDENTITY, problem)
+    assert not transformation_preserves(interchange(2, 0, 1), problem)
+
+
+def test_access_from_stax_indices():
+    i, j = Index.var("x0"), Index.var("x1")
+    assert Access.from_indices([i + (-1), j * 2 + 1], ["x0", "x1"]) == Access.of([[1, 0], [0, 2]], [-1, 1])
+    with pytest.raises(ValueError, match="not affine"):
+        Access.from_indices([Index(((Mod(i, 4), 1),), 0)], ["x0"])
+
+
+# --- GCD, Banerjee and exact against enumeration ------------------------------------------------
+def test_gcd_and_banerjee_each_miss_what_the_other_sees():
+    """X[2i+3] vs X[2j]: only the GCD test sees the parity; X[i] vs X[2j+10] on 0..4: only bounds."""
+    box = Domain.box((5,))
+    parity = DependenceProblem(Access.of([[2]], [3]), box, Access.of([[2]], [0]), box)
+    far = DependenceProblem(Access.of([[1]], [0]), box, Access.of([[2]], [10]), box)
+    assert not gcd_test(parity).possible and banerjee_test(parity).possible
+    assert gcd_test(far).possible and not banerjee_test(far).possible
+    assert not exact_test(parity).possible and not exact_test(far).possible
+
+
+def test_integer_solutions_parametrize_every_solution():
+    x0, basis = integer_solutions([[2, 3, -1], [0, 1, 1]], [6, 2], 3)
+    for z in product(range(-2, 3), repeat=len(basis)):
+        x = [x0[k] + sum(zc * b[k] for zc, b in zip(z, basis)) for k in range(3)]
+        assert 2 * x[0] + 3 * x[1] - x[2] == 6 and x[1] + x[2] == 2
+
+
+def test_exact_test_on_a_triangular_domain():
+    """``0 <= j <= i < 6`` (a general inequality): X[i][j] written, X[j][i] read; both in the
+    domain only on the diagonal, so the only pairs are loop-independent (level 3)."""
+    tri = Domain(2, Domain.box((6, 6)).rows + ((1, -1, 0),))
+    problem = DependenceProblem(Access.of(IDENTITY, [0, 0]), tri, Access.of([[0, 1], [1, 0]], [0, 0]), tri,
+                                loop_independent=True)
+    assert exact_test(problem).carried == enumeration_test(problem).carried == (3,)
+
+
+@st.composite
+def problems(draw) -> DependenceProblem:
+    rank = draw(st.integers(1, 2))
+    ds, dt = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+
+    def domain(d: int) -> Domain:
+        box = Domain.box([draw(st.integers(1, 4)) for _ in range(d)])
+        if d == 2 and draw(st.booleans()):   # cut the box by i_0 + i_1 <= k
+            return Domain(2, box.rows + ((-1, -1, draw(st.integers(0, 5))),))
+        return box
+
+    def access(d: int) -> Access:
+        coeff = st.integers(-2, 2)
+        return Access.of([[draw(coeff) for _ in range(d)] for _ in range(rank)],
+                         [draw(st.integers(-3, 3)) for _ in range(rank)])
+    return DependenceProblem(access(ds), domain(ds), access(dt), domain(dt),
+                             common=draw(st.integers(0, min(ds, dt))), loop_independent=draw(st.booleans()))
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems())
+def test_tests_agree_with_enumeration_and_weaker_tests_are_conservative(problem):
+    truth = enumeration_test(problem)
+    pairs = dependence_pairs(problem)
+    exact = exact_test(problem)
+    for test in (gcd_test, banerjee_test, exact_test):
+        result = exact if test is exact_test else test(problem)
+        for got, want in zip(result.levels, truth.levels):
+            assert got.level == want.level
+            if want.possible:
+                assert got.possible, f"{result.test} misses a dependence at level {got.level}"
+            if got.possible and want.possible and got.distance is not None:
+                assert all(tuple(j[k] - i[k] for k in range(problem.depth)) == got.distance
+                           for i, j in pairs[got.level])
+    for got, want in zip(exact.levels, truth.levels):
+        assert got.possible == want.possible
+        if got.witness is not None:
+            assert got.witness in pairs[got.level]
+
+
+# --- tiling (Definition 7.7, Theorem 7.3, Irigoin-Triolet) --------------------------------------
+def tiled_order_preserves(distances, n: int, tiles, h=IDENTITY) -> bool:
+    """Simulate tiling of an n x n nest by the hyperplanes ``h`` with sizes ``tiles``: tiles in
+    lexicographic order, the original order inside a tile; check every dependence."""
+    def key(i):
+        return tuple(floor(v / b) for v, b in zip(apply(h, i), tiles)) + tuple(i)
+    points = list(product(range(n), repeat=2))
+    return all(key(i) < key(j) for d in distances for i in points
+               for j in [tuple(a + b for a, b in zip(i, d))] if all(0 <= v < n for v in j))
+
+
+@pytest.mark.parametrize("distances", [
+    [(1, 0), (0, 1)], [(1, 1)], [(1, 0)], [(0, 1), (1, 2)],        # fully permutable
+    [(1, -1)], [(0, 1), (1, -1)], [(1, -2), (1, 0)],               # not
+])
+def test_rectangular_tiling_legal_exactly_for_fully_permutable_bands(distances):
+    legal = rectangular_tiling_legal(distances)
+    assert legal == all(tiled_order_preserves(distances, 7, tiles) for tiles in [(2, 2), (3, 2), (2, 3)])
+
+
+def test_skewing_makes_the_seed_stencil_tileable():
+    delta = [(1, -1)]
+    skewed = [apply(skew(2, 1, 0), d) for d in delta]
+    assert not rectangular_tiling_legal(delta) and rectangular_tiling_legal(skewed)
+    h = skew(2, 1, 0)   # parallelepiped tiles along the hyperplanes i = const and i + j = const
+    assert parallelepiped_tiling_legal(h, delta) and tiled_order_preserves(delta, 7, (2, 2), h)
+    assert not parallelepiped_tiling_legal(IDENTITY, delta)
+
+
+def test_a_band_ignores_dependences_carried_outside_it():
+    from stax.affine import fully_permutable
+    assert fully_permutable([(1, -1)], band=(1, 2)) and not fully_permutable([(0, -1)], band=(1, 2))
+    assert tiled_order_preserves([(1, -1)], 7, (1, 3))   # tile only the inner loop
+
+
+# --- Proposition 7.3 for a pair -----------------------------------------------------------------
+def test_proposition_7_3_for_shifted_reads():
+    n = Domain.box((12,))
+    write = Access.of([[1]], [0])
+    behind, same, ahead = (pair_fusion(write, n, Access.of([[1]], [k]), n) for k in (-1, 0, 1))
+    assert (behind.sequential, behind.parallel, behind.deltas) == (True, False, ((-1,),))
+    assert (same.sequential, same.parallel, same.deltas) == (True, True, ((0,),))
+    assert (ahead.sequential, ahead.parallel, ahead.deltas) == (False, False, ((1,),))
+    assert ahead.under(reversal(1, 0)) == (True, False)   # run both loops backwards
+
+
+def test_skewing_gives_a_parallel_outer_loop_to_a_fused_pair():
+    """Consumer reads B[i+1][j-1]: delta (1, -1) breaks even sequential fusion; after the skew
+    i' = i + j the outer loop carries nothing, so the fused nest is parallel over it."""
+    box = Domain.box((6, 6))
+    verdict = pair_fusion(Access.of(IDENTITY, [0, 0]), box, Access.of(IDENTITY, [1, -1]), box)
+    assert verdict.deltas == ((1, -1),) and not verdict.sequential
+    assert verdict.under([[1, 1], [0, 1]]) == (True, True)
+
+
+# --- one-dimensional affine schedules (Lemma 7.1, Proposition 7.5) ------------------------------
+def satisfied_by_enumeration(schedule, problem: DependenceProblem, source: str, target: str) -> bool:
+    return all(schedule.time(target, j) - schedule.time(source, i) >= 1
+               for pairs in dependence_pairs(problem).values() for i, j in pairs)
+
+
+def test_farkas_schedule_for_the_seed_stencil():
+    problem = stencil(6)
+    schedule = one_dimensional_schedule({"S": 2}, dependences_of(problem, "S", "S"))
+    assert schedule is not None and verify(schedule, dependences_of(problem, "S", "S"))
+    assert satisfied_by_enumeration(schedule, problem, "S", "S")
+
+
+def test_farkas_schedule_for_a_two_read_stencil_is_a_wavefront():
+    """``X[i][j] = X[i-1][j] + X[i][j-1]``: distances (1, 0) and (0, 1), schedule like i + j."""
+    box = Domain.box((5, 5))
+    write = Access.of(IDENTITY, [0, 0])
+    problems_ = [DependenceProblem(write, box, Access.of(IDENTITY, off), box) for off in ([-1, 0], [0, -1])]
+    deps = [d for p in problems_ for d in dependences_of(p, "S", "S")]
+    schedule = one_dimensional_schedule({"S": 2}, deps)
+    assert schedule is not None and verify(schedule, deps)
+    assert all(c >= 1 for c in schedule.coefficients["S"])
+    assert all(satisfied_by_enumeration(schedule, p, "S", "S") for p in problems_)
+
+
+def test_farkas_schedule_for_a_non_uniform_dependence():
+    """write X[i], read X[n-1-i] in one loop: distances from 1 to n-1."""
+    n = Domain.box((7,))
+    problem = DependenceProblem(Access.of([[1]], [0]), n, Access.of([[-1]], [6]), n)
+    schedule = one_dimensional_schedule({"S": 1}, dependences_of(problem, "S", "S"))
+    assert schedule is not None and satisfied_by_enumeration(schedule, problem, "S", "S")
+
+
+def test_no_schedule_for_a_cycle_at_distance_zero():
+    """a -> b and b -> a in the same iteration: theta_b - theta_a >= 1 and theta_a - theta_b >= 1."""
+    n = Domain.box((4,))
+    same = DependenceProblem(Access.of([[1]], [0]), n, Access.of([[1]], [0]), n, loop_independent=True)
+    deps = dependences_of(same, "a", "b") + dependences_of(same, "b", "a")
+    assert [d.source for d in deps] == ["a", "b"]
+    assert one_dimensional_schedule({"a": 1, "b": 1}, deps) is None
+
+
+def test_verify_rejects_a_wrong_schedule():
+    from fractions import Fraction
+    from solvers.affine_schedule import AffineSchedule
+    deps = dependences_of(stencil(4), "S", "S")
+    diagonal = AffineSchedule({"S": (Fraction(1), Fraction(1))}, {"S": Fraction(0)})   # i + j: delta (1,-1) -> 0
+    assert not verify(diagonal, deps)
+
+
+def test_polyhedron_integer_point_needs_bounds():
+    with pytest.raises(ValueError, match="bounded"):
+        Polyhedron(2, ineqs=((1, 0, 0), (0, 1, 0), (-1, 1, 0))).integer_point()
+    assert Dependence("a", "a", Polyhedron(1)).source == "a"

@@ -269,24 +269,41 @@ class BlockKernel:
         return self._nest(outer_vars, tile_ranges, depth, body)
 
     # --- one outer point ----------------------------------------------------------------------------
+    def _phases(self) -> list[list[_Member]]:
+        """Members grouped into passes over the inner loop: consecutive inner-loop members share
+        one pass unless one needs a reduction finished earlier in the same pass; a member
+        without an inner loop is a step of its own (one pass per row: the sum and the max of
+        example 7.2 read the row once)."""
+        phases: list[list[_Member]] = []
+        finished_in_phase: set[str] = set()
+        for m in self.members:
+            reads = {ld.buffer for ld in _loads(m.body)}
+            if not m.inner or not phases or not phases[-1][0].inner or reads & finished_in_phase:
+                phases.append([m])
+                finished_in_phase = set()
+            else:
+                phases[-1].append(m)
+            if m.buf.reduction:
+                finished_in_phase.add(m.buf.name)
+        return phases
+
     def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool) -> list[str]:
         """Code for every member at one outer point (or W neighbouring points when outer_vector)."""
         lines: list[str] = []
         ctx = _Ctx()
         point_printer = self._printer(outer_vector, vvar, ctx, lines, ind)
-        for m in self.members:
-            lines.append(f"{ind}// {m.name}")
-            if m.buf.reduction:
-                self._reduction(m, form, vvar, ind, lines, ctx, outer_vector)
-            elif m.inner:
-                self._pointwise_row(m, form, vvar, ind, lines, ctx)
-            else:
-                value = point_printer(m.body)
-                self._store(m, value, outer_vector, vvar, ind, lines)
-                ctx.point[m.buf.name] = value
-                ctx.local[m.buf.name] = value
-                if outer_vector:
-                    ctx.vector_point.add(m.buf.name)
+        for phase in self._phases():
+            lines.append(f"{ind}// {', '.join(m.name for m in phase)}")
+            if phase[0].inner:
+                self._inner_pass(phase, form, vvar, ind, lines, ctx, outer_vector)
+                continue
+            m = phase[0]
+            value = point_printer(m.body)
+            self._store(m, value, outer_vector, vvar, ind, lines)
+            ctx.point[m.buf.name] = value
+            ctx.local[m.buf.name] = value
+            if outer_vector:
+                ctx.vector_point.add(m.buf.name)
         return lines
 
     def _printer(self, vector: bool, vvar: str | None, ctx: _Ctx, lines: list[str], ind: str) -> BodyPrinter:
@@ -367,57 +384,58 @@ class BlockKernel:
             lines.append(ind + "}")
         return lines
 
-    def _reduction(self, m: _Member, form: str, vvar: str | None, ind: str, lines: list[str], ctx: _Ctx,
-                   outer_vector: bool) -> None:
-        """W accumulators per vector (Proposition 8.1 (2)); ``ACCUMULATORS`` vectors of them when
-        the row is long, so the additions of consecutive vectors do not wait on each other."""
-        op, dtype = m.buf.reduction, m.buf.dtype
-        init_value = reduction_identity(op, dtype)
-        acc = self.state.fresh("tmp_acc")
+    def _inner_pass(self, phase: list[_Member], form: str, vvar: str | None, ind: str, lines: list[str],
+                    ctx: _Ctx, outer_vector: bool) -> None:
+        """One pass of the inner loop computing every member of ``phase``.  Reductions keep W
+        accumulators per vector (Proposition 8.1 (2)), and ``ACCUMULATORS`` vectors of them on
+        long rows so consecutive additions do not wait on each other."""
         inner_vector = form == "vector" and not outer_vector
-        reads_rows = any(ld.buffer in self.produced and ld.buffer not in ctx.point for ld in _loads(m.body))
-        unroll = ACCUMULATORS if inner_vector and not reads_rows and self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width else 1
-        if outer_vector:
-            lines.append(f"{ind}auto {acc} = {literal(init_value, dtype, True)};")
-        else:
-            lines.append(f"{ind}{CPP_TYPE[dtype]} {acc} = {scalar_literal(init_value, dtype)};")
+        reductions = [m for m in phase if m.buf.reduction]
+        only_reductions = len(reductions) == len(phase) and not any(
+            ld.buffer in self.produced and ld.buffer not in ctx.point for m in phase for ld in _loads(m.body))
+        long_row = self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width
+        unroll = ACCUMULATORS if inner_vector and only_reductions and long_row else 1
+        acc = {}
+        for m in reductions:
+            acc[m.name] = self.state.fresh("tmp_acc")
+            init = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, outer_vector)
+            lines.append(f"{ind}{'auto' if outer_vector else CPP_TYPE[m.buf.dtype]} {acc[m.name]} = {init};")
             for lane in range(unroll if inner_vector else 0):
-                lines.append(f"{ind}auto {acc}_vec{lane} = {literal(init_value, dtype, True)};")
+                lines.append(f"{ind}auto {acc[m.name]}_vec{lane} = "
+                             f"{literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, True)};")
+        rows = self._scratch_rows()
+        row_index = self._row_index()
         ranges = self.frame.var_ranges
 
         def body(bind: str, vec_loop: bool, out: list[str], lane: int) -> None:
             vector = vec_loop or outer_vector
-            expr = m.body if lane == 0 else substitute(m.body, {vvar: Index.var(vvar) + lane * self.width}, ranges)
-            printer = self._printer(vector, vvar, ctx.inner(), out, bind)
-            value = printer(expr)
-            target = f"{acc}_vec{lane}" if vec_loop and not outer_vector else acc
-            out.append(f"{bind}{target} = stax::r_{op}({target}, {value});")
+            local = ctx.inner()
+            printer = self._printer(vector, vvar, local, out, bind)
+            for m in phase:
+                expr = m.body if lane == 0 else substitute(m.body, {vvar: Index.var(vvar) + lane * self.width}, ranges)
+                value = printer(expr)
+                if m.buf.reduction:
+                    target = f"{acc[m.name]}_vec{lane}" if vec_loop and not outer_vector else acc[m.name]
+                    out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
+                    continue
+                self._store(m, value, vec_loop, vvar, bind, out)
+                local.local[m.buf.name] = value
+                if m.buf.name in rows:
+                    row = f"{m.buf.name}_row"
+                    out.append(f"{bind}stax::vstore({row}.data() + {row_index}, {value});" if vec_loop
+                               else f"{bind}{row}[{row_index}] = {value};")
         lines += self._inner_nest(ind, inner_vector, vvar, body, unroll)
-        result = acc
-        if inner_vector:
-            vectors = f"{acc}_vec0"
-            for lane in range(1, unroll):
-                vectors = f"stax::r_{op}({vectors}, {acc}_vec{lane})"
-            lines.append(f"{ind}{acc} = stax::r_{op}({acc}, stax::hreduce_{op}<{CPP_TYPE[dtype]}>({vectors}));")
-        self._store(m, result, outer_vector, vvar, ind, lines)
-        ctx.point[m.buf.name] = result
-        if outer_vector:
-            ctx.vector_point.add(m.buf.name)
-
-    def _pointwise_row(self, m: _Member, form: str, vvar: str | None, ind: str, lines: list[str], ctx: _Ctx) -> None:
-        needs_row = m.buf.name in self._scratch_rows()
-        row_index = self._row_index()
-
-        def body(bind: str, vec_loop: bool, out: list[str], lane: int) -> None:
-            printer = self._printer(vec_loop, vvar, ctx.inner(), out, bind)
-            value = printer(m.body)
-            self._store(m, value, vec_loop, vvar, bind, out)
-            if needs_row:
-                if vec_loop:
-                    out.append(f"{bind}stax::vstore({m.buf.name}_row.data() + {row_index}, {value});")
-                else:
-                    out.append(f"{bind}{m.buf.name}_row[{row_index}] = {value};")
-        lines += self._inner_nest(ind, form == "vector", vvar, body)
+        for m in reductions:
+            name, op = acc[m.name], m.buf.reduction
+            if inner_vector:
+                vectors = f"{name}_vec0"
+                for lane in range(1, unroll):
+                    vectors = f"stax::r_{op}({vectors}, {name}_vec{lane})"
+                lines.append(f"{ind}{name} = stax::r_{op}({name}, stax::hreduce_{op}<{CPP_TYPE[m.buf.dtype]}>({vectors}));")
+            self._store(m, name, outer_vector, vvar, ind, lines)
+            ctx.point[m.buf.name] = name
+            if outer_vector:
+                ctx.vector_point.add(m.buf.name)
 
 
 def _loads(expr: Expr) -> list[Load]:

@@ -243,3 +243,22 @@ def test_polyhedron_integer_point_needs_bounds():
     with pytest.raises(ValueError, match="bounded"):
         Polyhedron(2, ineqs=((1, 0, 0), (0, 1, 0), (-1, 1, 0))).integer_point()
     assert Dependence("a", "a", Polyhedron(1)).source == "a"
+
+
+def test_row_shift_keeps_the_outer_loop_parallel():
+    box = Domain.box((5, 5))
+    verdict = pair_fusion(Access.of(IDENTITY, [0, 0]), box, Access.of(IDENTITY, [0, -1]), box)
+    assert (verdict.sequential, verdict.outer_parallel, verdict.parallel) == (True, True, False)
+
+
+def test_conservative_fusion_experiment_stax_rule_is_sound():
+    """Whatever stax's own rule fuses is legal under Proposition 7.3 (2); it fuses only delta = 0."""
+    from experiments.conservative_fusion import CASES, affine_verdicts, combined, stax_verdict
+    fused = []
+    for name, reads in CASES.items():
+        verdict = combined(affine_verdicts(reads, len(reads[0])))
+        if stax_verdict(reads, len(reads[0])) == "fuse":
+            fused.append(name)
+            assert verdict.parallel
+        assert verdict.parallel <= verdict.outer_parallel <= verdict.sequential
+    assert fused == ["same index B[i]"]

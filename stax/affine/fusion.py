@@ -6,6 +6,8 @@ Distances follow Proposition 7.3: ``delta = p - j`` on the common loops (the opp
 Definition 7.6's ``j - i``, as the seed notes at the end of 7.7).
 
 - ``sequential``: no read precedes its write in the fused order, ``delta <= 0`` (7.3 (1));
+- ``outer_parallel``: sequential, and the outermost common loop carries nothing (``delta_1 = 0``):
+  the fused kernel may run its outer loop in parallel, the inner loops in order;
 - ``parallel``: every read is produced in the same outer iteration, ``delta = 0`` (7.3 (2)),
   the only case stax's rule (identical normalized indices) can accept.
 
@@ -16,8 +18,8 @@ and with a parallel outer loop when moreover every ``(theta delta)_1 = 0``.
     >>> from .dependence import Access, Domain
     >>> n = Domain.box((16,))
     >>> v = pair_fusion(Access.of([[1]], [0]), n, Access.of([[1]], [-1]), n)     # reads B[j-1]
-    >>> v.deltas, v.sequential, v.parallel
-    (((-1,),), True, False)
+    >>> v.deltas, v.sequential, v.outer_parallel, v.parallel
+    (((-1,),), True, False, False)
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class FusionVerdict:
     """Proposition 7.3's answers; ``deltas`` lists ``p - j`` per level (None if one is not uniform)."""
 
     sequential: bool
+    outer_parallel: bool
     parallel: bool
     deltas: tuple[tuple[int, ...], ...] | None
 
@@ -58,6 +61,7 @@ def pair_fusion(write: Access, write_domain: Domain, read: Access, read_domain: 
             found.append(None if r.distance is None else tuple(-x for x in r.distance))
     found += [r.distance for r in later.levels if r.possible]
     deltas = None if any(d is None for d in found) else tuple(sorted(set(map(tuple, found))))
-    carried_forward = any(r.possible for r in earlier.levels if r.level <= depth)
-    return FusionVerdict(sequential=not later.possible, parallel=not later.possible and not carried_forward,
-                         deltas=deltas)
+    sequential = not later.possible
+    carried = [r.level for r in earlier.levels if r.possible and r.level <= depth]
+    return FusionVerdict(sequential=sequential, outer_parallel=sequential and 1 not in carried,
+                         parallel=sequential and not carried, deltas=deltas)

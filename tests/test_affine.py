@@ -1,6 +1,7 @@
 """Affine dependence analysis (seed 7.2 end, 7.7) and Farkas schedules (Lemma 7.1, Proposition 7.5)."""
 from __future__ import annotations
 
+from fractions import Fraction
 from itertools import product
 from math import floor
 
@@ -8,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.affine_schedule import Dependence, dependences_of, one_dimensional_schedule, verify
+from solvers.affine_schedule import AffineSchedule, dependences_of, one_dimensional_schedule, verify
 from stax.affine import (Access, DependenceProblem, Domain, Polyhedron, apply, banerjee_test, dependence_pairs,
-                         enumeration_test, exact_test, gcd_test, integer_solutions, interchange, is_unimodular,
+                         enumeration_test, exact_test, fully_permutable, gcd_test, integer_solutions, interchange,
+                         is_unimodular,
                          pair_fusion, parallelepiped_tiling_legal, rectangular_tiling_legal, reversal, skew,
                          transformation_legal, transformation_preserves)
 from stax.indexing import Index, Mod
@@ -164,7 +166,6 @@ def test_skewing_makes_the_seed_stencil_tileable():
 
 
 def test_a_band_ignores_dependences_carried_outside_it():
-    from stax.affine import fully_permutable
     assert fully_permutable([(1, -1)], band=(1, 2)) and not fully_permutable([(0, -1)], band=(1, 2))
     assert tiled_order_preserves([(1, -1)], 7, (1, 3))   # tile only the inner loop
 
@@ -232,8 +233,6 @@ def test_no_schedule_for_a_cycle_at_distance_zero():
 
 
 def test_verify_rejects_a_wrong_schedule():
-    from fractions import Fraction
-    from solvers.affine_schedule import AffineSchedule
     deps = dependences_of(stencil(4), "S", "S")
     diagonal = AffineSchedule({"S": (Fraction(1), Fraction(1))}, {"S": Fraction(0)})   # i + j: delta (1,-1) -> 0
     assert not verify(diagonal, deps)
@@ -242,7 +241,6 @@ def test_verify_rejects_a_wrong_schedule():
 def test_polyhedron_integer_point_needs_bounds():
     with pytest.raises(ValueError, match="bounded"):
         Polyhedron(2, ineqs=((1, 0, 0), (0, 1, 0), (-1, 1, 0))).integer_point()
-    assert Dependence("a", "a", Polyhedron(1)).source == "a"
 
 
 def test_row_shift_keeps_the_outer_loop_parallel():

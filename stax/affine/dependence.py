@@ -213,12 +213,6 @@ class DependenceResult:
         possible = [r for r in self.levels if r.possible]
         return possible[0].distance if len(possible) == 1 else None
 
-    @property
-    def distances(self) -> tuple[tuple[int, ...], ...] | None:
-        """The distance of every possible level, or None when one of them is not uniform."""
-        found = tuple(r.distance for r in self.levels if r.possible)
-        return None if any(d is None for d in found) else found
-
 
 def _lattice_distance(problem: DependenceProblem, level: int) -> tuple[bool, tuple[int, ...] | None]:
     """Integer solvability of the level's equations and, when they fix ``j - i``, its value."""

@@ -143,9 +143,6 @@ class Polyhedron:
             return None
         return _shadow([_normalize(r, False) for r in rows], self.nvars, integer=False)
 
-    def is_rationally_empty(self) -> bool:
-        return self.rational_bounds((0,) * (self.nvars + 1)) is None
-
     def integer_point(self) -> tuple[int, ...] | None:
         """An integer point of the polyhedron, or None when it has none (exact)."""
         solved = integer_solutions([r[:-1] for r in self.eqs], [-r[-1] for r in self.eqs], self.nvars)

@@ -271,7 +271,8 @@ def _direction_rows(direction: str) -> list[tuple[int, int, int]]:
 def banerjee_test(problem: DependenceProblem) -> DependenceResult:
     """Seed 7.2's Banerjee test: per level and per equation, the real range of
     ``F_W i - F_R j`` over the loop bounds with the level's direction vector must contain
-    ``f_R - f_W``.  Equations are tested one by one (conservative for several subscripts)."""
+    ``f_R - f_W``.  Equations are tested one by one (conservative for several subscripts).
+    A distance the equations fix is reported and checked against the level, as in ``gcd_test``."""
     s_box, t_box = problem.source_domain.bounding_box(), problem.target_domain.bounding_box()
     ds = problem.source_domain.dim
     levels = []

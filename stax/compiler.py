@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .codegen.cpp import BlockKernel, Kernel, generate_extern
+from .codegen.entry import python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from .errors import StaxError
 from .memory.plan import MemoryPlan, plan_memory
@@ -27,7 +28,7 @@ from .graph import Graph
 from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
-from .runtime import Isa, build, default_threads, detect_isa, load
+from .runtime import Isa, build, default_threads, detect_isa, load_module
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
 from .strategy import FusionResult, OrderResult, ordered_blocks, run_fusion, run_order
@@ -125,8 +126,13 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
 
 
 def translation_unit(kernels: list[Kernel], counting: bool = False) -> str:
-    header = "stax_count.h" if counting else "stax_vec.h"
-    return f"#include \"{header}\"\n#include <algorithm>\n\n" + "\n\n".join(k.source for k in kernels if k.source) + "\n"
+    """One C++ file per graph: the kernels, and their Python entry points (or, for the counting
+    build, plain C functions called through ctypes)."""
+    header = "stax_count.h" if counting else "stax_py.h"
+    parts = [f"#include \"{header}\"\n#include <algorithm>", *(k.source for k in kernels if k.source)]
+    if not counting:
+        parts.append(python_entry_points(kernels))
+    return "\n\n".join(parts) + "\n"
 
 
 def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunction:
@@ -150,7 +156,7 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     meta = {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in allocated}
     memory = plan_memory_for(kernels, order_problem, order.order, meta, options)
     plan = WrapperPlan(program.inputs, kernels, meta, program.outputs, set(program.mutations))
-    wrapper_src, call, tracker = build_wrapper(plan, memory, load(library_path))
+    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path))
     return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, source,
                             wrapper_src, memory, tracker, call, isa, str(library_path))
 

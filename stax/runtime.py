@@ -12,7 +12,10 @@ import ctypes
 import functools
 import hashlib
 import os
+import importlib.machinery
+import importlib.util
 import subprocess
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +84,7 @@ def _compiler_version() -> str:
 def compile_flags(isa: Isa) -> list[str]:
     """Flags shared by the kernels and their precompiled header (which must match exactly)."""
     return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-Wno-psabi",
-            f"-DSTAX_W={isa.width}", *isa.flags]
+            f"-DSTAX_W={isa.width}", f"-I{sysconfig.get_paths()['include']}", *isa.flags]
 
 
 def _headers_text() -> str:
@@ -148,3 +151,15 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 def load(library: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
+
+
+MODULE_NAME = "stax_kernels"
+
+
+def load_module(library: Path):
+    """Import a built library that defines the extension module ``stax_kernels`` (see stax_py.h)."""
+    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(library))
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, str(library), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module

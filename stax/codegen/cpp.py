@@ -58,6 +58,7 @@ class Kernel:
     form: str
     uses_error_flag: bool = False
     extern: dict | None = None
+    param_types: list[str] = field(default_factory=list)  # C type of each pointer parameter
     reads_at: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # storage -> (reader, index)
     writes_at: dict[str, str] = field(default_factory=dict)  # storage -> index written (loop frame)
 
@@ -164,8 +165,8 @@ class BlockKernel:
         total = prod(f.outer) * prod(f.inner)
         depth = parallel_depth(f.outer, self.threads, total)
         lines: list[str] = []
-        args = ", ".join(f"{'' if p in self.written else 'const '}{CPP_TYPE[self.dtypes[p]]}* {self.pointer[p]}"
-                         for p in self.params)
+        param_types = [f"{'' if p in self.written else 'const '}{CPP_TYPE[self.dtypes[p]]}*" for p in self.params]
+        args = ", ".join(f"{t} {self.pointer[p]}" for t, p in zip(param_types, self.params))
         doc = "\n".join(f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
                         f"{' (kept in the kernel)' if m.internal else ''}" for m in self.members)
         params_doc = ", ".join(f"{self.pointer[p]}={p}" for p in self.params)
@@ -193,7 +194,8 @@ class BlockKernel:
                 reads_at.setdefault(self.storage.get(ld.buffer, ld.buffer), set()).add((m.buf.name, str(ld.index)))
         writes_at = {self.storage.get(m.buf.name, m.buf.name): str(m.store) for m in self.members if not m.internal}
         return Kernel(self.name, [m.name for m in self.members], [m.buf.name for m in self.members],
-                      self.params, "\n".join(lines), form, self.state.uses_error_flag, None, reads_at, writes_at)
+                      self.params, "\n".join(lines), form, self.state.uses_error_flag, None, param_types,
+                      reads_at, writes_at)
 
     def _scratch_rows(self) -> dict[str, str]:
         """Pointwise rows of this block that a later inner loop of the block reads (kept in a

@@ -7,8 +7,9 @@ peak of a real run can be compared with Definition 7.5's estimate.
 """
 from __future__ import annotations
 
-import ctypes
+import math
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -97,7 +98,11 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     if names:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     for inp in sorted(plan.inputs, key=lambda i: i.position):
-        lines.append(f"    assert_size_stride({inp.name}, '{inp.name}', {inp.shape}, {inp.strides}, "
+        byte_strides = tuple(s * np.dtype(inp.dtype).itemsize for s in inp.strides)
+        writable = f" or not {inp.name}.flags.writeable" if inp.name in plan.mutated_inputs else ""
+        lines.append(f"    if {inp.name}.__class__ is not ndarray or {inp.name}.shape != {inp.shape} or "
+                     f"{inp.name}.strides != {byte_strides} or {inp.name}.dtype != {inp.dtype}{writable}:")
+        lines.append(f"        assert_size_stride({inp.name}, '{inp.name}', {inp.shape}, {inp.strides}, "
                      f"'{inp.dtype}', {inp.name in plan.mutated_inputs})")
     lines.append("    memory.begin()")
     created: set[str] = set()
@@ -111,9 +116,11 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
             ext = kernel.extern
             lines.append(f"    np.{ext['op']}({', '.join(ext['inputs'])}, out={ext['output']})")
         else:
-            lines.append(f"    {kernel.name}({', '.join(f'{p}.ctypes.data' for p in kernel.params)}{', ' if kernel.params else ''}err_ptr)")
-        if kernel.uses_error_flag:
-            lines.append(f"    if err[0]: raise_kernel_error({kernel.name!r}, {kernel.nodes!r})")
+            call = f"{kernel.name}({', '.join(kernel.params)})"
+            if kernel.uses_error_flag:
+                lines.append(f"    if {call}: raise_kernel_error({kernel.name!r}, {kernel.nodes!r})")
+            else:
+                lines.append(f"    {call}")
         for p in new:
             if memory.storage[p].kind == "inplace":
                 lines.append(f"    del {memory.storage[p].source}")
@@ -124,36 +131,27 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _raise_kernel_error(err: np.ndarray) -> Callable[[str, Sequence[str]], None]:
-    def raise_error(kernel: str, nodes: Sequence[str]) -> None:
-        err[0] = 0
-        raise KernelError(f"integer division by zero in kernel {kernel} (scheduler nodes {', '.join(nodes)}); "
-                          "torch raises ZeroDivisionError here too: make sure divisors of // and % are non-zero")
-    return raise_error
+def raise_kernel_error(kernel: str, nodes: Sequence[str]) -> None:
+    raise KernelError(f"integer division by zero in kernel {kernel} (scheduler nodes {', '.join(nodes)}); "
+                      "torch raises ZeroDivisionError here too: make sure divisors of // and % are non-zero")
 
 
-def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, library: ctypes.CDLL) -> tuple[str, Callable, MemoryTracker]:
-    """Generate, execute and return the wrapper's source, its ``call`` function and its tracker."""
+def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType) -> tuple[str, Callable, MemoryTracker]:
+    """Generate, execute and return the wrapper's source, its ``call`` function and its tracker.
+    ``module`` is the graph's extension module (its kernels' entry points)."""
     source = wrapper_source(plan, memory)
-    err = np.zeros(1, dtype=np.int64)
     pool = np.empty(memory.pool_size, dtype=np.uint8)
     tracker = MemoryTracker(held=memory.pool_size)
 
     def pool_view(offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)
         return pool[offset:offset + count * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
 
     namespace: dict[str, Any] = {
-        "np": np, "alloc": tracker.alloc, "release": tracker.release, "memory": tracker, "pool_view": pool_view,
-        "check_arguments": check_arguments, "assert_size_stride": check_input, "err": err, "err_ptr": err.ctypes.data,
-        "raise_kernel_error": _raise_kernel_error(err),
+        "np": np, "ndarray": np.ndarray, **{d: np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")},
+        "alloc": tracker.alloc, "release": tracker.release, "memory": tracker, "pool_view": pool_view,
+        "check_arguments": check_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
     }
-    for kernel in plan.steps:
-        if kernel.extern:
-            continue
-        fn = getattr(library, kernel.name)
-        fn.restype = None
-        fn.argtypes = [ctypes.c_void_p] * (len(kernel.params) + 1)
-        namespace[kernel.name] = fn
+    namespace.update({k.name: getattr(module, k.name) for k in plan.steps if not k.extern})
     exec(compile(source, "<stax wrapper>", "exec"), namespace)
     return source, namespace["call"], tracker

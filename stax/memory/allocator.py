@@ -7,6 +7,7 @@ turns it off; ``empty_cache()`` gives the held memory back.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ class CachingAllocator:
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         dt = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        nbytes = math.prod(shape) * dt.itemsize
         if not self.enabled or nbytes == 0:
             return np.empty(shape, dtype=dt)
         pool = self.pools.setdefault(nbytes, [])

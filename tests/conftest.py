@@ -14,13 +14,14 @@ from stax.reference import evaluate
 
 
 def strided_copy(array: np.ndarray) -> np.ndarray:
-    """A copy with the same element strides (a transposed input stays transposed)."""
+    """A copy with the same element strides (a transposed input stays transposed, a flipped one
+    flipped, a broadcast one broadcast)."""
     if array.flags.c_contiguous or array.size == 0:
         return array.copy()
-    items = array.itemsize
-    extent = 1 + sum((n - 1) * (s // items) for n, s in zip(array.shape, array.strides) if s > 0)
-    base = np.zeros(extent, dtype=array.dtype)
-    view = np.lib.stride_tricks.as_strided(base, array.shape, array.strides)
+    reach = [(n - 1) * (s // array.itemsize) for n, s in zip(array.shape, array.strides)]
+    low, high = sum(r for r in reach if r < 0), sum(r for r in reach if r > 0)
+    base = np.zeros(high - low + 1, dtype=array.dtype)
+    view = np.lib.stride_tricks.as_strided(base[-low:], array.shape, array.strides)
     view[...] = array
     return view
 

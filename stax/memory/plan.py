@@ -80,8 +80,6 @@ def plan_memory(problem: OrderProblem, order: Sequence[str], *, reuse: bool = Tr
     reuses = inplace_count = 0
     for step in range(len(order)):
         for name in sorted((n for n, s in producer_step.items() if s == step), key=lambda n: -size[n]):
-            if name in outputs:
-                continue
             source = None
             if inplace:
                 source = next((s for s in reads_at.get(step, []) if s not in taken and s not in outputs

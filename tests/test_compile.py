@@ -114,6 +114,31 @@ def test_casts(isa, check):
     check(fn, x, d, i, l, p)
 
 
+def test_method_aliases_compositions_and_inplace_variants(isa, check):
+    """The torch spellings that the front end composes from the core ops, and every in-place form."""
+    def fn(x, y, m, a, b, u, v, w):
+        out = (x.softmax(-1), x.log_softmax(0), x.square(), x.masked_fill(m, -1.5), x.clamp_min(0.2), x.clamp_max(0.1),
+               x.clip(-0.5, 0.5), x.sub(y, alpha=2), x.add(y, alpha=0.5), x.div(y, rounding_mode="floor"), x.T * 1,
+               x.swapaxes(0, 1).flatten(), x.view(-1) + 0, x.reshape_as(x.t()) * 1, y.expand_as(x) * 1,
+               a.type_as(x), x.max(), x.min(), x.max(y), x.min(y), m.any(), m.all(-1), m.any(0, keepdim=True),
+               x.subtract(y), x.multiply(y), x.divide(y), x.true_divide(y), x.negative(), a.remainder(b), 5 - a,
+               m.square(), 2.0 ** y)
+        u.sub_(y).div_(2).pow_(2).clamp_(max=3).masked_fill_(m, 0).exp_().relu_().sqrt_()
+        u -= 1
+        u *= 2
+        u /= 3
+        u **= 2
+        v.fill_(4).zero_().add_(x.sum())
+        a //= b
+        a %= 4
+        w.log1p_()
+        return out
+    x, y = sample((6, 11), seed=80), nonzero((6, 11), "float32", seed=81)
+    m = sample((6, 11), "bool", seed=82)
+    a, b = sample((6, 11), "int32", -30, 30, seed=83), nonzero((6, 11), "int32", seed=84)
+    check(fn, x, y, m, a, b, sample((6, 11), seed=85), sample((6, 11), seed=86), sample((6, 11), "float32", 0, 2, seed=87))
+
+
 # --- reductions -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
@@ -132,7 +157,7 @@ def test_reductions(isa, dtype, check):
     check(fn, x, y)
 
 
-def test_long_reductions_match_float64(check):
+def test_long_reductions_match_float64(isa, check):
     """float32 sums of 2**17 elements, compared with sums computed in float64 (rtol 1e-5)."""
     def fn(x, y):
         return x.sum(), x.sum(-1), y.sum(0), x.mean()

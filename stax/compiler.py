@@ -17,11 +17,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .codegen.cpp import BlockKernel, Kernel, generate_extern
+from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
 from .codegen.entry import python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from .errors import StaxError
-from .memory.plan import MemoryPlan, plan_memory
+from .memory.plan import MemoryPlan, grouped_live, plan_memory
 from .memory.report import MemoryReport
 from .frontend import trace
 from .graph import Graph
@@ -48,6 +48,7 @@ class Options:
     threads: int | None = None
     reuse: bool = True
     inplace: bool = True
+    group_kernels: bool = True  # adjacent kernels share one C++ function and parallel region
     memory_plan: str = "wrapper"  # or "pool": every intermediate at a fixed offset (inference)
 
 
@@ -62,7 +63,8 @@ class CompiledFunction:
     fusion: FusionResult
     order_problem: OrderProblem
     order: OrderResult
-    kernels: list[Kernel]
+    kernels: list[Kernel]  # the C++ functions the wrapper calls (blocks sharing a region are one)
+    block_kernels: list[Kernel]  # one per block of the partition, in the chosen order
     kernel_source: str
     wrapper_source: str
     memory_plan: MemoryPlan
@@ -149,16 +151,41 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     aliased = {n.buffer_name for n in scheduler.nodes if isinstance(n.buffer, ComputedBuffer) and n.buffer.aliases}
     order_problem = allocated_order_problem(problem, blocks, names, aliased)
     order = run_order(options.order, order_problem, **options.order_params)
-    kernels = generate_kernels(scheduler, problem, blocks, order.order, names, isa, threads)
-    source = translation_unit(kernels)
-    library_path = build(source, isa)
+    block_kernels = generate_kernels(scheduler, problem, blocks, order.order, names, isa, threads)
     allocated = {ob.name for ob in order_problem.buffers}
     meta = {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in allocated}
-    memory = plan_memory_for(kernels, order_problem, order.order, meta, options)
-    plan = WrapperPlan(program.inputs, kernels, meta, program.outputs, set(program.mutations))
+    memory = plan_memory_for(block_kernels, order_problem, order.order, meta, options)
+    spans = group_steps(block_kernels, memory, order_problem) if options.group_kernels else \
+        [(t, t) for t in range(len(block_kernels))]
+    memory.live = grouped_live(memory, order_problem, spans)
+    kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
+                                                             [g for k in block_kernels[a:b + 1] for g in k.generators])
+               for a, b in spans]
+    source = translation_unit(kernels)
+    library_path = build(source, isa)
+    plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, set(program.mutations))
     wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path))
-    return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, source,
-                            wrapper_src, memory, tracker, call, isa, str(library_path))
+    return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, block_kernels,
+                            source, wrapper_src, memory, tracker, call, isa, str(library_path))
+
+
+def group_steps(kernels: list[Kernel], memory: MemoryPlan, order_problem: OrderProblem) -> list[tuple[int, int]]:
+    """Spans of consecutive C++ kernels called as one function sharing a parallel region (seed 8.5),
+    grown while taking the span's storage before the call does not raise the plan's peak."""
+    spans: list[tuple[int, int]] = []
+    for t, kernel in enumerate(kernels):
+        if spans and not kernel.extern and not kernels[spans[-1][0]].extern:
+            trial = spans[:-1] + [(spans[-1][0], t)]
+            if max(grouped_live(memory, order_problem, trial), default=0) <= memory.peak:
+                spans = trial
+                continue
+        spans.append((t, t))
+    return spans
+
+
+def group_name(kernels: list[Kernel]) -> str:
+    parts = [k.name.removeprefix("cpp_fused_") for k in kernels]
+    return "cpp_fused_" + ("__".join(parts) if len(parts) <= 3 else f"{parts[0]}__to__{parts[-1]}")
 
 
 def plan_memory_for(kernels: list[Kernel], order_problem: OrderProblem, order: tuple[str, ...],

@@ -31,8 +31,8 @@ def modeled_kernel_traffic(compiled: CompiledFunction) -> dict[str, tuple[int, i
     """Definition 7.3 split by kernel: (bytes read, bytes written)."""
     problem, blocks = compiled.fusion_problem, compiled.fusion.partition
     block_of = block_index(blocks)
-    names = {i: k.name for k in compiled.kernels for i, b in enumerate(blocks) if tuple(k.nodes) == b}
-    result = {k.name: [0, 0] for k in compiled.kernels}
+    names = {i: k.name for k in compiled.block_kernels for i, b in enumerate(blocks) if tuple(k.nodes) == b}
+    result = {k.name: [0, 0] for k in compiled.block_kernels}
     for buf in problem.buffers:
         home = block_of[buf.producer] if buf.producer else None
         readers = {block_of[u] for u in buf.users} - {home}
@@ -45,8 +45,8 @@ def modeled_kernel_traffic(compiled: CompiledFunction) -> dict[str, tuple[int, i
 
 def count_traffic(compiled: CompiledFunction, *arrays: np.ndarray) -> list[KernelTraffic]:
     """Run the counting build of ``compiled``'s kernels on copies of ``arrays``."""
-    names = [k.name for k in compiled.kernels]
-    blocks = [tuple(k.nodes) for k in compiled.kernels]
+    names = [k.name for k in compiled.block_kernels]
+    blocks = [tuple(k.nodes) for k in compiled.block_kernels]
     kernels = generate_kernels(compiled.scheduler, compiled.fusion_problem, tuple(blocks), tuple(names), names,
                                compiled.isa, threads=1, counting=True)
     library = load(build(translation_unit(kernels, counting=True), compiled.isa))

@@ -372,7 +372,7 @@ def test_inplace_on_read_only_array_raises():
 # --- kernel forms, ISA levels, strategies, threads -------------------------------------------------
 
 def _forms(compiled) -> list[str]:
-    return [k.form for k in compiled.kernels]
+    return [k.form for k in compiled.block_kernels]
 
 
 def test_kernel_forms(monkeypatch, check):
@@ -399,8 +399,8 @@ def test_fusion_none_and_greedy_agree(isa, threads, check):
     x, w = sample((37, 45), seed=53), sample((37, 45), seed=54)
     fused = check(_softmax_and_friends, x, w, fusion="greedy", threads=threads)
     unfused = check(_softmax_and_friends, x, w, fusion="none", threads=threads)
-    assert len(fused.kernels) < len(unfused.kernels)
-    pragmas = "\n".join(k.source for k in fused.kernels if k.form != "extern")
+    assert len(fused.block_kernels) < len(unfused.block_kernels)
+    pragmas = "\n".join(k.source for k in fused.block_kernels if k.form != "extern")
     assert ("#pragma omp" in pragmas) == (threads > 1)
     if threads > 1:
         assert f"num_threads({threads})" in pragmas
@@ -416,14 +416,14 @@ def _several_kernels(x, y):
 @pytest.mark.parametrize("order", ["original", "lpmf", "bfs", "dfs"])
 def test_every_kernel_order_computes_the_same(order, check):
     compiled = check(_several_kernels, sample((24, 40), seed=56), sample((40, 24), seed=57), order=order, atol=1e-5)
-    assert len(compiled.kernels) >= 3
+    assert len(compiled.block_kernels) >= 3
 
 
 def test_gpu_rule_fuses_by_element_count(check):
     """``rule="gpu"`` fuses nodes whose loops do not nest (one flat loop, indices by // and %)."""
     compiled = check(_several_kernels, sample((24, 40), seed=56), sample((40, 24), seed=57), rule="gpu", atol=1e-5)
-    assert len(compiled.kernels) < len(check(_several_kernels, sample((24, 40), seed=56),
-                                             sample((40, 24), seed=57), fusion="none").kernels)
+    assert len(compiled.block_kernels) < len(check(_several_kernels, sample((24, 40), seed=56),
+                                             sample((40, 24), seed=57), fusion="none").block_kernels)
 
 
 def test_outputs_stay_valid_across_calls_and_threads():
@@ -498,9 +498,9 @@ def test_example_7_1_reads_like_listing_7_1(monkeypatch, level, width):
     monkeypatch.setenv("STAX_ISA", level)
     x = sample((64, 128), seed=55)
     compiled = compile_graph(stax.trace(example_7_1, x), Options())
-    assert [k.nodes for k in compiled.kernels] == [["op0", "op1"]]
-    src = compiled.kernels[0].source
-    assert compiled.kernels[0].form == "vector"
+    assert [k.nodes for k in compiled.block_kernels] == [["op0", "op1"]]
+    src = compiled.block_kernels[0].source
+    assert compiled.block_kernels[0].form == "vector"
     assert 'extern "C" void cpp_fused_op0_op1(const float* in_ptr0, float* out_ptr0, int64_t* err)' in src
     assert re.search(r"#pragma omp for\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", src)
     assert src.count("#pragma omp for") == 1
@@ -527,8 +527,8 @@ def test_example_7_1_before_fusion(monkeypatch):
     monkeypatch.setenv("STAX_ISA", "avx512")
     x = sample((64, 128), seed=55)
     compiled = compile_graph(stax.trace(example_7_1, x), Options(fusion="none"))
-    assert [k.name for k in compiled.kernels] == ["cpp_fused_op0", "cpp_fused_op1"]
-    row_sum, division = (k.source for k in compiled.kernels)
+    assert [k.name for k in compiled.block_kernels] == ["cpp_fused_op0", "cpp_fused_op1"]
+    row_sum, division = (k.source for k in compiled.block_kernels)
     assert re.search(r"#pragma omp for\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", row_sum)
     assert "stax::vload(in_ptr0 + 128*x0 + y0 + 16)" in row_sum
     assert "for (int64_t x1 = 0; x1 < 128; x1 += 16)" in division

@@ -40,7 +40,10 @@ def test_example_7_2_materializes_exp_and_fuses_the_reductions_horizontally():
     assert "fusing op1 with op2 (SAME_VARS_REDUCE, shared data 32768 bytes)" in log
     assert "round 2: found 0 possible fusions" in log
     assert any(line.startswith("cannot fuse op0 with op1: forbidden: outer_loops_differ") for line in log)
-    assert [k.nodes for k in f.kernels] == [["op0"], ["op1", "op2"]]
+    assert [k.nodes for k in f.block_kernels] == [["op0"], ["op1", "op2"]]
+    # on the CPU the two kernels are one C++ function: two parallel loops in one parallel region (8.5)
+    (function,) = f.kernels
+    assert function.source.count("#pragma omp parallel") == 1 and function.source.count("#pragma omp for") == 2
     s, m = f(X)
     np.testing.assert_allclose(s, np.exp(X.astype(np.float64)).sum(-1), rtol=1e-5)
     np.testing.assert_allclose(m, np.exp(X).max(-1), rtol=1e-6)
@@ -49,7 +52,7 @@ def test_example_7_2_materializes_exp_and_fuses_the_reductions_horizontally():
 def test_element_count_rule_fuses_what_the_cpu_rule_rejects():
     f = stax.compile(example_7_2, X, rule="gpu")
     assert not any(p.reason.startswith("outer_loops_differ") for p in f.fusion_problem.forbidden)
-    assert len(f.kernels) == 1  # exp, sum and amax in one kernel, with exp kept in the kernel
+    assert len(f.block_kernels) == 1  # exp, sum and amax in one kernel, with exp kept in the kernel
     s, m = f(X)
     np.testing.assert_allclose(s, np.exp(X.astype(np.float64)).sum(-1), rtol=1e-5)
     np.testing.assert_allclose(m, np.exp(X).max(-1), rtol=1e-6)
@@ -57,6 +60,6 @@ def test_element_count_rule_fuses_what_the_cpu_rule_rejects():
 
 def test_inlining_exp_instead_of_materializing_it():
     f = stax.compile(example_7_2, X, cost_model=stax.CostModel(materialize_shared_expensive=False))
-    assert len(f.scheduler.nodes) == 2 and len(f.kernels) == 1
+    assert len(f.scheduler.nodes) == 2 and len(f.block_kernels) == 1
     s, m = f(X)
     np.testing.assert_allclose(m, np.exp(X).max(-1), rtol=1e-6)

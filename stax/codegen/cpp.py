@@ -61,6 +61,7 @@ class Kernel:
     param_types: list[str] = field(default_factory=list)  # C type of each pointer parameter
     reads_at: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # storage -> (reader, index)
     writes_at: dict[str, str] = field(default_factory=dict)  # storage -> index written (loop frame)
+    generators: list = field(default_factory=list, repr=False)  # the BlockKernels it was generated from
 
     def reads_only_at_write_index(self, written: str, read: str) -> bool:
         """Only the member writing ``written`` reads ``read``, and only at the index it stores to:
@@ -159,43 +160,33 @@ class BlockKernel:
         return "scalar", None
 
     # --- emission -------------------------------------------------------------------------------
-    def generate(self) -> Kernel:
-        form, vvar = self.choose_form()
+    def region_body(self) -> tuple[int, list[str]]:
+        """Algorithm 8.1's parallel depth, and the statements of this block inside a parallel region
+        (per-thread rows, then the loop nests with their ``omp for``)."""
+        self.state = PrintState()
+        self.form, vvar = self.choose_form()
         f = self.frame
-        total = prod(f.outer) * prod(f.inner)
-        depth = parallel_depth(f.outer, self.threads, total)
-        lines: list[str] = []
-        param_types = [f"{'' if p in self.written else 'const '}{CPP_TYPE[self.dtypes[p]]}*" for p in self.params]
-        args = ", ".join(f"{t} {self.pointer[p]}" for t, p in zip(param_types, self.params))
-        doc = "\n".join(f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
-                        f"{' (kept in the kernel)' if m.internal else ''}" for m in self.members)
-        params_doc = ", ".join(f"{self.pointer[p]}={p}" for p in self.params)
-        lines.append(doc)
-        lines.append(f"// {params_doc}")
-        lines.append(f'extern "C" void {self.name}({args}{", " if args else ""}int64_t* err) {{')
-        body: list[str] = []
-        scratch = self._scratch_rows()
-        if depth > 0:
-            body.append(f"#pragma omp parallel num_threads({self.threads})")
-            body.append("{")
-        for name, dtype in scratch.items():
-            body.append(f"    std::vector<{CPP_TYPE[dtype]}> {name}_row({prod(f.inner)});")
-        if form == "tiled":
-            body += self._tiled(depth)
-        else:
-            body += self._outer_loops(form, vvar, depth)
-        if depth > 0:
-            body.append("}")
-        lines += ["    " + b for b in body]
-        lines.append("}")
+        depth = parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
+        body = [f"std::vector<{CPP_TYPE[dtype]}> {name}_row({prod(f.inner)});"
+                for name, dtype in self._scratch_rows().items()]
+        body += self._tiled(depth) if self.form == "tiled" else self._outer_loops(self.form, vvar, depth)
+        return depth, body
+
+    def comment(self) -> list[str]:
+        return [f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
+                f"{' (kept in the kernel)' if m.internal else ''}" for m in self.members]
+
+    def accesses(self) -> tuple[dict[str, set[tuple[str, str]]], dict[str, str]]:
+        """Where each storage is read (by which buffer's computation, at which frame index) and written."""
         reads_at: dict[str, set[tuple[str, str]]] = {}
         for m in self.members:
             for ld in self._external_loads(m):
                 reads_at.setdefault(self.storage.get(ld.buffer, ld.buffer), set()).add((m.buf.name, str(ld.index)))
         writes_at = {self.storage.get(m.buf.name, m.buf.name): str(m.store) for m in self.members if not m.internal}
-        return Kernel(self.name, [m.name for m in self.members], [m.buf.name for m in self.members],
-                      self.params, "\n".join(lines), form, self.state.uses_error_flag, None, param_types,
-                      reads_at, writes_at)
+        return reads_at, writes_at
+
+    def generate(self) -> Kernel:
+        return merge_kernels(self.name, [self])
 
     def _scratch_rows(self) -> dict[str, str]:
         """Pointwise rows of this block that a later inner loop of the block reads (kept in a
@@ -438,6 +429,51 @@ class BlockKernel:
             ctx.point[m.buf.name] = name
             if outer_vector:
                 ctx.vector_point.add(m.buf.name)
+
+
+def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
+    """One C++ function for consecutive blocks, sharing one OpenMP parallel region (seed 8.5:
+    adjacent loops of a wrapper in one function save the region's fixed cost).  Each block's
+    ``omp for`` ends with a barrier, so a block sees the results of the blocks before it; a
+    block too small to run in parallel (depth 0) runs under ``omp single``."""
+    params = list(dict.fromkeys(p for b in blocks for p in b.params))
+    written = set().union(*(b.written for b in blocks))
+    dtypes = {p: b.dtypes[p] for b in blocks for p in b.params}
+    pointer, counts = {}, {"in": 0, "out": 0}
+    for p in params:
+        kind = "out" if p in written else "in"
+        pointer[p] = f"{kind}_ptr{counts[kind]}"
+        counts[kind] += 1
+    for b in blocks:
+        b.pointer = pointer
+    bodies = [b.region_body() for b in blocks]
+    parallel = any(depth > 0 for depth, _ in bodies)
+    param_types = [f"{'' if p in written else 'const '}{CPP_TYPE[dtypes[p]]}*" for p in params]
+    args = ", ".join(f"{t} {pointer[p]}" for t, p in zip(param_types, params))
+    lines = [c for b in blocks for c in b.comment()]
+    lines.append("// " + ", ".join(f"{pointer[p]}={p}" for p in params))
+    lines.append(f'extern "C" void {name}({args}{", " if args else ""}int64_t* err) {{')
+    inner: list[str] = []
+    for depth, body in bodies:
+        if len(bodies) == 1:
+            inner += body
+        else:  # a scope per block: blocks reuse temporary names
+            inner += (["#pragma omp single"] if parallel and depth == 0 else []) + ["{", *("    " + line for line in body), "}"]
+    if parallel:
+        inner = [f"#pragma omp parallel num_threads({blocks[0].threads})", "{", *("    " + line for line in inner), "}"]
+    lines += ["    " + line for line in inner]
+    lines.append("}")
+    reads_at: dict[str, set[tuple[str, str]]] = {}
+    writes_at: dict[str, str] = {}
+    for b in blocks:
+        r, w = b.accesses()
+        for key, value in r.items():
+            reads_at.setdefault(key, set()).update(value)
+        writes_at.update(w)
+    return Kernel(name, [m.name for b in blocks for m in b.members], [m.buf.name for b in blocks for m in b.members],
+                  params, "\n".join(lines), "+".join(b.form for b in blocks),
+                  any(b.state.uses_error_flag for b in blocks), None, param_types, reads_at, writes_at,
+                  generators=list(blocks))
 
 
 def _loads(expr: Expr) -> list[Load]:

@@ -75,26 +75,32 @@ class WrapperPlan:
 
     inputs: list[InputBuffer]
     steps: list[Kernel]
+    spans: list[tuple[int, int]]  # the order's steps (first, last) each kernel call runs
     buffer_meta: dict[str, tuple[tuple[int, ...], str]]  # allocated buffer -> (shape, dtype)
     outputs: list[str]
     mutated_inputs: set[str] = field(default_factory=set)
 
 
-def _storage_line(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPlan) -> str:
+def _storage_line(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPlan,
+                  kernel: Kernel) -> tuple[str, str | None]:
+    """The line that gives ``name`` its storage, and the name to delete after the call (when
+    the storage's previous owner is still an argument of this call)."""
     where = plan.storage[name]
     if where.kind == "reuse":
-        return f"{name} = {where.source}.reshape({shape}); del {where.source}  # reuse"
+        if where.source in kernel.params:
+            return f"{name} = {where.source}.reshape({shape})  # reuse", where.source
+        return f"{name} = {where.source}.reshape({shape}); del {where.source}  # reuse", None
     if where.kind == "inplace":
-        return f"{name} = {where.source}.reshape({shape})  # reuse in place"
+        return f"{name} = {where.source}.reshape({shape})  # reuse in place", where.source
     if where.kind == "pool":
-        return f"{name} = pool_view({where.offset}, {shape}, '{dtype}')"
-    return f"{name} = alloc({shape}, '{dtype}')"
+        return f"{name} = pool_view({where.offset}, {shape}, '{dtype}')", None
+    return f"{name} = alloc({shape}, '{dtype}')", None
 
 
 def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     """The wrapper's Python source (listing 8.1's shape), following the memory plan."""
     names = [i.name for i in sorted(plan.inputs, key=lambda i: i.position)]
-    lines = ["def call(args):", f"    check_arguments(args, {tuple(names)})"]
+    lines = ["def call(args):", f"    check_arguments(args, {tuple(names)!r})"]
     if names:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     for inp in sorted(plan.inputs, key=lambda i: i.position):
@@ -106,11 +112,14 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
                      f"'{inp.dtype}', {inp.name in plan.mutated_inputs})")
     lines.append("    memory.begin()")
     created: set[str] = set()
-    for t, kernel in enumerate(plan.steps):
-        new = [p for p in kernel.params if p in plan.buffer_meta and p not in created]
-        for p in new:
-            lines.append("    " + _storage_line(p, *plan.buffer_meta[p], memory))
-            created.add(p)
+    for kernel, (first, last) in zip(plan.steps, plan.spans):
+        deferred = []
+        for p in kernel.params:
+            if p in plan.buffer_meta and p not in created:
+                line, delete = _storage_line(p, *plan.buffer_meta[p], memory, kernel)
+                lines.append("    " + line)
+                deferred += [delete] if delete else []
+                created.add(p)
         lines.append(f"    # {', '.join(kernel.nodes)}")
         if kernel.extern:
             ext = kernel.extern
@@ -121,11 +130,9 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
                 lines.append(f"    if {call}: raise_kernel_error({kernel.name!r}, {kernel.nodes!r})")
             else:
                 lines.append(f"    {call}")
-        for p in new:
-            if memory.storage[p].kind == "inplace":
-                lines.append(f"    del {memory.storage[p].source}")
-        for p in memory.releases.get(t, []):
-            lines.append(f"    release({p}); del {p}")
+        lines += [f"    del {name}" for name in deferred]
+        for t in range(first, last + 1):
+            lines += [f"    release({p}); del {p}" for p in memory.releases.get(t, [])]
     returned = ", ".join(plan.outputs)
     lines.append(f"    return ({returned}{',' if len(plan.outputs) == 1 else ''})")
     return "\n".join(lines) + "\n"

@@ -119,3 +119,23 @@ def _pool_plan(problem: OrderProblem, order: tuple[str, ...], lifetimes: dict[st
         storage[n] = Storage(n, "pool", offset=plan.offsets[n])
     held = [plan.size + sum(size[o] for o in outputs if lifetimes[o][0] <= t) for t in range(len(order))]
     return MemoryPlan(tuple(order), storage, {}, held, pool_size=plan.size, estimate=estimate)
+
+
+def grouped_live(plan: MemoryPlan, problem: OrderProblem, spans: Sequence[tuple[int, int]]) -> list[int]:
+    """Bytes held at each step when the wrapper runs each span of steps as one call (kernels
+    sharing a parallel region): storage the span allocates is taken before the call, and storage
+    it frees is freed after it."""
+    size = {b.name: b.size for b in problem.buffers}
+    lifetimes = problem.lifetimes(plan.order)
+    live = list(plan.live)
+    for first, last in spans:
+        for name, where in plan.storage.items():
+            start = lifetimes[name][0]
+            if where.kind == "alloc" and first < start <= last:
+                for t in range(first, start):
+                    live[t] += size[name]
+        for t in range(first, last):
+            for name in plan.releases.get(t, []):
+                for u in range(t + 1, last + 1):
+                    live[u] += size[name]
+    return live

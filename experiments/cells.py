@@ -1,0 +1,74 @@
+"""A sweep's cells: one (instance, fusion strategy, order strategy), keyed by content.
+
+The key hashes everything the cell's result depends on — the instance's content hash, the
+strategies and their parameters, the measures, the reference and timing settings and the code
+version — and nothing about where the cell appears in the config, so reordering a config or
+adding families keeps finished cells.  Instance seeds derive from the sweep seed, the family,
+the size and the seed index only.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from instances import store
+
+from .config import ReferenceSpec, StrategySpec, SweepConfig, TimingSpec
+
+NO_FUSION = StrategySpec("-")  # order-only instances have nothing to fuse
+
+
+def derive_seed(sweep_seed: int, family: str, size: int, index: int) -> int:
+    """Seed ``index`` of (family, size) in a sweep, reproducible and independent of the config order."""
+    digest = hashlib.sha256(f"{sweep_seed}/{family}/{size}/{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class Cell:
+    family: str
+    size: int
+    seed_index: int
+    seed: int
+    instance: str
+    instance_hash: str
+    fusion: StrategySpec
+    order: StrategySpec
+    measures: tuple[str, ...]
+    reference: ReferenceSpec
+    timing: TimingSpec
+    timeout: float
+    code_version: str
+
+    @property
+    def key(self) -> str:
+        content = asdict(self)
+        for where in ("family", "size", "seed_index", "instance", "timeout"):  # implied by the hash, or not results
+            content.pop(where)
+        return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+    def identity(self) -> dict[str, Any]:
+        """The row's identity and parameter columns."""
+        return {"cell": self.key, "family": self.family, "size": self.size, "seed_index": self.seed_index,
+                "seed": self.seed, "instance": self.instance, "instance_hash": self.instance_hash,
+                "fusion": self.fusion.label, "fusion_name": self.fusion.name, "fusion_params": self.fusion.to_json(),
+                "order": self.order.label, "order_name": self.order.name, "order_params": self.order.to_json(),
+                "code_version": self.code_version}
+
+
+def plan(config: SweepConfig, code_version: str) -> list[Cell]:
+    """Every cell of the sweep (order-only families get one cell per order strategy)."""
+    cells = []
+    for fam in config.families:
+        seeded = store.get_family(fam.name).seeded
+        for size in fam.sizes:
+            for index in range(config.seeds if seeded else 1):
+                seed = derive_seed(config.seed, fam.name, size, index) if seeded else 0
+                inst = store.instance(fam.name, size, seed)
+                fusions = (NO_FUSION,) if inst.kind == "order" else config.fusion
+                cells += [Cell(fam.name, size, index, seed, inst.name, inst.content_hash(), f, o, config.measures,
+                               config.reference, config.timing, config.cell_timeout, code_version)
+                          for f in fusions for o in config.order]
+    return cells

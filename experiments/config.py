@@ -1,0 +1,195 @@
+"""Sweep configuration: a TOML file read with ``tomllib`` and checked field by field.
+
+    name = "demo"              # the sweep's name (reports, progress bar)
+    seed = 0                   # every instance seed derives from it
+    seeds = 2                  # seeds per (family, size) of a seeded family
+    cell_timeout = 60          # seconds; a cell's process is killed after it
+    measures = ["traffic", "peak", "optimum", "compile", "measured_peak", "kernel_time"]
+    fusion = ["none", "greedy", {name = "cpsat", params = {time_limit = 2}}]
+    order = ["original", "best", "cpsat"]
+
+    [reference]                # the exact solver (CP-SAT) every row is compared with
+    time_limit = 5.0
+    workers = 1
+
+    [timing]                   # measured kernel time: median and spread of `repeat` batches
+    repeat = 5
+    threads = 1                # OpenMP threads of the generated kernels
+
+    [[families]]               # instance families (see `stax instances list`)
+    name = "layered"
+    sizes = [10, 16]
+
+Every error names the file and the field, e.g. ``sweep.toml: field 'families[1].sizes':
+expected a list of positive integers, found [0]``.
+"""
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stax.errors import StaxError
+
+MEASURES = ("traffic", "peak", "optimum", "compile", "measured_peak", "kernel_time")
+
+
+class ConfigError(StaxError):
+    """A malformed sweep configuration."""
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """A strategy by registry name with its constructor parameters."""
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        if not self.params:
+            return self.name
+        return f"{self.name}({', '.join(f'{k}={v}' for k, v in self.params)})"
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    def to_json(self) -> str:
+        return json.dumps(self.kwargs(), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    name: str
+    sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ReferenceSpec:
+    """The exact solver's limits (CP-SAT for both problems)."""
+
+    time_limit: float = 10.0
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class TimingSpec:
+    repeat: int = 5
+    threads: int = 1
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    name: str
+    families: tuple[FamilySpec, ...]
+    fusion: tuple[StrategySpec, ...]
+    order: tuple[StrategySpec, ...]
+    seed: int = 0
+    seeds: int = 1
+    cell_timeout: float = 120.0
+    measures: tuple[str, ...] = MEASURES
+    reference: ReferenceSpec = field(default_factory=ReferenceSpec)
+    timing: TimingSpec = field(default_factory=TimingSpec)
+    source: str = "<config>"
+
+
+class _Fields:
+    """Typed access to a TOML table; failures name the file and the field path."""
+
+    def __init__(self, source: str, table: dict[str, Any], where: str, known: tuple[str, ...]):
+        self.source, self.table, self.where = source, table, where
+        unknown = sorted(set(table) - set(known))
+        if unknown:
+            self.fail(unknown[0], f"one of the known keys ({', '.join(known)})", "an unknown key")
+
+    def path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, key: str, expected: str, found: Any) -> None:
+        raise ConfigError(f"{self.source}: field {self.path(key)!r}: expected {expected}, found {found!r}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], expected: str, default: Any = ..., check=None) -> Any:
+        if key not in self.table:
+            if default is ...:
+                self.fail(key, expected, "nothing (the field is required)")
+            return default
+        value = self.table[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wrong_type = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
+        if wrong_type or (check is not None and not check(value)):
+            self.fail(key, expected, value)
+        return value
+
+
+def _strategy(source: str, where: str, value: Any, known: list[str]) -> StrategySpec:
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: field {where!r}: expected a strategy name or a table "
+                          f"{{name = ..., params = {{...}}}}, found {value!r}")
+    fields = _Fields(source, value, where, ("name", "params"))
+    name = fields.get("name", str, f"a strategy name ({', '.join(known)})", check=lambda n: n in known)
+    params = fields.get("params", dict, "a table of constructor parameters", default={})
+    return StrategySpec(name, tuple(sorted(params.items())))
+
+
+def _strategies(fields: _Fields, key: str, known: list[str]) -> tuple[StrategySpec, ...]:
+    values = fields.get(key, list, "a non-empty list of strategies", check=bool)
+    return tuple(_strategy(fields.source, f"{key}[{i}]", v, known) for i, v in enumerate(values))
+
+
+def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
+    from instances.store import FAMILIES
+    tables = fields.get("families", list, "a non-empty array of [[families]] tables", check=bool)
+    result = []
+    for i, table in enumerate(tables):
+        if not isinstance(table, dict):
+            fields.fail(f"families[{i}]", "a table with name and sizes", table)
+        fam = _Fields(fields.source, table, f"families[{i}]", ("name", "sizes"))
+        name = fam.get("name", str, f"an instance family ({', '.join(FAMILIES)})", check=lambda n: n in FAMILIES)
+        sizes = fam.get("sizes", list, "a list of positive integers",
+                        check=lambda s: s and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in s))
+        result.append(FamilySpec(name, tuple(sizes)))
+    return tuple(result)
+
+
+def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
+    """A checked :class:`SweepConfig` from a parsed TOML document."""
+    from stax.strategy import fusion_strategies, order_strategies
+    top = _Fields(source, data, "", ("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
+                                     "reference", "timing", "families"))
+    positive = "a positive number"
+    measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(MEASURES),
+                       check=lambda m: all(x in MEASURES for x in m))
+    ref = _Fields(source, top.get("reference", dict, "a table", default={}), "reference", ("time_limit", "workers"))
+    timing = _Fields(source, top.get("timing", dict, "a table", default={}), "timing", ("repeat", "threads"))
+    return SweepConfig(
+        name=top.get("name", str, "a string", default=Path(source).stem),
+        families=_families(top),
+        fusion=_strategies(top, "fusion", fusion_strategies.names()),
+        order=_strategies(top, "order", order_strategies.names()),
+        seed=top.get("seed", int, "an integer", default=0),
+        seeds=top.get("seeds", int, "a positive integer", default=1, check=lambda s: s > 0),
+        cell_timeout=float(top.get("cell_timeout", (int, float), positive, default=120.0, check=lambda t: t > 0)),
+        measures=tuple(measures),
+        reference=ReferenceSpec(float(ref.get("time_limit", (int, float), positive, default=10.0, check=lambda t: t > 0)),
+                                ref.get("workers", int, "a positive integer", default=1, check=lambda w: w > 0)),
+        timing=TimingSpec(timing.get("repeat", int, "a positive integer", default=5, check=lambda r: r > 0),
+                          timing.get("threads", int, "a positive integer", default=1, check=lambda t: t > 0)),
+        source=source,
+    )
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and check a sweep config file."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the file ({exc.strerror})") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(data, str(path))

@@ -1,0 +1,82 @@
+"""The results directory of a sweep: one durable file per cell, merged into a table.
+
+    OUT/cells/KEY.json    a finished cell (written atomically: a killed sweep leaves none half-written)
+    OUT/failed/KEY.json   the last failure or timeout of a cell (retried by the next run)
+    OUT/refs/*.json       cached reference solutions
+    OUT/results.parquet   the table: one row per cell of the sweep (done, else its failure)
+    OUT/results.csv       the same table as CSV
+
+The table is rebuilt from the cell files at the end of every run, so it is never needed to
+resume, and it is replaced atomically.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from .measure import write_atomic
+
+TABLE = "results.parquet"
+
+
+class ResultDir:
+    """Reads and writes the files of one results directory."""
+
+    def __init__(self, out: str | Path):
+        self.out = Path(out)
+        self.cells, self.failed, self.refs = self.out / "cells", self.out / "failed", self.out / "refs"
+        for d in (self.cells, self.failed, self.refs):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def done(self) -> set[str]:
+        return {p.stem for p in self.cells.glob("*.json")}
+
+    def record(self, row: dict[str, Any]) -> None:
+        """Persist a finished row: done cells under cells/, failures under failed/."""
+        key, text = row["cell"], json.dumps(row, default=_plain)
+        if row["status"] == "ok":
+            write_atomic(self.cells / f"{key}.json", text)
+            (self.failed / f"{key}.json").unlink(missing_ok=True)
+        else:
+            write_atomic(self.failed / f"{key}.json", text)
+
+    def rows(self, keys: Iterable[str]) -> list[dict[str, Any]]:
+        rows = []
+        for key in keys:
+            for folder in (self.cells, self.failed):
+                path = folder / f"{key}.json"
+                if path.exists():
+                    rows.append(json.loads(path.read_text()))
+                    break
+        return rows
+
+    def write_table(self, keys: Iterable[str]) -> pd.DataFrame:
+        """Merge the rows of ``keys`` into results.parquet and results.csv (atomically)."""
+        table = pd.DataFrame(self.rows(keys))
+        for name, writer in ((TABLE, lambda p: table.to_parquet(p, index=False)),
+                             ("results.csv", lambda p: table.to_csv(p, index=False))):
+            tmp = self.out / f".{name}.tmp"
+            writer(tmp)
+            os.replace(tmp, self.out / name)
+        return table
+
+
+def load_results(path: str | Path) -> pd.DataFrame:
+    """A results table from a results directory, a .parquet or a .csv file."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / TABLE
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no results table here; run `stax sweep CONFIG --out DIR` first")
+    return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+
+
+def _plain(value: Any) -> Any:
+    """JSON for numpy scalars."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"cannot store {type(value).__name__} in a result row")

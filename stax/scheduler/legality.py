@@ -79,7 +79,7 @@ def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", 
         return reason
     for writer, reader in ((a, b), (b, a)):
         target = writer.buffer.aliases or writer.buffer_name
-        if any(ld.buffer == target for ld in reader.buffer.reads()):
+        if target in reader.read_names:
             if not _same_index_in_frame(writer.buffer, reader.buffer, target, rule):
                 what = "in-place update" if writer.buffer.aliases else "dependence"
                 return (f"dependence_distance: {reader.name} reads {target} at an index other than {writer.name}'s "

@@ -8,6 +8,7 @@ buffer sizes, and every pair that may not share a kernel with the reason (``lega
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from ..dependencies import Dep, StarDep, WeakDep, read_writes
@@ -30,6 +31,11 @@ class SchedulerNode:
     @property
     def kind(self) -> str:
         return self.buffer.kind
+
+    @functools.cached_property
+    def read_names(self) -> frozenset[str]:
+        """Buffers this node reads (MemoryDep and StarDep)."""
+        return frozenset(d.name for d in self.reads)
 
     @property
     def group(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -86,7 +92,7 @@ class Scheduler:
         return edges
 
     def users_of(self, buffer: str) -> list[str]:
-        return [n.name for n in self.nodes if any(d.name == buffer and not isinstance(d, WeakDep) for d in n.reads)]
+        return [n.name for n in self.nodes if buffer in n.read_names]
 
     def buffer_bytes(self, name: str) -> int:
         if name in self.input_names:

@@ -1,0 +1,282 @@
+"""The optional PyTorch front end: capture a module or function with PyTorch's own tooling and
+translate its ATen graph into a stax program (``pip install 'stax[torch]'``).
+
+Capture (checked on torch 2.13): ``make_fx`` with ``core_aten_decompositions()`` traces the
+function on real tensors into an FX graph of core ATen ops. For a training step the traced
+function computes the loss and ``torch.autograd.grad`` of it with respect to every parameter,
+so the graph is the joint forward + backward graph (what AOTAutograd partitions). Attention
+is traced under ``sdpa_kernel(SDPBackend.MATH)`` so that its backward decomposes into matmuls
+and softmax instead of the fused CPU flash-attention backward kernel. Parameters and buffers
+become graph inputs, in ``named_parameters()`` then ``named_buffers()`` order, before the call's
+own tensors.
+
+Translation: the FX graph is interpreted inside :func:`stax.trace` with stax's proxy tensors,
+one ATen op at a time (table in :mod:`stax.torch_ops`); an op without a translation raises
+:class:`UnsupportedError` naming it. Nodes that do not depend on any input (``arange``,
+``full``, ...) are evaluated by torch at import time: a constant with one value becomes a
+stax scalar constant, any other constant becomes an extra input after the call's own inputs
+(as ``torch.export`` lifts tensor constants), supplied by :meth:`TorchProgram.arguments`.
+
+This is the only module of stax that imports torch, and only when called.
+"""
+from __future__ import annotations
+
+import importlib
+import operator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .compiler import CompiledFunction, compile
+from .errors import StaxError, UnsupportedError
+from .frontend import Tensor, trace
+from .graph import Graph
+from .torch_ops import ATEN, dtype_name, full
+
+
+def require_torch() -> ModuleType:
+    """The ``torch`` module, or a StaxError that says how to install it."""
+    try:
+        return importlib.import_module("torch")
+    except ImportError as error:
+        raise StaxError("the PyTorch front end needs torch: pip install 'stax[torch]' "
+                        f"(the CPU build of torch 2.13.0) [{error}]") from error
+
+
+@dataclass(frozen=True)
+class Splat:
+    """A folded constant whose elements are all ``value``."""
+
+    value: bool | int | float
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Lifted:
+    """A folded constant passed as the extra input number ``index`` (after the captured inputs)."""
+
+    index: int
+
+
+@dataclass
+class TorchProgram:
+    """A PyTorch computation translated to stax.
+
+    ``fn`` is a stax-traceable function of ``len(input_names)`` tensors: the captured inputs
+    (parameters, buffers, then the call's tensors) followed by the lifted constants.
+    ``example`` holds the example inputs and ``expected`` PyTorch's eager outputs on them.
+    """
+
+    name: str
+    fn: Callable[..., tuple[Tensor, ...]]
+    input_names: list[str]
+    example: list[np.ndarray]
+    constants: list[np.ndarray]
+    expected: list[np.ndarray]
+    provenance: dict[str, Any] = field(default_factory=dict)
+    fx_graph: Any = None
+
+    def arguments(self, *tensors: Any) -> list[np.ndarray]:
+        """The arrays to call the compiled program with: the captured inputs (torch tensors or
+        arrays, defaults to the example) followed by the lifted constants."""
+        arrays = [_to_numpy(t) for t in tensors] if tensors else self.example
+        return [*arrays, *self.constants]
+
+    def graph(self) -> Graph:
+        return trace(self.fn, *self.arguments())
+
+    def compile(self, **options: Any) -> CompiledFunction:
+        """``stax.compile`` of the program (``fusion=``, ``order=`` and other Options)."""
+        return compile(self.fn, *self.arguments(), **options)
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    return value.detach().contiguous().numpy() if hasattr(value, "detach") else np.asarray(value)
+
+
+def capture(fn: Callable[..., Any], flat_inputs: Sequence[Any]) -> Any:
+    """The core-ATen FX graph of ``fn(*flat_inputs)`` (see the module docstring)."""
+    torch = require_torch()
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.MATH):
+        return make_fx(fn, decomposition_table=core_aten_decompositions())(*flat_inputs)
+
+
+def _target_name(target: Any) -> str:
+    packet = getattr(target, "overloadpacket", None)
+    return packet.__name__ if packet is not None else getattr(target, "__name__", str(target))
+
+
+def _fold_constants(gm: Any) -> dict[Any, Any]:
+    """Values of the nodes that depend on no placeholder, computed by torch."""
+    torch = require_torch()
+    values: dict[Any, Any] = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            values[node] = getattr(gm, node.target)
+        elif node.op == "call_function":
+            inputs = node.all_input_nodes
+            random = isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags
+            if not random and all(i in values for i in inputs):
+                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
+                values[node] = node.target(*args, **kwargs)
+    return values
+
+
+def _boundary_constants(values: dict[Any, Any]) -> tuple[dict[Any, Any], list[np.ndarray]]:
+    """Folded values that other nodes read: a Splat, a Lifted constant, or a non-tensor value."""
+    torch = require_torch()
+    used: dict[Any, Any] = {}
+    lifted: list[np.ndarray] = []
+    for node, value in values.items():
+        if all(u in values for u in node.users):
+            continue
+        if not isinstance(value, torch.Tensor):
+            used[node] = value
+            continue
+        flat = value.reshape(-1)
+        if flat.numel() > 0 and bool((flat == flat[0]).all()):
+            used[node] = Splat(flat[0].item(), tuple(value.shape), dtype_name(value.dtype))
+        else:
+            used[node] = Lifted(len(lifted))
+            lifted.append(_to_numpy(value))
+    return used, lifted
+
+
+def _conform(result: Any, expected: Any, node: Any) -> Any:
+    """Cast ``result`` to the dtype torch recorded (``expected``: the node's ``meta['val']``);
+    a shape mismatch is a bug in the translation table."""
+    if isinstance(result, Tensor) and hasattr(expected, "shape"):
+        if tuple(result.shape) != tuple(expected.shape):
+            raise StaxError(f"torch front end: {node.target} gave shape {result.shape}, torch {tuple(expected.shape)} "
+                            f"(node {node.name}); this is a bug in stax.torch_ops")
+        dtype = dtype_name(expected.dtype)
+        return result if result.dtype == dtype else result.to(dtype)
+    if isinstance(result, (tuple, list)) and isinstance(expected, (tuple, list)):
+        return [_conform(r, e, node) for r, e in zip(result, expected)]
+    return result
+
+
+def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
+    """Raise before tracing if any op that stax must run has no translation."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node not in folded and node.target is not operator.getitem:
+            if _target_name(node.target) not in ATEN:
+                raise UnsupportedError(f"ATen op {node.target} (node {node.name}) has no stax translation; "
+                                       f"stax translates: {', '.join(sorted(ATEN))}")
+        elif node.op == "call_module" or node.op == "call_method":
+            raise UnsupportedError(f"FX node {node.name} ({node.op} {node.target}) is not an ATen op")
+
+
+def translate(gm: Any, n_inputs: int) -> tuple[Callable[..., tuple[Tensor, ...]], list[np.ndarray]]:
+    """A stax-traceable function equivalent to the FX graph ``gm``, and its lifted constants."""
+    folded = _fold_constants(gm)
+    boundary, lifted = _boundary_constants(folded)
+    _check_supported(gm, folded)
+
+    def fn(*args: Tensor) -> tuple[Tensor, ...]:
+        anchor = args[0]
+        env: dict[Any, Any] = {}
+
+        def value(node: Any) -> Any:
+            if node not in boundary:
+                return env[node]
+            found = boundary[node]
+            if isinstance(found, Splat):
+                return full(anchor, found.value, found.shape, found.dtype)
+            return args[n_inputs + found.index] if isinstance(found, Lifted) else found
+
+        placeholders = iter(args[:n_inputs])
+        for node in gm.graph.nodes:
+            if node in folded:
+                continue
+            if node.op == "placeholder":
+                env[node] = next(placeholders)
+            elif node.op == "call_function":
+                call_args, call_kwargs = _map_nodes((node.args, node.kwargs), value)
+                if node.target is operator.getitem:
+                    env[node] = call_args[0][call_args[1]]
+                else:
+                    result = ATEN[_target_name(node.target)](*call_args, **call_kwargs)
+                    env[node] = _conform(result, node.meta.get("val"), node)
+            elif node.op == "output":
+                return tuple(_flatten_outputs(_map_nodes(node.args[0], value)))
+        raise StaxError("torch front end: the FX graph has no output node")
+    return fn, lifted
+
+
+def _map_nodes(structure: Any, fn: Callable[[Any], Any]) -> Any:
+    torch = require_torch()
+    return torch.fx.node.map_arg(structure, fn)
+
+
+def _flatten_outputs(structure: Any) -> list[Tensor]:
+    if isinstance(structure, (tuple, list)):
+        return [t for item in structure for t in _flatten_outputs(item)]
+    if not isinstance(structure, Tensor):
+        raise UnsupportedError(f"the captured function returns {structure!r}; only tensors can be outputs")
+    return [structure]
+
+
+def _flatten(values: Any) -> list[Any]:
+    torch = require_torch()
+    return list(torch.utils._pytree.tree_leaves(values))
+
+
+def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", provenance: dict[str, Any] | None = None,
+                    input_names: Sequence[str] | None = None) -> TorchProgram:
+    """Capture ``fn(*inputs)`` (tensors) and translate it; outputs are flattened."""
+    torch = require_torch()
+    gm = capture(fn, inputs)
+    stax_fn, lifted = translate(gm, len(inputs))
+    expected = [_to_numpy(t) for t in _flatten(fn(*inputs))]
+    names = list(input_names) if input_names is not None else [f"input{i}" for i in range(len(inputs))]
+    info = {"torch": torch.__version__, "inputs": {n: list(t.shape) for n, t in zip(names, inputs)}, **(provenance or {})}
+    return TorchProgram(name or getattr(fn, "__name__", "function"), stax_fn,
+                        names + [f"constant{i}" for i in range(len(lifted))],
+                        [_to_numpy(t) for t in inputs], lifted, expected, info, gm)
+
+
+def _state(module: Any, requires_grad: bool) -> tuple[list[str], list[Any]]:
+    """Names and detached copies of the parameters (requiring grad if asked), then the buffers."""
+    params = [(n, p.detach().clone().requires_grad_(requires_grad)) for n, p in module.named_parameters()]
+    buffers = [(n, b.detach().clone()) for n, b in module.named_buffers()]
+    return [n for n, _ in params + buffers], [t for _, t in params + buffers]
+
+
+def import_module(module: Any, *inputs: Any, name: str = "", provenance: dict[str, Any] | None = None) -> TorchProgram:
+    """The forward pass of ``module`` on ``inputs``; parameters and buffers become inputs."""
+    from torch.func import functional_call
+    names, state = _state(module, requires_grad=False)
+
+    def forward(*flat: Any) -> Any:
+        return functional_call(module, dict(zip(names, flat[:len(names)])), tuple(flat[len(names):]))
+    return import_function(forward, *state, *inputs, name=name or type(module).__name__,
+                           input_names=names + [f"input{i}" for i in range(len(inputs))],
+                           provenance={"model": repr(module), "kind": "forward", **(provenance or {})})
+
+
+def import_training_step(module: Any, loss_fn: Callable[..., Any], inputs: Sequence[Any], targets: Sequence[Any] = (),
+                         name: str = "", provenance: dict[str, Any] | None = None) -> TorchProgram:
+    """The joint forward + backward graph: outputs are ``loss_fn(module(*inputs), *targets)``
+    and its gradient with respect to every parameter (in ``named_parameters()`` order)."""
+    torch = require_torch()
+    from torch.func import functional_call
+    names, state = _state(module, requires_grad=True)
+    n_params = len(list(module.parameters()))
+
+    def step(*flat: Any) -> Any:
+        params = flat[:len(names)]
+        rest = flat[len(names):]
+        output = functional_call(module, dict(zip(names, params)), tuple(rest[:len(inputs)]))
+        loss = loss_fn(output, *rest[len(inputs):])
+        return (loss, *torch.autograd.grad(loss, params[:n_params]))
+    labels = names + [f"input{i}" for i in range(len(inputs))] + [f"target{i}" for i in range(len(targets))]
+    return import_function(step, *state, *inputs, *targets, name=name or f"{type(module).__name__}_train",
+                           input_names=labels,
+                           provenance={"model": repr(module), "kind": "training step", **(provenance or {})})

@@ -1,0 +1,268 @@
+"""ATen ops as stax front-end calls: the translation table of :mod:`stax.torch_frontend`.
+
+Each entry maps an ATen overload packet name (``"add"`` for ``aten.add.Tensor`` and
+``aten.add.Scalar``) to a function of the FX node's arguments, with every tensor argument
+already a traced :class:`~stax.frontend.Tensor`. The functions follow the ATen schemas
+(``native_functions.yaml``) and PyTorch's own decompositions; none of them imports torch.
+Device, layout, ``pin_memory`` and ``memory_format`` arguments are ignored (stax runs on the CPU,
+in contiguous layout). An op missing here is reported by the caller as unsupported.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+from . import dtypes
+from .errors import UnsupportedError
+from .frontend import Tensor, where
+
+Handler = Callable[..., Any]
+
+
+def dtype_name(dtype: Any) -> str:
+    """A torch dtype (``torch.float32``) as a stax dtype name; unsupported ones raise."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in dtypes.SUPPORTED:
+        raise UnsupportedError(f"dtype {dtype} is not supported by stax; use one of {', '.join(dtypes.SUPPORTED)}")
+    return name
+
+
+def full(like: Tensor, value: Any, shape: Sequence[int], dtype: str) -> Tensor:
+    """A constant ``value`` of ``shape`` and ``dtype`` in ``like``'s trace (a broadcast scalar)."""
+    return like._tracer.constant(value, dtype, tuple(shape))
+
+
+def _full_like(x: Tensor, value: Any, *, dtype: Any = None, **_: Any) -> Tensor:
+    return full(x, value, x.shape, dtype_name(dtype) if dtype is not None else x.dtype)
+
+
+def _to_copy(x: Tensor, *, dtype: Any = None, **_: Any) -> Tensor:
+    return x.to(dtype_name(dtype)) if dtype is not None else x.clone()
+
+
+def _as_tensor(a: Any, other: Tensor) -> Tensor:
+    """A Python scalar in a tensor position (decompositions record ``1 - y`` as
+    ``aten.sub.Tensor(1, y)``) as a 0-d constant of the dtype torch gives ``a op other``."""
+    if isinstance(a, Tensor):
+        return a
+    return full(other, a, (), dtypes.result_type((other.dtype, other.ndim), a))
+
+
+def _binary(method: str) -> Handler:
+    def handler(a: Any, b: Any) -> Tensor:
+        return getattr(_as_tensor(a, b), method)(b)
+    return handler
+
+
+def _with_alpha(method: str) -> Handler:
+    def handler(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+        return getattr(_as_tensor(a, b), method)(b, alpha=alpha)
+    return handler
+
+
+def _rsub(a: Tensor, b: Any, *, alpha: Any = 1) -> Tensor:
+    """``b - alpha * a``."""
+    return (a if alpha == 1 else a * alpha).neg() + b
+
+
+def _div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+    return _as_tensor(a, b).div(b, rounding_mode=rounding_mode)
+
+
+def _pow(a: Any, b: Any) -> Tensor:
+    return a ** b if isinstance(a, Tensor) else b.__rpow__(a)
+
+
+# --- activations and their gradients (PyTorch's decompositions) ----------------------------
+def _gelu(x: Tensor, *, approximate: str = "none") -> Tensor:
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1 + inner.tanh())
+    return 0.5 * x * (1 + (x * math.sqrt(0.5)).erf())
+
+
+def _gelu_backward(grad: Tensor, x: Tensor, *, approximate: str = "none") -> Tensor:
+    if approximate == "tanh":
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        t = (k * (x + c * x * x * x)).tanh()
+        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x))
+    cdf = 0.5 * (1 + (x * math.sqrt(0.5)).erf())
+    pdf = (x * x * -0.5).exp() * (0.5 * math.sqrt(2 / math.pi))
+    return grad * (cdf + x * pdf)
+
+
+def _silu(x: Tensor) -> Tensor:
+    return x * x.sigmoid()
+
+
+def _leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return where(x > 0, x, x * negative_slope)
+
+
+def _threshold_backward(grad: Tensor, x: Tensor, threshold: float) -> Tensor:
+    return where(x <= threshold, 0, grad)
+
+
+def _sigmoid_backward(grad: Tensor, y: Tensor) -> Tensor:
+    return grad * y * (1 - y)
+
+
+def _tanh_backward(grad: Tensor, y: Tensor) -> Tensor:
+    return grad * (1 - y * y)
+
+
+# --- reductions and normalizations -----------------------------------------------------------
+def _reduction(method: str) -> Handler:
+    def handler(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        if dtype is not None:
+            x = x.to(dtype_name(dtype))
+        return getattr(x, method)(dim, keepdim)
+    return handler
+
+
+def _var(x: Tensor, dim: Any = None, *, correction: float | None = None, keepdim: bool = False) -> Tensor:
+    dims = range(x.ndim) if dim is None or dim == [] else dim
+    count = math.prod(x.shape[d] for d in dims)
+    centered = x - x.mean(dim, keepdim=True)
+    return (centered * centered).sum(dim, keepdim) / max(count - (1 if correction is None else correction), 0)
+
+
+def _var_mean(x: Tensor, dim: Any = None, *, correction: float | None = None, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    return _var(x, dim, correction=correction, keepdim=keepdim), x.mean(dim, keepdim)
+
+
+def _softmax(x: Tensor, dim: int, half_to_float: bool = False) -> Tensor:
+    return x.softmax(dim)
+
+
+def _log_softmax(x: Tensor, dim: int, half_to_float: bool = False) -> Tensor:
+    return x.log_softmax(dim)
+
+
+def _softmax_backward(grad: Tensor, y: Tensor, dim: int, input_dtype: Any = None) -> Tensor:
+    g = grad * y
+    return g - y * g.sum(dim, keepdim=True)
+
+
+def _log_softmax_backward(grad: Tensor, y: Tensor, dim: int, input_dtype: Any = None) -> Tensor:
+    return grad - y.exp() * grad.sum(dim, keepdim=True)
+
+
+def _layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, bias: Tensor | None,
+                eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``native_layer_norm``: (output, mean, rstd), statistics kept with size-1 dims."""
+    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = x.mean(dims, keepdim=True)
+    centered = x - mean
+    rstd = ((centered * centered).mean(dims, keepdim=True) + eps).rsqrt()
+    out = centered * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def _batch_norm_inference(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, var: Tensor,
+                          momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``_native_batch_norm_legit_no_training``: normalize with running statistics (channels at dim 1)."""
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    out = (x - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    empty = full(x, 0, (0,), x.dtype)
+    return out, empty, empty
+
+
+# --- views -----------------------------------------------------------------------------------
+def _squeeze(x: Tensor, dim: Any = None) -> Tensor:
+    return x.squeeze(dim)
+
+
+def _select(x: Tensor, dim: int, index: int) -> Tensor:
+    return x[(slice(None),) * (dim % x.ndim) + (index,)]
+
+
+def _slice(x: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> Tensor:
+    return x[(slice(None),) * (dim % x.ndim) + (slice(start, end, step),)]
+
+
+def _split_with_sizes(x: Tensor, sizes: Sequence[int], dim: int = 0) -> list[Tensor]:
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(_slice(x, dim, start, start + size))
+        start += size
+    return parts
+
+
+def _split(x: Tensor, size: int, dim: int = 0) -> list[Tensor]:
+    total = x.shape[dim]
+    return _split_with_sizes(x, [min(size, total - s) for s in range(0, total, size)], dim)
+
+
+def _unbind(x: Tensor, dim: int = 0) -> list[Tensor]:
+    return [_select(x, dim, i) for i in range(x.shape[dim])]
+
+
+def _expand(x: Tensor, size: Sequence[int], *, implicit: bool = False) -> Tensor:
+    return x.expand(size)
+
+
+# --- matmul (extern calls) -------------------------------------------------------------------
+def _linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    out = x.matmul(weight.t())
+    return out if bias is None else out + bias
+
+
+def _addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    """``beta * bias + alpha * (a @ b)`` (addmm, baddbmm)."""
+    product = a.matmul(b)
+    product = product if alpha == 1 else product * alpha
+    return product + (bias if beta == 1 else bias * beta)
+
+
+def _identity(x: Tensor, *_: Any, **__: Any) -> Tensor:
+    return x
+
+
+_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "erf", "log1p", "expm1", "sin", "cos",
+          "abs", "neg", "relu", "logical_not")
+_BINARY = ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+           "remainder", "floor_divide")
+
+ATEN: dict[str, Handler] = {
+    **{op: (lambda m: lambda x: getattr(x, m)())(op) for op in _UNARY},
+    **{op: _binary(op) for op in _BINARY},
+    "bitwise_not": lambda x: ~x, "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b,
+    "add": _with_alpha("add"), "sub": _with_alpha("sub"), "rsub": _rsub, "div": _div, "pow": _pow,
+    "where": where, "clamp": lambda x, min=None, max=None: x.clamp(min, max),
+    "clamp_min": lambda x, m: x.clamp(min=m), "clamp_max": lambda x, m: x.clamp(max=m),
+    "_to_copy": _to_copy, "convert_element_type": lambda x, dtype: x.to(dtype_name(dtype)),
+    "full_like": _full_like, "zeros_like": lambda x, **kw: _full_like(x, 0, **kw),
+    "ones_like": lambda x, **kw: _full_like(x, 1, **kw), "empty_like": lambda x, **kw: _full_like(x, 0, **kw),
+    "fill": lambda x, value: _full_like(x, value),
+    "gelu": _gelu, "gelu_backward": _gelu_backward, "silu": _silu, "leaky_relu": _leaky_relu,
+    "threshold_backward": _threshold_backward, "sigmoid_backward": _sigmoid_backward,
+    "tanh_backward": _tanh_backward,
+    "sum": _reduction("sum"), "mean": _reduction("mean"), "prod": _reduction("prod"),
+    "amax": lambda x, dim=(), keepdim=False: x.amax(dim, keepdim),
+    "amin": lambda x, dim=(), keepdim=False: x.amin(dim, keepdim),
+    "any": lambda x, dim=None, keepdim=False: x.any(dim, keepdim),
+    "all": lambda x, dim=None, keepdim=False: x.all(dim, keepdim),
+    "var": _var, "var_mean": _var_mean,
+    "_softmax": _softmax, "_log_softmax": _log_softmax, "_softmax_backward_data": _softmax_backward,
+    "_log_softmax_backward_data": _log_softmax_backward,
+    "native_layer_norm": _layer_norm, "_native_batch_norm_legit_no_training": _batch_norm_inference,
+    "view": lambda x, shape: x.reshape(shape), "_unsafe_view": lambda x, shape: x.reshape(shape),
+    "reshape": lambda x, shape: x.reshape(shape),
+    "permute": lambda x, dims: x.permute(dims), "t": lambda x: x.t(), "transpose": lambda x, a, b: x.transpose(a, b),
+    "expand": _expand, "unsqueeze": lambda x, dim: x.unsqueeze(dim), "squeeze": _squeeze,
+    "select": _select, "slice": _slice, "split": _split, "split_with_sizes": _split_with_sizes, "unbind": _unbind,
+    "alias": _identity, "clone": lambda x, **_: x.clone(), "detach": _identity, "lift_fresh_copy": _identity,
+    "contiguous": _identity,
+    "mm": lambda a, b: a.matmul(b), "bmm": lambda a, b: a.matmul(b), "matmul": lambda a, b: a.matmul(b),
+    "mv": lambda a, b: a.matmul(b), "dot": lambda a, b: a.matmul(b),
+    "addmm": _addmm, "baddbmm": _addmm, "linear": _linear,
+}

@@ -39,12 +39,12 @@ class CachingAllocator:
         for storage in pool:
             if sys.getrefcount(storage) == _IDLE_REFCOUNT:
                 self.stats.hits += 1
-                return storage.view(dt).reshape(shape)
+                return np.ndarray(shape, dt, storage)
         storage = np.empty(nbytes, dtype=np.uint8)
         pool.append(storage)
         self.stats.misses += 1
         self.stats.bytes_held += nbytes
-        return storage.view(dt).reshape(shape)
+        return np.ndarray(shape, dt, storage)
 
     def empty_cache(self) -> None:
         """Forget every idle storage (arrays still in use keep theirs alive)."""

@@ -1,0 +1,32 @@
+"""The caching allocator hands a storage out again only when no array refers to it."""
+import numpy as np
+
+from stax.memory.allocator import CachingAllocator
+
+
+def test_storage_is_reused_only_when_free():
+    allocator = CachingAllocator()
+    a = allocator.empty((4, 4), "float32")
+    b = allocator.empty((4, 4), "float32")  # a is alive: a second storage
+    assert allocator.stats.misses == 2 and allocator.stats.hits == 0
+    a[:] = 1
+    view = a[1:]
+    del a
+    c = allocator.empty((16,), "float32")  # a's storage is still referenced by `view`
+    assert allocator.stats.misses == 3
+    assert not np.shares_memory(c, view) and not np.shares_memory(c, b)
+    del view
+    d = allocator.empty((2, 8), "float32")  # now free again
+    assert allocator.stats.hits == 1 and d.shape == (2, 8)
+    assert allocator.stats.bytes_held == 3 * 64
+
+
+def test_disabled_and_empty_cache():
+    allocator = CachingAllocator(enabled=False)
+    allocator.empty((8,), "float64")
+    assert allocator.stats.misses == 0 and not allocator.pools
+    allocator = CachingAllocator()
+    kept = allocator.empty((8,), "float64")
+    allocator.empty((8,), "float64")
+    allocator.empty_cache()
+    assert allocator.stats.bytes_held == 64 and kept.nbytes == 64

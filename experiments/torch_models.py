@@ -125,7 +125,7 @@ def adam_step(params: Sequence, grads: Sequence, exp_avgs: Sequence, exp_avg_sqs
 def adam(small: bool = False) -> TorchProgram:
     """Adam over every parameter of a stack of pre-norm MLP blocks (many small and large tensors)."""
     torch = _seeded()
-    depth = 2 if small else 6
+    depth = 2 if small else 3
     blocks = [_mlp_block(small)[0] for _ in range(depth)]
     shapes = [p.shape for b in blocks for p in b.parameters()]
     params, grads = [torch.randn(s) for s in shapes], [torch.randn(s) for s in shapes]

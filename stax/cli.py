@@ -91,5 +91,111 @@ def demo() -> None:
         raise click.ClickException(str(exc))
 
 
+def _workers_option(fn):
+    return click.option("--workers", type=click.IntRange(min=1), default=None,
+                        help="Parallel cell processes (default: the number of cores)")(fn)
+
+
+def _run_and_report(config_path: str | Path, out: str | None, workers: int | None, scheduler: str | None,
+                    raise_errors: bool, report: bool) -> None:
+    import os
+
+    from experiments.config import load_config
+    from experiments.sweep import run_sweep
+    try:
+        config = load_config(config_path)
+        out_dir = Path(out or Path("results") / config.name)
+        summary = run_sweep(config, out_dir, workers=workers or os.cpu_count() or 1, scheduler=scheduler,
+                            raise_errors=raise_errors, echo=click.echo)
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
+    click.echo(f"{summary.cells} cells ({summary.skipped} were already done, {summary.failed} failed or timed out "
+               f"in this run); table: {summary.out / 'results.parquet'} and {summary.out / 'results.csv'}")
+    if report:
+        from experiments.report import write_report
+        path = write_report(summary.table, summary.out, f"Stax sweep {config.name!r}")
+        click.echo(f"report: {path} (figures beside it: {', '.join(p.name for p in sorted(summary.out.glob('*.png')))})")
+
+
+@main.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory (default results/NAME)")
+@_workers_option
+@click.option("--scheduler", default=None, help="Dask scheduler address: run the cells on that cluster")
+@click.option("--raise", "raise_errors", is_flag=True, help="Run cells in this process and re-raise the first failure")
+@click.option("--report/--no-report", default=False, help="Also write the plots and report.html")
+def sweep(config: str, out: str | None, workers: int | None, scheduler: str | None, raise_errors: bool,
+          report: bool) -> None:
+    """Run the sweep of CONFIG (TOML); finished cells are skipped, so rerunning resumes."""
+    _run_and_report(config, out, workers, scheduler, raise_errors, report)
+
+
+@main.command("main-job")
+@click.option("--out", type=click.Path(file_okay=False), default="results/main-job", show_default=True)
+@_workers_option
+def main_job(out: str, workers: int | None) -> None:
+    """The built-in sweep (experiments/configs/main.toml): programs and abstract instances, every
+    strategy against the CP-SAT optimum; leaves the table, plots and report.html in OUT."""
+    import experiments
+    _run_and_report(Path(experiments.__file__).parent / "configs" / "main.toml", out, workers, None, False, True)
+
+
+@main.command()
+@click.argument("results", type=click.Path(exists=True))
+@click.option("--out", type=click.Path(file_okay=False), help="Where to write the PNGs (default: beside the table)")
+def plot(results: str, out: str | None) -> None:
+    """Draw the figures of a results directory (or .parquet/.csv table)."""
+    from experiments.plots import plot_all
+    from experiments.results import load_results
+    target = Path(out or (results if Path(results).is_dir() else Path(results).parent))
+    for path in plot_all(load_results(results), target):
+        click.echo(str(path))
+
+
+@main.command()
+@click.argument("results", type=click.Path(exists=True))
+@click.option("--out", type=click.Path(file_okay=False), help="Where to write report.html (default: beside the table)")
+@click.option("--title", default="Stax sweep", show_default=True)
+def report(results: str, out: str | None, title: str) -> None:
+    """Write a self-contained report.html (figures embedded, summary tables) of a results table."""
+    from experiments.report import write_report
+    from experiments.results import load_results
+    target = Path(out or (results if Path(results).is_dir() else Path(results).parent))
+    click.echo(str(write_report(load_results(results), target, title)))
+
+
+@main.group()
+def instances() -> None:
+    """List and inspect named instances (program suite, generators, shipped files)."""
+
+
+@instances.command("list")
+def instances_list() -> None:
+    """Every instance family and shipped file."""
+    from instances.store import catalogue
+    for row in catalogue():
+        click.echo(f"{row['name']:28s} {row['kind']:8s} {row['description']}")
+
+
+@instances.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the problem as JSON (the file format)")
+@click.option("--save", type=click.Path(dir_okay=False), help="Write the problem to this JSON file")
+def instances_show(name: str, as_json: bool, save: str | None) -> None:
+    """Summarize instance NAME (e.g. softmax/64, layered/16/0, data/layered-12-0, file.json)."""
+    import json
+
+    from instances.store import describe, load
+    try:
+        inst = load(name)
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
+    problem = inst.fusion or inst.order
+    click.echo(json.dumps(problem.to_dict(), indent=1) if as_json else describe(inst))
+    if save:
+        problem.save(save)
+        click.echo(f"saved to {save}")
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import os
 import importlib.machinery
 import importlib.util
+import os
+import re
 import subprocess
 import sysconfig
 import tempfile
@@ -91,27 +92,28 @@ def _headers_text() -> str:
     return "".join(p.read_text() for p in sorted(HEADER_DIR.glob("*.h")))
 
 
-def precompiled_headers(isa: Isa) -> Path:
-    """A directory holding the runtime headers and their precompiled ``.gch`` for these flags
-    (about 0.8 s saved per build); built once per flags and header text, atomically."""
+def precompiled_headers(isa: Isa, header: str) -> Path:
+    """A directory holding the runtime headers and the precompiled ``header`` for these flags
+    (a build then takes about 0.25 s instead of 1 s); each ``.gch`` is built once, atomically."""
     flags = compile_flags(isa)
     key = hashlib.sha256("\0".join([_headers_text(), " ".join(flags), _compiler_version()]).encode()).hexdigest()[:16]
     directory = cache_dir() / "pch" / key
-    marker = directory / "ready"
-    if marker.exists():
+    gch, failed = directory / f"{header}.gch", directory / f"{header}.failed"
+    if gch.exists() or failed.exists():
         return directory
     directory.mkdir(parents=True, exist_ok=True)
-    for header in HEADER_DIR.glob("*.h"):
-        _atomic_write(directory / header.name, header.read_bytes())
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".gch.tmp")
-        os.close(fd)
-        result = subprocess.run(["g++", *flags, "-x", "c++-header", str(directory / header.name), "-o", tmp],
-                                capture_output=True, text=True)
-        if result.returncode == 0:
-            os.replace(tmp, directory / f"{header.name}.gch")
-        elif os.path.exists(tmp):
-            os.unlink(tmp)  # without a .gch, g++ reads the header itself
-    marker.touch()
+    for path in HEADER_DIR.glob("*.h"):  # all of them: a header includes its siblings
+        if not (directory / path.name).exists():
+            _atomic_write(directory / path.name, path.read_bytes())
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".gch.tmp")
+    os.close(fd)
+    result = subprocess.run(["g++", *flags, "-x", "c++-header", str(directory / header), "-o", tmp],
+                            capture_output=True, text=True)
+    if result.returncode == 0:
+        os.replace(tmp, gch)
+    else:  # without a .gch, g++ reads the header itself
+        os.unlink(tmp)
+        failed.write_text(result.stderr[-2000:])
     return directory
 
 
@@ -130,7 +132,8 @@ def build(source: str, isa: Isa) -> Path:
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".so.tmp")
     os.close(fd)
     try:
-        include = precompiled_headers(isa)
+        first = re.match(r'#include "(\w+\.h)"', source)  # a runtime header the unit starts with
+        include = precompiled_headers(isa, first.group(1)) if first else HEADER_DIR
         result = subprocess.run(["g++", *flags, "-shared", f"-I{include}", str(src), "-o", tmp, "-lmvec", "-lm"],
                                 capture_output=True, text=True)
         if result.returncode != 0:

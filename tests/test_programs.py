@@ -1,0 +1,75 @@
+"""The program suite, the random program generator and the instance store."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import stax
+from instances import store
+from instances.programs import PROGRAMS, get_program
+from instances.random_programs import random_program
+from stax.reference import evaluate
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_suite_program_compiles_and_matches_the_reference(name, check):
+    program = PROGRAMS[name]
+    compiled = check(program.fn, *program.inputs(16), fusion="greedy", rtol=1e-4, atol=1e-5)
+    assert compiled.kernels
+
+
+def test_adam_updates_its_inputs_in_place():
+    graph = stax.trace(get_program("adam_step").fn, *get_program("adam_step").inputs(4))
+    assert set(graph.mutations) == set(graph.inputs) - {graph.inputs[1]}  # param, m, v; not grad
+
+
+def test_two_hundred_random_programs_trace_and_evaluate():
+    shapes_seen, outputs_seen = set(), set()
+    for seed in range(200):
+        program = random_program(seed)
+        arrays = program.inputs(1, seed)
+        outputs = evaluate(stax.trace(program.fn, *arrays), *arrays)
+        assert all(np.isfinite(o).all() for o in outputs), seed
+        shapes_seen.add(len(arrays[0].shape))
+        outputs_seen.add(len(outputs))
+    assert shapes_seen == {1, 2, 3} and outputs_seen == {1, 2, 3}
+
+
+def test_random_programs_are_reproducible():
+    assert random_program(7).fn == random_program(7).fn
+    assert random_program(7).fn != random_program(8).fn
+
+
+@pytest.mark.parametrize("name", ["layered/10/1", "series_parallel/12/0", "mwc_grid/6/0", "vsep_tree/6/2",
+                                  "softmax/32", "random_program/5/4", "data/layered-12-0", "data/vsep_tree-6-0"])
+def test_store_loads_every_kind(name):
+    inst = store.load(name)
+    order = inst.order_problem()
+    assert order.validate(order.tasks)
+    assert store.load(name).content_hash() == inst.content_hash()
+    assert inst.name in store.describe(inst)
+
+
+def test_shipped_files_match_their_generators():
+    assert store.load("data/layered-12-0").fusion == store.load("layered/12/0").fusion
+
+
+def test_unknown_names_say_what_exists():
+    with pytest.raises(stax.StaxError, match="known: .*softmax"):
+        store.load("nosuch/3")
+    with pytest.raises(stax.StaxError, match="FAMILY/SIZE/SEED"):
+        store.load("layered/x")
+
+
+def test_malformed_instance_file_names_file_and_field(tmp_path):
+    data = store.load("layered/8/0").fusion.to_dict()
+    data["buffers"][2]["size"] = "big"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(stax.InstanceFormatError, match=r"bad\.json: field 'buffers\[2\]\.size'"):
+        store.load(str(path))
+    path.write_text(json.dumps(data | {"format": "something"}))
+    with pytest.raises(stax.InstanceFormatError, match=r"bad\.json: field 'format'"):
+        store.load(str(path))

@@ -1,0 +1,138 @@
+"""Sweeps: resume after a kill, failures recorded, time limits, config errors, Dask = local."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from experiments.cells import plan
+from experiments.config import ConfigError, load_config
+from experiments.results import load_results
+from experiments.sweep import run_sweep
+
+CHEAP = """
+name = "cheap"
+seed = 3
+seeds = {seeds}
+cell_timeout = {timeout}
+measures = ["traffic", "peak", "optimum"]
+fusion = {fusion}
+order = ["original", "best"]
+[reference]
+time_limit = {limit}
+[[families]]
+name = "layered"
+sizes = {sizes}
+[[families]]
+name = "vsep_tree"
+sizes = [6]
+"""
+DETERMINISTIC = ["cell", "instance", "fusion", "order", "status", "traffic", "traffic_ref", "traffic_ref_status",
+                 "peak", "peak_ref", "peak_ref_status", "kernels"]
+
+
+def write_config(tmp_path: Path, seeds: int = 1, timeout: float = 60, fusion: str = '["none", "greedy"]',
+                 limit: float = 5, sizes: str = "[8]") -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(CHEAP.format(seeds=seeds, timeout=timeout, fusion=fusion, limit=limit, sizes=sizes))
+    return path
+
+
+def sweep(config: Path, out: Path, **kwargs):
+    return run_sweep(load_config(config), out, progress=False, echo=lambda _: None, **kwargs)
+
+
+def test_killed_sweep_resumes_with_every_cell_once(tmp_path):
+    config = write_config(tmp_path, seeds=4, sizes="[8, 10]")
+    total = len(plan(load_config(config), "v"))
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "stax.cli", "sweep", str(config), "--out", str(out),
+                                "--workers", "1"], start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list((out / "cells").glob("*.json"))) < 3:
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    done = len(list((out / "cells").glob("*.json")))
+    assert 3 <= done < total, "the kill should land in the middle of the sweep"
+    summary = sweep(config, out, workers=2)
+    assert summary.skipped == done
+    table = load_results(out)
+    assert len(table) == total and table["cell"].is_unique and (table["status"] == "ok").all()
+    assert not list(out.glob("**/*.tmp"))
+
+
+def test_failing_cell_is_recorded_and_retried(tmp_path):
+    config = write_config(tmp_path, fusion='["greedy", {name = "greedy", params = {bogus = 1}}]')
+    out = tmp_path / "out"
+    first = sweep(config, out, workers=2)
+    table = first.table
+    bad = table[table["fusion"] == "greedy(bogus=1)"]
+    assert len(bad) == 2 and (bad["status"] == "error").all()
+    assert bad["error"].str.contains("bogus").all()
+    assert (table.loc[table["fusion"] != "greedy(bogus=1)", "status"] == "ok").all()
+    second = sweep(config, out, workers=2)
+    assert second.skipped == len(table) - 2 and second.failed == 2  # failures are not cached as done
+    with pytest.raises(TypeError, match="bogus"):
+        sweep(config, out, raise_errors=True)
+
+
+def test_cell_over_its_time_limit_is_killed(tmp_path):
+    config = write_config(tmp_path, timeout=1.5, fusion='["greedy"]', limit=60, sizes="[150]")
+    start = time.time()
+    table = sweep(config, tmp_path / "out", workers=2).table
+    layered = table[table["family"] == "layered"]
+    assert (layered["status"] == "timeout").all() and layered["error"].str.contains("killed").all()
+    assert (table.loc[table["family"] == "vsep_tree", "status"] == "ok").all()
+    assert time.time() - start < 30
+
+
+def test_cells_are_keyed_by_content_not_position(tmp_path):
+    config = load_config(write_config(tmp_path, seeds=2))
+    reordered = type(config)(**{**config.__dict__, "families": config.families[::-1], "order": config.order[::-1]})
+    assert {c.key for c in plan(config, "v")} == {c.key for c in plan(reordered, "v")}
+    assert {c.seed for c in plan(config, "v")} == {c.seed for c in plan(config, "v")}
+    assert {c.key for c in plan(config, "v")}.isdisjoint({c.key for c in plan(config, "w")})
+
+
+@pytest.mark.parametrize("text, field", [
+    ("name = 3", "name"),
+    ("fusion = ['greedy']\norder = ['best']\n[[families]]\nname = 'layered'\nsizes = [0]", "families[0].sizes"),
+    ("fusion = ['nosuch']\norder = ['best']\n[[families]]\nname = 'layered'\nsizes = [8]", "fusion[0].name"),
+    ("fusion = ['greedy']\norder = ['best']\nseedz = 2\n[[families]]\nname = 'layered'\nsizes = [8]", "seedz"),
+    ("fusion = ['greedy']\norder = ['best']\n[[families]]\nname = 'nosuch'\nsizes = [8]", "families[0].name"),
+    ("fusion = ['greedy']\norder = ['best']\n[reference]\ntime_limit = -1\n[[families]]\nname = 'layered'\n"
+     "sizes = [8]", "reference.time_limit"),
+])
+def test_malformed_config_names_file_and_field(tmp_path, text, field):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(f"bad.toml: field '{field}'")):
+        load_config(path)
+
+
+def test_config_that_is_not_toml(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("name = \n")
+    with pytest.raises(ConfigError, match=r"bad\.toml: not valid TOML"):
+        load_config(path)
+
+
+def test_dask_gives_the_same_table_as_local(tmp_path):
+    distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed")
+    config = write_config(tmp_path)
+    local = sweep(config, tmp_path / "local", workers=2).table
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        remote = sweep(config, tmp_path / "dask", scheduler=cluster.scheduler_address).table
+    key = ["cell"]
+    pd.testing.assert_frame_equal(local[DETERMINISTIC].sort_values(key).reset_index(drop=True),
+                                  remote[DETERMINISTIC].sort_values(key).reset_index(drop=True))

@@ -91,7 +91,8 @@ class CompiledFunction:
 
     @property
     def memory_report(self) -> MemoryReport:
-        return MemoryReport.of(self)
+        measured = self.memory.peak if self.memory.calls else None
+        return MemoryReport.of(self.order_problem, self.order, self.memory_plan, measured)
 
 
 def kernel_name(block: tuple[str, ...]) -> str:

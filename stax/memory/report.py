@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from ..problems import OrderProblem
+from ..strategy import OrderResult
+from .plan import MemoryPlan
 from .pool import plan_order_pool
-
-if TYPE_CHECKING:
-    from ..compiler import CompiledFunction
 
 
 @dataclass
@@ -28,13 +27,11 @@ class MemoryReport:
     inplace: int
 
     @classmethod
-    def of(cls, compiled: "CompiledFunction") -> "MemoryReport":
-        order, plan = compiled.order, compiled.memory_plan
-        pool = plan_order_pool(compiled.order_problem, order.order)
-        calls = compiled.memory.peak if compiled.memory.calls else None
+    def of(cls, problem: OrderProblem, order: OrderResult, plan: MemoryPlan, measured: int | None) -> "MemoryReport":
+        pool = plan_order_pool(problem, order.order)
         return cls(candidates=dict(order.info.get("candidates", {order.info.get("strategy", "?"): order.peak})),
                    chosen=order.info.get("chosen", order.info.get("strategy", "?")), estimate=order.peak,
-                   planned=plan.peak, pool_size=pool.size, lower_bound=pool.lower_bound, measured=calls,
+                   planned=plan.peak, pool_size=pool.size, lower_bound=pool.lower_bound, measured=measured,
                    reuses=plan.reuses, inplace=plan.inplace)
 
     def __str__(self) -> str:

@@ -29,6 +29,7 @@ def derive_seed(sweep_seed: int, family: str, size: int, index: int) -> int:
 @dataclass(frozen=True)
 class Cell:
     family: str
+    kind: str  # program, fusion or order (Instance.kind)
     size: int
     seed_index: int
     seed: int
@@ -45,13 +46,13 @@ class Cell:
     @property
     def key(self) -> str:
         content = asdict(self)
-        for where in ("family", "size", "seed_index", "instance", "timeout"):  # implied by the hash, or not results
+        for where in ("family", "kind", "size", "seed_index", "instance", "timeout"):  # implied by the hash, or not results
             content.pop(where)
         return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
     def identity(self) -> dict[str, Any]:
         """The row's identity and parameter columns."""
-        return {"cell": self.key, "family": self.family, "size": self.size, "seed_index": self.seed_index,
+        return {"cell": self.key, "family": self.family, "kind": self.kind, "size": self.size, "seed_index": self.seed_index,
                 "seed": self.seed, "instance": self.instance, "instance_hash": self.instance_hash,
                 "fusion": self.fusion.label, "fusion_name": self.fusion.name, "fusion_params": self.fusion.to_json(),
                 "order": self.order.label, "order_name": self.order.name, "order_params": self.order.to_json(),
@@ -68,7 +69,7 @@ def plan(config: SweepConfig, code_version: str) -> list[Cell]:
                 seed = derive_seed(config.seed, fam.name, size, index) if seeded else 0
                 inst = store.instance(fam.name, size, seed)
                 fusions = (NO_FUSION,) if inst.kind == "order" else config.fusion
-                cells += [Cell(fam.name, size, index, seed, inst.name, inst.content_hash(), f, o, config.measures,
+                cells += [Cell(fam.name, inst.kind, size, index, seed, inst.name, inst.content_hash(), f, o, config.measures,
                                config.reference, config.timing, config.cell_timeout, code_version)
                           for f in fusions for o in config.order]
     return cells

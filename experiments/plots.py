@@ -1,7 +1,8 @@
 """Figures of a sweep's results table (matplotlib, Agg backend).
 
-- ``fusion_ratio.png``: traffic / reference traffic of each fusion strategy, one panel per family;
-- ``order_peak.png``: estimated peak / reference peak of each order strategy, one panel per family;
+- ``fusion_ratio.png``: traffic / reference traffic of each fusion strategy, one panel per abstract
+  family and one for all programs;
+- ``order_peak.png``: estimated peak / reference peak of each order strategy, panels likewise;
 - ``solver_time.png``: strategy solve seconds against instance size (nodes or tasks), log scale;
 - ``kernel_time.png``: measured kernel time (median, bars to min/max) against modeled traffic.
 
@@ -38,20 +39,27 @@ def _ratio_panels(table: pd.DataFrame, value: str, strategy: str, title: str, pa
     rows = compared(table, value, strategy)
     if rows.empty:
         return None
-    families = sorted(rows["family"].unique())
-    fig, axes = plt.subplots(1, len(families), figsize=(3.2 * len(families) + 1, 3.6), squeeze=False, sharey=True)
-    for ax, family in zip(axes[0], families):
-        group = rows[rows["family"] == family]
+    rows = rows.assign(panel=rows["family"].where(rows["kind"] != "program", "programs"))
+    panels = sorted(rows["panel"].unique())
+    ncols = min(4, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols + 0.5, 3.4 * nrows), squeeze=False, sharey=True)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, panel in zip(axes.flat, panels):
+        group = rows[rows["panel"] == panel]
         proven = group[group[f"{ref}_status"] == "optimal"]
         labels = sorted(group[strategy].unique())
         data = [(proven.loc[proven[strategy] == s, value] / proven.loc[proven[strategy] == s, ref].where(
             proven.loc[proven[strategy] == s, ref] > 0)).dropna() for s in labels]
         ax.boxplot(data, tick_labels=labels, showmeans=True)
         unproven = len(group) - len(proven)
-        ax.set_title(f"{family}" + (f"\n({unproven} rows without proven optimum)" if unproven else ""), fontsize=9)
+        ax.set_title(f"{panel} ({len(group)} rows)" + (f"\n{unproven} without a proven optimum" if unproven else ""),
+                     fontsize=9)
         ax.tick_params(axis="x", rotation=45, labelsize=8)
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-    axes[0][0].set_ylabel(title)
+    for row in axes:
+        row[0].set_ylabel(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,0 +1,90 @@
+"""Memory-bound programs of the suite at three sizes: kernels before and after fusion, modeled
+bytes (Definition 7.3), Stax's time against numpy (the op-by-op reference evaluator) and, when
+PyTorch is installed, TorchInductor; achieved bandwidth as a fraction of a STREAM run made in the
+same process; page faults per call; compile time.  Prints a table (a benchmark, not a test).
+
+    python -m experiments.bench_suite [--sizes 64 1024 4096] [--programs softmax ...] [--inductor]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import tempfile
+import time
+
+import numpy as np
+
+import stax
+from experiments.bench_bandwidth import stream
+from instances.programs import PROGRAMS
+from stax.reference import evaluate
+from stax.runtime import default_threads
+from stax.timing import time_call
+
+MEMORY_BOUND = ("softmax", "layernorm", "rmsnorm", "bias_gelu", "adam_step", "batchnorm_stats", "logsumexp",
+                "transposed_add", "example_7_2")
+
+
+def page_faults(fn, calls: int = 5) -> float:
+    """Minor page faults per call (first touches of fresh memory)."""
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
+def inductor_time(program, arrays) -> float | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    tensors = [torch.from_numpy(a.copy()) for a in arrays]
+    compiled = torch.compile(program.fn)
+    with torch.no_grad():
+        return time_call(lambda: compiled(*tensors), repeat=5)
+
+
+def measure(name: str, size: int, best_stream: float, inductor: bool) -> dict:
+    program = PROGRAMS[name]
+    arrays = program.inputs(size)
+    start = time.perf_counter()
+    fused = stax.compile(program.fn, *arrays)
+    compile_seconds = time.perf_counter() - start
+    unfused = stax.compile(program.fn, *arrays, fusion="none")
+    calls = [a.copy() for a in arrays]  # in-place programs update these; the timing does not care
+    t_stax = time_call(lambda: fused(*calls), repeat=5)
+    t_numpy = time_call(lambda: evaluate(fused.graph, *calls), repeat=3)
+    modeled = fused.modeled_traffic()
+    row = {"program": name, "size": size, "kernels none": len(unfused.block_kernels),
+           "kernels greedy": len(fused.block_kernels), "modeled MB": modeled / 1e6,
+           "stax ms": t_stax * 1e3, "numpy ms": t_numpy * 1e3, "numpy/stax": t_numpy / t_stax,
+           "GB/s": modeled / t_stax / 1e9, "of STREAM": modeled / t_stax / 1e9 / best_stream,
+           "faults/call": page_faults(lambda: fused(*calls)), "compile s": compile_seconds}
+    if inductor:
+        t_ind = inductor_time(program, arrays)
+        row["inductor ms"] = t_ind * 1e3 if t_ind else float("nan")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 1024, 4096])
+    parser.add_argument("--programs", nargs="+", default=list(MEMORY_BOUND), choices=sorted(PROGRAMS))
+    parser.add_argument("--inductor", action="store_true", help="also time torch.compile (needs torch)")
+    args = parser.parse_args()
+    os.environ.setdefault("STAX_CACHE_DIR", tempfile.mkdtemp(prefix="stax-bench-"))
+    stax.compile(lambda x: x + 1, np.ones(4, np.float32))  # build the precompiled headers once
+    rates = stream(32 * 1024 * 1024, default_threads())
+    best = max(rates.values())
+    print(f"STREAM copy {rates['copy']:.1f} GB/s, triad {rates['triad']:.1f} GB/s; sizes are n x n inputs")
+    rows = [measure(name, size, best, args.inductor) for size in args.sizes for name in args.programs]
+    columns = list(rows[0])
+    print(" ".join(f"{c:>14s}" for c in columns))
+    for row in rows:
+        print(" ".join(f"{row[c]:>14.3f}" if isinstance(row[c], float) else f"{row[c]!s:>14s}" for c in columns))
+
+
+if __name__ == "__main__":
+    main()

@@ -73,8 +73,19 @@ def _edges(nodes: Sequence[str], buffers: Sequence[Buffer], extra_edges: Iterabl
     return g
 
 
+class _JsonFile:
+    """``save``/``load`` of a problem as a versioned JSON file (``to_dict``/``from_dict``)."""
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path):
+        return cls.from_dict(_read_json(path), str(path))
+
+
 @dataclass(frozen=True)
-class FusionProblem:
+class FusionProblem(_JsonFile):
     """Definition 7.3: nodes (in a topological order), buffers, forbidden pairs, kernel limits.
 
     ``extra_edges`` are ordering-only dependencies (WeakDep: a reader before an in-place writer).
@@ -207,16 +218,10 @@ class FusionProblem:
             name=data.get("name", ""),
         )
 
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
-
-    @classmethod
-    def load(cls, path: str | Path) -> "FusionProblem":
-        return cls.from_dict(_read_json(path), str(path))
 
 
 @dataclass(frozen=True)
-class OrderProblem:
+class OrderProblem(_JsonFile):
     """Definition 7.5: kernels (``tasks``, in their original order) and the buffers they allocate.
 
     Only buffers the wrapper allocates appear (graph inputs belong to the caller).  A buffer is
@@ -307,12 +312,6 @@ class OrderProblem:
             name=data.get("name", ""),
         )
 
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
-
-    @classmethod
-    def load(cls, path: str | Path) -> "OrderProblem":
-        return cls.from_dict(_read_json(path), str(path))
 
 
 def block_index(partition: Iterable[Iterable[str]]) -> dict[str, int]:

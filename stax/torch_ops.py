@@ -176,6 +176,15 @@ def _batch_norm_inference(x: Tensor, weight: Tensor | None, bias: Tensor | None,
     return out, empty, empty
 
 
+def _batch_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, var: Tensor, training: bool,
+                momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``native_batch_norm``: only in eval mode (training mode updates the running statistics in place)."""
+    if training:
+        raise UnsupportedError("aten.native_batch_norm in training mode updates the running statistics in place, "
+                               "which stax does not translate; call module.eval() or use LayerNorm")
+    return _batch_norm_inference(x, weight, bias, mean, var, momentum, eps)
+
+
 # --- views -----------------------------------------------------------------------------------
 def _squeeze(x: Tensor, dim: Any = None) -> Tensor:
     return x.squeeze(dim)
@@ -255,6 +264,7 @@ ATEN: dict[str, Handler] = {
     "_softmax": _softmax, "_log_softmax": _log_softmax, "_softmax_backward_data": _softmax_backward,
     "_log_softmax_backward_data": _log_softmax_backward,
     "native_layer_norm": _layer_norm, "_native_batch_norm_legit_no_training": _batch_norm_inference,
+    "native_batch_norm": _batch_norm,
     "view": lambda x, shape: x.reshape(shape), "_unsafe_view": lambda x, shape: x.reshape(shape),
     "reshape": lambda x, shape: x.reshape(shape),
     "permute": lambda x, dims: x.permute(dims), "t": lambda x: x.t(), "transpose": lambda x, a, b: x.transpose(a, b),

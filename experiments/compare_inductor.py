@@ -1,0 +1,134 @@
+"""Stax next to TorchInductor on the same ATen graphs of real models (needs torch).
+
+For each model of :mod:`experiments.torch_models`, the captured core-ATen FX graph (for a
+training step: the joint forward + backward graph) is compiled twice:
+
+- by stax (greedy fusion): kernels (fused blocks, extern matmuls among them), the modeled
+  traffic of Definition 7.3, the peak of Definition 7.5 under each order strategy and the exact
+  optimum (order ``dp``, or ``cpsat`` when the down-sets are too many), and the measured time;
+- by TorchInductor (``torch._inductor.compile`` of the same FX graph, caches off): its
+  scheduler nodes after fusion, its generated kernel count, its own peak estimates of the
+  original order and of its three reordering heuristics (read from its ``torch._inductor.memory``
+  log), and the measured time.
+
+The two peaks are each compiler's own estimate and count buffers differently (Inductor counts
+graph inputs it may free; stax counts only the buffers its wrapper allocates), so compare the
+spread between orders within a row rather than across rows.
+
+    python -m experiments.compare_inductor [--small] [MODEL ...]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from typing import Any
+
+import numpy as np
+
+from experiments.torch_models import MODELS
+from stax.errors import StaxError
+from stax.problems import OrderProblem
+from stax.strategy import run_order
+from stax.timing import time_call
+from stax.torch_frontend import TorchProgram, require_torch
+
+HEURISTICS = ("original", "lpmf", "bfs", "dfs")
+INDUCTOR_ORDERS = {"Baseline": "original", "topological_sort_lpmf": "lpmf", "topological_sort_bfs": "bfs",
+                   "topological_sort_dfs": "dfs"}
+MIB = 1 << 20
+
+
+def exact_order(problem: OrderProblem) -> tuple[str, int, str]:
+    """(strategy, peak, status) of the exact order: ``dp``, else ``cpsat`` within 60 s."""
+    try:
+        result = run_order("dp", problem)
+        return "dp", problem.peak(result.order), result.status
+    except StaxError:
+        result = run_order("cpsat", problem, time_limit=60.0)
+        return "cpsat", problem.peak(result.order), result.status
+
+
+def stax_row(program: TorchProgram) -> dict[str, Any]:
+    compiled = program.compile(fusion="greedy", order="best")
+    problem = compiled.order_problem
+    peaks = {name: problem.peak(run_order(name, problem).order) for name in HEURISTICS}
+    solver, optimum, status = exact_order(problem)
+    externs = sum(1 for b in compiled.fusion.partition if compiled.fusion_problem.node_info.get(b[0], {}).get("kind") == "extern")
+    arrays = program.arguments()
+    return {"kernels": len(compiled.fusion.partition), "externs": externs, "traffic": compiled.modeled_traffic(),
+            "peaks": peaks, "exact": (solver, optimum, status),
+            "seconds": time_call(lambda: compiled(*arrays))}
+
+
+class _MemoryLog(logging.Handler):
+    """Collects TorchInductor's peak-memory estimates per order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nodes, self.peaks = 0, {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if found := re.match(r"Reordering for peak memory -- (\d+) nodes", message):
+            self.nodes = int(found.group(1))
+        elif found := re.match(r"(\w+) peak memory: (\d+)", message):
+            self.peaks[INDUCTOR_ORDERS.get(found.group(1), found.group(1))] = int(found.group(2))
+
+
+def inductor_row(program: TorchProgram) -> dict[str, Any]:
+    torch = require_torch()
+    from torch._inductor import config, metrics
+    config.force_disable_caches = True
+    log, logger = _MemoryLog(), logging.getLogger("torch._inductor.memory")
+    logger.addHandler(log)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        inputs = [torch.from_numpy(a.copy()) for a in program.example]
+        metrics.reset()
+        compiled = torch._inductor.compile(program.fx_graph, inputs)
+        outputs = torch.utils._pytree.tree_leaves(compiled(*inputs))
+    finally:
+        logger.removeHandler(log)
+    for got, want in zip(outputs, program.expected):
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-3, atol=1e-3)
+    return {"kernels": log.nodes, "generated": metrics.generated_kernel_count, "peaks": log.peaks,
+            "seconds": time_call(lambda: compiled(*inputs))}
+
+
+def print_table(rows: list[tuple[str, dict, dict]]) -> None:
+    orders = " ".join(f"{o:>8}" for o in HEURISTICS)
+    print(f"{'model':<20} {'compiler':<9} {'kernels':>12} {'traffic MiB':>11} {orders} {'exact':>14} {'time ms':>8}")
+    for model, ours, theirs in rows:
+        peaks = " ".join(f"{ours['peaks'][o] / MIB:8.2f}" for o in HEURISTICS)
+        solver, optimum, status = ours["exact"]
+        exact = f"{optimum / MIB:.2f} ({solver}{'' if status == 'optimal' else '?'})"
+        print(f"{model:<20} {'stax':<9} {ours['kernels']:>6} ({ours['externs']:>2}x) {ours['traffic'] / MIB:11.2f} "
+              f"{peaks} {exact:>14} {ours['seconds'] * 1e3:8.2f}")
+        peaks = " ".join(f"{theirs['peaks'].get(o, float('nan')) / MIB:8.2f}" for o in HEURISTICS)
+        print(f"{'':<20} {'inductor':<9} {theirs['kernels']:>6} ({theirs['generated']:>2}g) {'':>11} "
+              f"{peaks} {'':>14} {theirs['seconds'] * 1e3:8.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
+    parser.add_argument("--small", action="store_true", help="the tests' tiny shapes")
+    args = parser.parse_args()
+    models = args.models or list(MODELS)
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")
+    programs = {m: MODELS[m](args.small) for m in models}
+    # stax first: TorchInductor's OpenMP threads keep spinning after its kernels and would slow stax's
+    ours = {m: stax_row(p) for m, p in programs.items()}
+    rows = [(m, ours[m], inductor_row(p)) for m, p in programs.items()]
+    print("kernels: stax = fused blocks (Nx = extern matmuls among them); inductor = scheduler nodes after "
+          "fusion (Ng = generated kernels). Peaks in MiB, each compiler's own estimate; exact = optimal order "
+          "(? = solver time limit, not proven)")
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

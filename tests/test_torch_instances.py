@@ -1,0 +1,47 @@
+"""The shipped instances of real PyTorch graphs load and solve WITHOUT torch (never skipped)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from stax.errors import StaxError
+from stax.problems import FusionProblem, OrderProblem
+from stax.strategy import run_fusion, run_order
+
+DATA = Path(__file__).resolve().parent.parent / "instances" / "data" / "torch"
+MODELS = ("transformer_forward", "transformer_train", "mlp_forward", "mlp_train", "norm_net_train", "adam")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_fusion_problem_loads_and_solves(model):
+    path = DATA / f"{model}.fusion.json"
+    problem = FusionProblem.load(path)
+    assert problem.name.startswith(f"torch/{model} ")
+    provenance = json.loads(path.read_text())["provenance"]
+    assert provenance["torch"].startswith("2.13") and provenance["model"] and provenance["inputs"]
+    greedy = run_fusion("greedy", problem)
+    assert greedy.cost is None or greedy.cost <= problem.unfused_cost()
+    assert problem.cost(greedy.partition) <= problem.unfused_cost()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_order_problem_loads_and_solves(model):
+    problem = OrderProblem.load(DATA / f"{model}.order.json")
+    peaks = {name: problem.peak(run_order(name, problem).order) for name in ("original", "lpmf", "bfs", "dfs")}
+    best = problem.peak(run_order("best", problem).order)
+    assert best == min(peaks.values()) > 0
+
+
+def test_training_graphs_are_large():
+    assert len(FusionProblem.load(DATA / "transformer_train.fusion.json").nodes) > 50
+    assert len(OrderProblem.load(DATA / "transformer_train.order.json").tasks) > 30
+
+
+def test_front_end_without_torch_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes ``import torch`` fail, installed or not
+    from stax.torch_frontend import require_torch
+    with pytest.raises(StaxError, match=r"pip install 'stax\[torch\]'"):
+        require_torch()

@@ -148,8 +148,8 @@ def instance(family: str, size: int, seed: int = 0) -> Instance:
 
 def load_file(path: str | Path, name: str | None = None) -> Instance:
     """An instance from a FusionProblem or OrderProblem JSON file (the format field tells which)."""
-    from stax.problems import FUSION_FORMAT, ORDER_FORMAT, _read_json
-    data = _read_json(path)
+    from stax.problems import FUSION_FORMAT, ORDER_FORMAT, read_json
+    data = read_json(path)
     name = name or str(path)
     if data.get("format") == ORDER_FORMAT:
         problem = OrderProblem.from_dict(data, str(path))

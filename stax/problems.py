@@ -81,7 +81,7 @@ class _JsonFile:
 
     @classmethod
     def load(cls, path: str | Path):
-        return cls.from_dict(_read_json(path), str(path))
+        return cls.from_dict(read_json(path), str(path))
 
 
 @dataclass(frozen=True)
@@ -347,7 +347,7 @@ def kernel_order_problem(problem: FusionProblem, partition: Sequence[Sequence[st
     return OrderProblem(tasks=tuple(names), buffers=tuple(buffers), extra_edges=extra, name=problem.name)
 
 
-def _read_json(path: str | Path) -> dict[str, Any]:
+def read_json(path: str | Path) -> dict[str, Any]:
     try:
         text = Path(path).read_text()
     except OSError as exc:

@@ -90,7 +90,7 @@ class BodyPrinter:
         self.lines, self.indent, self.state = lines, indent, state
         self.error_flag = error_flag
         self.cache: dict[int, str] = {}
-        self.loaded: dict[str, str] = {}
+        self.emitted: dict[str, str] = {}
 
     def emit(self, line: str) -> str:
         name = self.state.fresh()
@@ -104,15 +104,17 @@ class BodyPrinter:
         return self.cache[key]
 
     def _print(self, expr: Expr) -> str:
-        if isinstance(expr, Load):
-            text = self.load_text(expr)  # equal loads of different members share one temporary
-            if text not in self.loaded:
-                self.loaded[text] = self.emit(text)
-            return self.loaded[text]
         if isinstance(expr, Const):
             return literal(expr.value, expr.dtype, self.vector)
-        args = [self(a) for a in expr.args]
-        return self.emit(self._op(expr, args))
+        if isinstance(expr, Load):
+            text = self.load_text(expr)
+        else:
+            text = self._op(expr, [self(a) for a in expr.args])
+        # structural CSE: equal text means an equal value (operands are already shared names), so
+        # members of one loop body that inline the same producer compute it once (example 7.2)
+        if text not in self.emitted:
+            self.emitted[text] = self.emit(text)
+        return self.emitted[text]
 
     def _op(self, expr: Op, a: list[str]) -> str:
         name, dtype = expr.name, expr.dtype

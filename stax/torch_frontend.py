@@ -166,9 +166,14 @@ def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
     """Raise before tracing if any op that stax must run has no translation."""
     for node in gm.graph.nodes:
         if node.op == "call_function" and node not in folded and node.target is not operator.getitem:
-            if _target_name(node.target) not in ATEN:
-                raise UnsupportedError(f"ATen op {node.target} (node {node.name}) has no stax translation; "
-                                       f"stax translates: {', '.join(sorted(ATEN))}")
+            name = _target_name(node.target)
+            if name.endswith("_") and not name.startswith("_"):
+                raise UnsupportedError(f"ATen op {node.target} (node {node.name}) updates a tensor in place (for "
+                                       "example BatchNorm's running statistics in training mode), which the torch "
+                                       "front end does not translate; use module.eval() or an out-of-place form")
+            if name not in ATEN:
+                raise UnsupportedError(f"ATen op {node.target} (node {node.name}) has no stax translation; the ops "
+                                       "stax translates are the keys of stax.torch_ops.ATEN")
         elif node.op == "call_module" or node.op == "call_method":
             raise UnsupportedError(f"FX node {node.name} ({node.op} {node.target}) is not an ATen op")
 

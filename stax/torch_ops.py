@@ -225,6 +225,28 @@ def _linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
+def _repeated_matrix(t: Tensor) -> Tensor | None:
+    """The matrix that a (B, K, N) tensor repeats over its batch, if it is an ``expand`` of one."""
+    node = t._node
+    if node.op != "expand":
+        return None
+    source = t._tracer.graph.nodes[node.inputs[0]]
+    if source.shape[0] != 1 or source.shape[1:] != node.shape[1:]:
+        return None
+    return Tensor(t._tracer, source.name).reshape(source.shape[1:])
+
+
+def _bmm(a: Tensor, b: Tensor) -> Tensor:
+    """``bmm``. When ``b`` repeats one matrix over the batch (``matmul`` of a non-contiguous 3-D
+    input by a weight decomposes so), the batch is folded into rows, as torch's matmul does for
+    contiguous inputs, so that the extern call does not materialize B copies of the weight."""
+    shared = _repeated_matrix(b)
+    if shared is None:
+        return a.matmul(b)
+    batch, rows, _ = a.shape
+    return a.reshape(batch * rows, -1).matmul(shared).reshape(batch, rows, -1)
+
+
 def _addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
     """``beta * bias + alpha * (a @ b)`` (addmm, baddbmm)."""
     product = a.matmul(b)
@@ -272,7 +294,7 @@ ATEN: dict[str, Handler] = {
     "select": _select, "slice": _slice, "split": _split, "split_with_sizes": _split_with_sizes, "unbind": _unbind,
     "alias": _identity, "clone": lambda x, **_: x.clone(), "detach": _identity, "lift_fresh_copy": _identity,
     "contiguous": _identity,
-    "mm": lambda a, b: a.matmul(b), "bmm": lambda a, b: a.matmul(b), "matmul": lambda a, b: a.matmul(b),
+    "mm": lambda a, b: a.matmul(b), "bmm": _bmm, "matmul": lambda a, b: a.matmul(b),
     "mv": lambda a, b: a.matmul(b), "dot": lambda a, b: a.matmul(b),
     "addmm": _addmm, "baddbmm": _addmm, "linear": _linear,
 }

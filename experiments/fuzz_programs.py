@@ -1,0 +1,347 @@
+"""Random valid programs for differential fuzzing, as replayable, shrinkable data.
+
+A :class:`FuzzProgram` is a list of inputs (shape, dtype, memory layout) and a list of steps
+over a pool of values (the inputs first, then one value per step), plus the pool indices it
+returns.  Every step is an entry of :data:`OPS` applied to pool values with JSON parameters,
+so a program round-trips through JSON (regression files) and a shrinker can drop steps.
+
+:func:`generate` draws programs by a random walk *inside* ``stax.trace``: it picks an op and
+arguments among the live proxy tensors, tries it, and keeps it only if the front end accepts it
+(so every program is valid by construction, whatever the mix of dtypes, broadcasting, views
+and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
+broadcasting, transposes, permutes, reshapes, slices, selects and expands, reductions over one
+dim, several dims or all, with and without ``keepdim``, casts, comparisons and ``where``,
+integer ``//`` (division by zero included), in-place updates of inputs and intermediates,
+shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
+tails, and sizes 0 and 1.  Inputs may be contiguous, transposed, flipped, strided or broadcast.
+
+    >>> program = generate(5)
+    >>> graph = stax.trace(program, *program.inputs(0))
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import stax
+from stax.errors import StaxError
+
+Shape = tuple[int, ...]
+DTYPES = ("float32", "float32", "float32", "float64", "int32", "int64", "bool")
+DIMS = (1, 2, 3, 5, 7, 8, 9, 16, 17, 33)
+LAYOUTS = ("c", "c", "c", "t", "flip", "step", "bcast")
+
+
+# --- ops: name -> (arity, apply(args, params), sample params(rng, args)) -------------------------
+
+def _none(rng: random.Random, args: list) -> tuple:
+    return ()
+
+
+def _dims(rng: random.Random, args: list) -> tuple:
+    """A reduction's ``dim`` (None, an int or a list of ints) and ``keepdim``."""
+    ndim = args[0].ndim
+    kind = rng.random()
+    if kind < 0.15 or ndim == 0:
+        dim = None
+    elif kind < 0.75:
+        dim = rng.randrange(-ndim, ndim)
+    else:
+        dim = sorted(rng.sample(range(ndim), rng.randint(1, ndim)))
+    return dim, rng.random() < 0.5
+
+
+def _two_dims(rng: random.Random, args: list) -> tuple:
+    ndim = max(args[0].ndim, 1)
+    return rng.randrange(-ndim, ndim), rng.randrange(-ndim, ndim)
+
+
+def _one_dim(extra: int = 0) -> Callable[[random.Random, list], tuple]:
+    def sample(rng: random.Random, args: list) -> tuple:
+        ndim = args[0].ndim + extra
+        return (rng.randrange(-ndim, ndim) if ndim else 0,)
+    return sample
+
+
+def _choice(*values: Any) -> Callable[[random.Random, list], tuple]:
+    return lambda rng, args: (rng.choice(values),)
+
+
+def _slice_params(rng: random.Random, args: list) -> tuple:
+    ndim = max(args[0].ndim, 1)
+    return rng.randrange(ndim), rng.choice((0, 1, 2)), rng.choice((1, 1, 2, 3))
+
+
+def _select_params(rng: random.Random, args: list) -> tuple:
+    ndim = max(args[0].ndim, 1)
+    return rng.randrange(ndim), rng.choice((0, -1, 1))
+
+
+def _expand_params(rng: random.Random, args: list) -> tuple:
+    return rng.choice((1, 2, 3, 5)), rng.random() < 0.5
+
+
+def _mask(t: stax.Tensor) -> stax.Tensor:
+    return t if t.dtype == "bool" else t > 0
+
+
+def _permuted(x: stax.Tensor, seed: int) -> stax.Tensor:
+    order = list(range(x.ndim))
+    random.Random(seed).shuffle(order)
+    return x.permute(order)
+
+
+def _split(x: stax.Tensor, dim: int, factor: int) -> stax.Tensor:
+    d = dim % max(x.ndim, 1)
+    if x.ndim == 0 or x.shape[d] % factor:
+        raise StaxError(f"split: dim {d} of {x.shape} is not divisible by {factor}")
+    return x.reshape(x.shape[:d] + (factor, x.shape[d] // factor) + x.shape[d + 1:])
+
+
+def _merge(x: stax.Tensor, dim: int) -> stax.Tensor:
+    if x.ndim < 2:
+        raise StaxError("merge needs two dims")
+    d = dim % (x.ndim - 1)
+    return x.reshape(x.shape[:d] + (x.shape[d] * x.shape[d + 1],) + x.shape[d + 2:])
+
+
+def _slice(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
+    return x[(slice(None),) * dim + (slice(start, None, step),)]
+
+
+def _select(x: stax.Tensor, dim: int, index: int) -> stax.Tensor:
+    return x[(slice(None),) * dim + (index,)]
+
+
+def _expand(x: stax.Tensor, size: int, lead: bool) -> stax.Tensor:
+    if lead:
+        return x.expand(size, *x.shape)
+    ones = [d for d, s in enumerate(x.shape) if s == 1]
+    if not ones:
+        raise StaxError("expand: no size-1 dim")
+    return x.expand(*(size if d == ones[0] else s for d, s in enumerate(x.shape)))
+
+
+@dataclass(frozen=True)
+class Op:
+    arity: int
+    apply: Callable[..., stax.Tensor]
+    sample: Callable[[random.Random, list], tuple] = _none
+    weight: float = 1.0
+    inplace: bool = False
+
+
+def _unary(name: str, weight: float = 0.5) -> Op:
+    return Op(1, lambda x: getattr(x, name)(), weight=weight)
+
+
+OPS: dict[str, Op] = {
+    **{name: _unary(name) for name in ("tanh", "sigmoid", "sin", "cos", "erf", "abs", "neg", "relu")},
+    "exp": Op(1, lambda x: x.tanh().exp(), weight=0.4),
+    "sqrt": Op(1, lambda x: x.abs().sqrt(), weight=0.3),
+    "log1p": Op(1, lambda x: x.abs().log1p(), weight=0.3),
+    "scale": Op(1, lambda x, c: x * c, _choice(0.5, 2, -1.5, 3), weight=1.0),
+    "addc": Op(1, lambda x, c: x + c, _choice(1, -2, 0.25), weight=0.7),
+    "square": Op(1, lambda x: (x ** 2).clamp(-1e4, 1e4), weight=0.3),
+    "clamp": Op(1, lambda x, c: x.clamp(-c, c), _choice(1, 2), weight=0.4),
+    "cast": Op(1, lambda x, t: x.clamp(-1e6, 1e6).to(t) if t != "bool" and x.dtype != "bool" else x.to(t),
+               _choice("float32", "float64", "int32", "int64", "bool"), weight=1.0),
+    "add": Op(2, lambda x, y: x + y, weight=2.0),
+    "sub": Op(2, lambda x, y: x - y, weight=1.5),
+    "mul": Op(2, lambda x, y: (x * y).clamp(-1e4, 1e4), weight=1.5),
+    "maximum": Op(2, lambda x, y: x.maximum(y), weight=0.7),
+    "minimum": Op(2, lambda x, y: x.minimum(y), weight=0.7),
+    "div": Op(2, lambda x, y: x / (y.abs() + 1), weight=0.7),
+    "floordiv": Op(2, lambda x, y: x // y, weight=0.4),
+    "mod": Op(2, lambda x, y: x % (y.abs() + 1), weight=0.4),
+    "compare": Op(2, lambda x, y, op: getattr(x, op)(y), _choice("lt", "le", "gt", "ge", "eq", "ne"), weight=0.8),
+    "logical": Op(2, lambda x, y, op: getattr(_mask(x), op)(_mask(y)), _choice("logical_and", "logical_or"),
+                  weight=0.3),
+    "where": Op(3, lambda c, a, b: stax.where(_mask(c), a, b), weight=0.8),
+    "masked_fill": Op(2, lambda x, m, v: x.masked_fill(_mask(m), v), _choice(0, 1.5, -3), weight=0.4),
+    "sum": Op(1, lambda x, dim, keep: x.sum(dim, keep), _dims, weight=1.2),
+    "mean": Op(1, lambda x, dim, keep: x.mean(dim, keep), _dims, weight=0.6),
+    "amax": Op(1, lambda x, dim, keep: x.amax(dim, keep), _dims, weight=0.8),
+    "amin": Op(1, lambda x, dim, keep: x.amin(dim, keep), _dims, weight=0.5),
+    "prod": Op(1, lambda x, dim, keep: x.sigmoid().prod(dim, keep) if x.is_floating_point() else x.bool().prod(dim, keep),
+               lambda rng, args: (*_one_dim()(rng, args), rng.random() < 0.5), weight=0.3),
+    "softmax": Op(1, lambda x, dim: x.float().softmax(dim), _one_dim(), weight=0.4),
+    "transpose": Op(1, lambda x, a, b: x.transpose(a, b), _two_dims, weight=0.8),
+    "permute": Op(1, _permuted, _choice(1, 2, 3, 4), weight=0.4),
+    "split": Op(1, _split, lambda rng, args: (rng.randrange(max(args[0].ndim, 1)), rng.choice((2, 3))), weight=0.4),
+    "merge": Op(1, _merge, _one_dim(), weight=0.4),
+    "unsqueeze": Op(1, lambda x, d: x.unsqueeze(d), _one_dim(1), weight=0.4),
+    "squeeze": Op(1, lambda x: x.squeeze(), weight=0.2),
+    "slice": Op(1, _slice, _slice_params, weight=0.5),
+    "select": Op(1, _select, _select_params, weight=0.3),
+    "expand": Op(1, _expand, _expand_params, weight=0.4),
+    "flatten": Op(1, lambda x: x.flatten(), weight=0.2),
+    "add_": Op(2, lambda x, y: x.add_(y), weight=0.8, inplace=True),
+    "mul_": Op(2, lambda x, y: x.mul_(y.tanh()), weight=0.5, inplace=True),
+    "sub_": Op(2, lambda x, y: x.sub_(y), weight=0.4, inplace=True),
+    "copy_": Op(2, lambda x, y: x.copy_(y), weight=0.4, inplace=True),
+    "clamp_": Op(1, lambda x: x.clamp_(-1, 1), weight=0.3, inplace=True),
+    "relu_": Op(1, lambda x: x.relu_(), weight=0.3, inplace=True),
+    "fill_": Op(1, lambda x, v: x.fill_(v), _choice(0, 2, -1.5), weight=0.1, inplace=True),
+    "masked_fill_": Op(2, lambda x, m: x.masked_fill_(_mask(m), 1), weight=0.3, inplace=True),
+}
+
+
+# --- programs -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Input:
+    shape: Shape
+    dtype: str
+    layout: str  # c | t (reversed dims) | flip (first dim reversed) | step (every 2nd) | bcast (stride 0)
+
+    def make(self, rng: np.random.Generator) -> np.ndarray:
+        """An array of this shape, dtype and layout with values drawn from ``rng``."""
+        shape = self.shape
+        if self.layout == "bcast" and shape:
+            base = _values(rng, (1,) + shape[1:], self.dtype)
+            return np.broadcast_to(base, shape)
+        if self.layout == "t":
+            return np.ascontiguousarray(_values(rng, shape[::-1], self.dtype)).transpose()
+        if self.layout == "flip" and shape:
+            return _values(rng, shape, self.dtype)[::-1]
+        if self.layout == "step" and shape:
+            wide = _values(rng, shape[:-1] + (2 * shape[-1],), self.dtype)
+            return wide[..., ::2]
+        return _values(rng, shape, self.dtype)
+
+    @property
+    def writable(self) -> bool:
+        return self.layout != "bcast" or not self.shape
+
+
+def _values(rng: np.random.Generator, shape: Shape, dtype: str) -> np.ndarray:
+    if dtype == "bool":
+        return np.asarray(rng.random(shape) < 0.5)
+    if dtype.startswith("int"):
+        return np.asarray(rng.integers(-5, 6, shape), dtype=dtype)
+    return np.asarray(rng.standard_normal(shape), dtype=dtype)
+
+
+@dataclass(frozen=True)
+class Step:
+    op: str
+    args: tuple[int, ...]
+    params: tuple = ()
+
+
+@dataclass(frozen=True)
+class FuzzProgram:
+    """Inputs, steps and returned pool indices; call it on proxy tensors to replay it."""
+
+    inputs: tuple[Input, ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[int, ...]
+
+    def __call__(self, *tensors: stax.Tensor) -> tuple:
+        pool = list(tensors)
+        for step in self.steps:
+            pool.append(OPS[step.op].apply(*(pool[i] for i in step.args), *step.params))
+        return tuple(pool[i] for i in self.outputs)
+
+    def arrays(self, seed: int) -> list[np.ndarray]:
+        """Input arrays (the same for the same seed, layouts included)."""
+        rng = np.random.default_rng(seed)
+        return [spec.make(rng) for spec in self.inputs]
+
+    def trace(self, seed: int = 0) -> stax.Graph:
+        return stax.trace(self, *self.arrays(seed))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"inputs": [[list(i.shape), i.dtype, i.layout] for i in self.inputs],
+                "steps": [[s.op, list(s.args), list(s.params)] for s in self.steps],
+                "outputs": list(self.outputs)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FuzzProgram:
+        return cls(tuple(Input(tuple(shape), dtype, layout) for shape, dtype, layout in data["inputs"]),
+                   tuple(Step(op, tuple(args), tuple(params)) for op, args, params in data["steps"]),
+                   tuple(data["outputs"]))
+
+    def __str__(self) -> str:
+        lines = [f"v{i} = input({list(s.shape)}, {s.dtype}, {s.layout})" for i, s in enumerate(self.inputs)]
+        lines += [f"v{len(self.inputs) + k} = {s.op}({', '.join(f'v{a}' for a in s.args)}"
+                  f"{''.join(f', {p!r}' for p in s.params)})" for k, s in enumerate(self.steps)]
+        return "\n".join(lines + [f"return {', '.join(f'v{o}' for o in self.outputs)}"])
+
+
+# --- generation -------------------------------------------------------------------------------------
+
+def _draw_inputs(rng: random.Random) -> tuple[Input, ...]:
+    rank = rng.choice((0, 1, 1, 2, 2, 2, 3, 3))
+    full = [rng.choice(DIMS) for _ in range(rank)]
+    if full and rng.random() < 0.05:
+        full[rng.randrange(rank)] = 0
+    shapes = [tuple(full)]
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        kind = rng.random()
+        if kind < 0.4:
+            shapes.append(tuple(1 if rng.random() < 0.4 else d for d in full))
+        elif kind < 0.7:
+            shapes.append(tuple(full[rng.randrange(rank + 1):]))
+        else:
+            shapes.append(tuple(reversed(full)))
+    return tuple(Input(s, rng.choice(DTYPES), rng.choice(LAYOUTS)) for s in shapes)
+
+
+def _pick(rng: random.Random, n: int) -> int:
+    """A pool index biased towards recent values (chains), older ones give shared subexpressions."""
+    return max(rng.randrange(n), rng.randrange(n))
+
+
+class _Walk:
+    """The random walk over ops on live proxies (see the module docstring)."""
+
+    def __init__(self, rng: random.Random, inputs: tuple[Input, ...], max_steps: int):
+        self.rng, self.inputs, self.max_steps = rng, inputs, max_steps
+        self.steps: list[Step] = []
+        self.outputs: tuple[int, ...] = ()
+        self.names, self.weights = list(OPS), [op.weight for op in OPS.values()]
+
+    def __call__(self, *tensors: stax.Tensor) -> tuple:
+        pool = list(tensors)
+        owner = list(range(len(pool)))  # the pool slot of the object a slot holds (in-place results)
+        wanted = self.rng.randint(1, self.max_steps)
+        for _ in range(20 * wanted):
+            if len(self.steps) == wanted:
+                break
+            name = self.rng.choices(self.names, self.weights)[0]
+            op = OPS[name]
+            args = tuple(_pick(self.rng, len(pool)) for _ in range(op.arity))
+            if op.inplace and owner[args[0]] < len(self.inputs) and not self.inputs[owner[args[0]]].writable:
+                continue
+            params = op.sample(self.rng, [pool[i] for i in args])
+            try:
+                value = op.apply(*(pool[i] for i in args), *params)
+            except StaxError:
+                continue
+            self.steps.append(Step(name, args, params))
+            owner.append(owner[args[0]] if op.inplace else len(pool))
+            pool.append(value)
+        self.outputs = self._choose_outputs(len(pool))
+        return tuple(pool[i] for i in self.outputs)
+
+    def _choose_outputs(self, n: int) -> tuple[int, ...]:
+        read = {a for s in self.steps for a in s.args}
+        unread = [i for i in range(len(self.inputs), n) if i not in read]
+        count = self.rng.randint(1, 3)
+        extra = [_pick(self.rng, n) for _ in range(max(0, count - len(unread)))]
+        return tuple(unread[-count:] + extra)
+
+
+def generate(seed: int, max_steps: int = 10) -> FuzzProgram:
+    """A random valid program; the same seed always gives the same program."""
+    rng = random.Random(seed)
+    inputs = _draw_inputs(rng)
+    walk = _Walk(rng, inputs, max_steps)
+    specs = [stax.TensorSpec(i.shape, i.dtype) for i in inputs]
+    stax.trace(walk, *specs)
+    return FuzzProgram(inputs, tuple(walk.steps), walk.outputs)

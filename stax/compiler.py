@@ -29,6 +29,7 @@ from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
 from .runtime import Isa, build, default_threads, detect_isa, load_module
+from .scheduler.legality import DEPENDENCE_RULES
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
 from .strategy import FusionResult, OrderResult, ordered_blocks, run_fusion, run_order
@@ -41,6 +42,7 @@ class Options:
     fusion: Any = "greedy"
     order: Any = "best"
     rule: str = "cpu"
+    dependence: str = "parallel"  # Proposition 7.3 (2), or "sequential": (1), blocks keep loops sequential
     cost_model: CostModel = field(default_factory=CostModel)
     fusion_params: dict[str, Any] = field(default_factory=dict)
     order_params: dict[str, Any] = field(default_factory=dict)
@@ -72,6 +74,7 @@ class CompiledFunction:
     _call: Callable
     isa: Isa
     library_path: str = ""
+    dependence: str = "parallel"  # Proposition 7.3's case the partition was validated under
 
     def __call__(self, *arrays: np.ndarray):
         outputs = self._call(list(arrays))
@@ -107,8 +110,10 @@ def allocated_order_problem(problem: FusionProblem, blocks: Partition, names: li
 
 
 def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Partition, order: tuple[str, ...],
-                     names: list[str], isa: Isa, threads: int, counting: bool = False) -> list[Kernel]:
-    """C++ kernels (or extern calls) for the blocks, in execution order."""
+                     names: list[str], isa: Isa, threads: int, counting: bool = False,
+                     dependence: str = "parallel") -> list[Kernel]:
+    """C++ kernels (or extern calls) for the blocks, in execution order; under the ``sequential``
+    rule a block reading its own buffers at earlier points keeps its loops sequential."""
     block_of_name = dict(zip(names, blocks))
     users = {b.name: set(b.users) for b in problem.buffers}
     outputs = {b.name for b in problem.buffers if b.is_output}
@@ -124,7 +129,7 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
         internal = {m.buffer_name for m in members
                     if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}
         kernels.append(BlockKernel(name, [(m.name, m.buffer) for m in members], internal, storage,
-                                   isa.width, threads, counting).generate())
+                                   isa.width, threads, counting, dependence == "sequential").generate())
     return kernels
 
 
@@ -144,7 +149,10 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     threads = options.threads or default_threads()
     program = lower(graph, options.cost_model)
     scheduler = Scheduler(program)
-    problem = scheduler.fusion_problem(options.rule)
+    if options.dependence not in DEPENDENCE_RULES:
+        raise StaxError(f"dependence={options.dependence!r}: use 'parallel' (distance 0, the seed's rule) or "
+                        "'sequential' (distances <= 0, kernels with sequential loops)")
+    problem = scheduler.fusion_problem(options.rule, dependence=options.dependence)
     fusion = run_fusion(options.fusion, problem, **options.fusion_params)
     blocks = ordered_blocks(problem, fusion.partition)
     fusion.partition = blocks
@@ -152,7 +160,8 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     aliased = {n.buffer_name for n in scheduler.nodes if isinstance(n.buffer, ComputedBuffer) and n.buffer.aliases}
     order_problem = allocated_order_problem(problem, blocks, names, aliased)
     order = run_order(options.order, order_problem, **options.order_params)
-    block_kernels = generate_kernels(scheduler, problem, blocks, order.order, names, isa, threads)
+    block_kernels = generate_kernels(scheduler, problem, blocks, order.order, names, isa, threads,
+                                     dependence=options.dependence)
     allocated = {ob.name for ob in order_problem.buffers}
     meta = {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in allocated}
     memory = plan_memory_for(block_kernels, order_problem, order.order, meta, options)
@@ -167,7 +176,7 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, set(program.mutations))
     wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path))
     return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, block_kernels,
-                            source, wrapper_src, memory, tracker, call, isa, str(library_path))
+                            source, wrapper_src, memory, tracker, call, isa, str(library_path), options.dependence)
 
 
 def group_steps(kernels: list[Kernel], memory: MemoryPlan, order_problem: OrderProblem) -> list[tuple[int, int]]:
@@ -209,6 +218,7 @@ def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "bes
     """Trace ``fn`` on ``specs`` (numpy arrays or ``TensorSpec``) and compile it.
 
     ``fusion`` / ``order``: a strategy name from the registries, a strategy object or a function.
-    Other keyword arguments are ``Options`` fields (rule="cpu"|"gpu", cost_model, threads, isa...).
+    Other keyword arguments are ``Options`` fields (rule="cpu"|"gpu", dependence="parallel"|"sequential",
+    cost_model, threads, isa...).
     """
     return compile_graph(trace(fn, *specs), Options(fusion=fusion, order=order, **kwargs))

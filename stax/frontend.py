@@ -505,6 +505,26 @@ class Tensor:
         shape = tuple(1 if d in dims else s for d, s in enumerate(self.shape) if keepdim or d not in dims)
         return self._tracer.emit(op, (src,), shape, src.dtype, dims=dims, keepdim=bool(keepdim))
 
+    def _scan(self, op: str, dim: Any, dtype: Any) -> Tensor:
+        """Scan node along one dim (seed 7.7); int/bool inputs accumulate in int64 and ``dtype=``
+        casts first, as torch's ``cumsum``/``cumprod``."""
+        if self.ndim == 0:
+            raise UnsupportedError(f"{op}: the input is 0-d; torch treats it as 1-d, use x.reshape(1).{op}(0)")
+        d = _wrap_dim(dim, self.ndim, op)
+        if dtype is not None:
+            src = self._cast(dtypes.canonical(dtype))
+        else:
+            src = self if dtypes.is_floating(self.dtype) else self._cast("int64")
+        return self._tracer.emit(op, (src,), self.shape, src.dtype, dim=d)
+
+    def cumsum(self, dim: int, *, dtype: Any = None) -> Tensor:
+        """torch.Tensor.cumsum: running sum along ``dim``."""
+        return self._scan("cumsum", dim, dtype)
+
+    def cumprod(self, dim: int, *, dtype: Any = None) -> Tensor:
+        """torch.Tensor.cumprod: running product along ``dim``."""
+        return self._scan("cumprod", dim, dtype)
+
     def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """``sum / count``; like torch, integer inputs need an explicit floating ``dtype``."""
         src = self._cast(dtypes.canonical(dtype)) if dtype is not None else self

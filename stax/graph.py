@@ -14,6 +14,9 @@ Ops and their attributes:
 - binary elementwise (``BINARY_OPS``); comparisons (``COMPARE_OPS``) return bool.
 - ``where``: inputs ``(cond, a, b)``.
 - reductions (``REDUCTION_OPS``): ``dims`` (sorted, non-negative), ``keepdim``.
+- scans (``SCAN_OPS``: ``cumsum``, ``cumprod``): ``dim`` (non-negative); the output has the
+  input's shape, and the input is already cast to the result dtype (int and bool scan in int64,
+  as torch).  Seed 7.7: a loop-carried dependence along ``dim`` only.
 - views: ``permute`` (``dims``), ``reshape`` (``shape``), ``expand`` (``shape``, same rank, size-1
   dims broadcast), ``slice`` (``dim``, ``start``, ``stop``, ``step``).
 - ``matmul``: an extern call on 2-D or batched 3-D operands (seed 7.1: whole-buffer dependency).
@@ -34,6 +37,7 @@ BINARY_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "pow", "m
                         "logical_and", "logical_or"})
 COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin"})
+SCAN_OPS = frozenset({"cumsum", "cumprod"})
 VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
 EXTERN_OPS = frozenset({"matmul"})

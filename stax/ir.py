@@ -5,6 +5,9 @@ whose body is a small expression DAG over the loop variables.
   are the graph's elementwise op names (``add``, ``exp``, ``cast``, ``where``, ``lt``...).
 - ``ComputedBuffer``: ``ranges`` (pointwise variables ``x0, x1, ...``) and, for a reduction,
   ``reduction_ranges`` (variables ``r0, r1, ...``) and ``reduction`` (sum/prod/amax/amin).
+  A *scan* (seed 7.7, ``cumsum``/``cumprod``) sets ``scan`` (the combine op, sum/prod) and
+  ``scan_dim``: its ``ranges`` are the shape's other dims in order, its one reduction range
+  ``r0`` is the carried dim, and every element is stored (the running value).
   It stores ``body`` at ``store_index`` (contiguous over its ranges unless it writes into an
   input's storage for an in-place update).
 - ``ExternBuffer``: a call into a library (matmul), which reads and writes whole buffers.
@@ -83,10 +86,12 @@ class ComputedBuffer:
     store_index: Index | None = None
     aliases: str | None = None  # in-place update: the graph input whose storage this writes
     origin: str = ""  # the graph node it computes
+    scan: str | None = None  # a scan's combine op (sum/prod); reduction is None then
+    scan_dim: int | None = None  # the carried dim of ``shape``
 
     @property
     def kind(self) -> str:
-        return "reduction" if self.reduction else "pointwise"
+        return "reduction" if self.reduction else "scan" if self.scan else "pointwise"
 
     @property
     def pointwise_vars(self) -> list[str]:

@@ -5,7 +5,9 @@ for one element.  Elementwise ops and views compose their loaders (inlining, see
 chain of elementwise ops costs no memory traffic.  A node is *materialized* into a
 ``ComputedBuffer`` when the CPU cost model says so (``CostModel``):
 
-1. reductions and extern calls always (their outputs are buffers);
+1. reductions, scans and extern calls always (their outputs are buffers); a scan over a dim of
+   size 1 is its (cast) input, inlined; ``CostModel(native_scans=False)`` and scans of empty
+   tensors become an extern call of numpy's ``cumsum``/``cumprod`` (the fallback of seed 7.7);
 2. graph outputs, in-place update targets and extern operands;
 3. an elementwise node whose inlined expression holds an expensive op (exp, log, tanh, ...)
    and that has two or more users: recomputing it per user costs more than a round trip
@@ -43,6 +45,7 @@ class CostModel:
 
     materialize_shared_expensive: bool = True
     max_inline_ops: int = 96
+    native_scans: bool = True  # False: scans call numpy (the extern fallback)
 
 
 @dataclass
@@ -101,7 +104,7 @@ class Lowering:
         for node in self.graph.nodes.values():
             value = self._lower(node)
             if node.op not in ("input", "constant") and (node.name in must or self._should_materialize(node, value)):
-                if node.op not in g.REDUCTION_OPS and node.op not in g.EXTERN_OPS:
+                if node.op not in g.REDUCTION_OPS and node.op not in g.EXTERN_OPS and node.op not in g.SCAN_OPS:
                     value = self._materialize(node.name, value)
             self.values[node.name] = value
         outputs = []
@@ -112,7 +115,7 @@ class Lowering:
             outputs.append(value.buffer)
         mutations = {inp: self._write_back(inp, self.values[val]) for inp, val in self.graph.mutations.items()}
         for buf in self.buffers:
-            if isinstance(buf, ComputedBuffer):
+            if isinstance(buf, ComputedBuffer) and not buf.scan:  # a scan keeps one loop per dim
                 simplify_loops(buf)
         return LoweredProgram(self.inputs, self.buffers, outputs, mutations)
 
@@ -183,6 +186,8 @@ class Lowering:
             return TensorValue(node.shape, node.dtype, self._memoized(node.name, self._view_loader(node, ins[0])))
         if op in g.REDUCTION_OPS:
             return self._reduction(node, ins[0])
+        if op in g.SCAN_OPS:
+            return self._scan(node, ins[0])
         if op in g.EXTERN_OPS:
             operands = [self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v) else v
                         for name, v in zip(node.inputs, ins)]
@@ -252,6 +257,31 @@ class Lowering:
                                            node.op, store_index=linear_index(xs, contiguous_strides(ranges)),
                                            origin=node.name))
         return self._buffer_value(name, node.shape, node.dtype)
+
+    def _scan(self, node: g.Node, src: TensorValue) -> TensorValue:
+        """A scan buffer (seed 7.7): loops ``x*`` over the other dims, ``r0`` along the carried dim."""
+        dim, shape = node.attr("dim"), node.shape
+        if shape[dim] == 1:  # nothing is carried: the value itself, inlined like a pointwise node
+            return src
+        if not self.cost_model.native_scans or 0 in shape:
+            operand = self._materialize(node.inputs[0], src) if src.buffer is None or not self._contiguous_input(src) \
+                else src
+            name = self._new_name()
+            self.buffers.append(ExternBuffer(name, shape, node.dtype, node.op, (operand.buffer,), origin=node.name,
+                                             attrs={"axis": dim}))
+            return self._buffer_value(name, shape, node.dtype)
+        others = [d for d in range(len(shape)) if d != dim]
+        idx: list[Index] = [Index.constant(0)] * len(shape)
+        for i, d in enumerate(others):
+            idx[d] = Index.var(f"x{i}")
+        idx[dim] = Index.var("r0")
+        var_ranges = {f"x{i}": shape[d] for i, d in enumerate(others)} | {"r0": shape[dim]}
+        body = self._with_vars(var_ranges, lambda: src.load(idx))
+        name = self._new_name()
+        self.buffers.append(ComputedBuffer(name, shape, node.dtype, tuple(shape[d] for d in others), body,
+                                           (shape[dim],), store_index=linear_index(idx, contiguous_strides(shape)),
+                                           origin=node.name, scan=node.op.removeprefix("cum"), scan_dim=dim))
+        return self._buffer_value(name, shape, node.dtype)
 
     def _trivial_reduction(self, node: g.Node, src: TensorValue, count: int) -> TensorValue:
         """A reduction over one element is that element, over none the op's identity (as

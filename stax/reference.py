@@ -42,6 +42,7 @@ _BINARY: dict[str, Callable[[Array, Array], Array]] = {
 }
 _INTEGER_DIVISIONS = frozenset({"floordiv", "mod"})
 _REDUCTIONS: dict[str, Callable[..., Array]] = {"sum": np.sum, "prod": np.prod, "amax": np.max, "amin": np.min}
+_SCANS: dict[str, Callable[..., Array]] = {"cumsum": np.cumsum, "cumprod": np.cumprod}
 
 
 def _np_dtype(dtype: str, upcast: bool) -> np.dtype:
@@ -71,6 +72,8 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool) -> Array:
         return np.where(*args)
     if op in _REDUCTIONS:
         return _REDUCTIONS[op](args[0], axis=node.attr("dims"), keepdims=node.attr("keepdim"))
+    if op in _SCANS:
+        return _SCANS[op](args[0], axis=node.attr("dim"))
     if op == "permute":
         return np.transpose(args[0], node.attr("dims"))
     if op == "reshape":

@@ -4,7 +4,9 @@ kernels really load and store, counted by a single-threaded counting build (``st
 A kernel's counted traffic is the number of distinct bytes of each buffer it reads and writes
 (repeated reads of the same bytes within a kernel hit the cache, as the model assumes).  The
 model charges whole buffers, so the two agree whenever every element of a buffer is touched;
-a strided slice that skips elements is counted below the model.
+a strided slice that skips elements is counted below the model.  A load of bytes the kernel
+itself stored earlier (a sequential block reading a value of an earlier point, Proposition
+7.3 (1)) is not counted: it comes from cache, and the model charges the buffer's write only.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def count_traffic(compiled: CompiledFunction, *arrays: np.ndarray) -> list[Kerne
     names = [k.name for k in compiled.block_kernels]
     blocks = [tuple(k.nodes) for k in compiled.block_kernels]
     kernels = generate_kernels(compiled.scheduler, compiled.fusion_problem, tuple(blocks), tuple(names), names,
-                               compiled.isa, threads=1, counting=True)
+                               compiled.isa, threads=1, counting=True, dependence=compiled.dependence)
     library = load(build(translation_unit(kernels, counting=True), compiled.isa))
     register = library.stax_count_register
     register.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
@@ -63,7 +65,7 @@ def count_traffic(compiled: CompiledFunction, *arrays: np.ndarray) -> list[Kerne
         params = [storage[p] for p in kernel.params]
         if kernel.extern:
             ext = kernel.extern
-            getattr(np, ext["op"])(*(storage[i] for i in ext["inputs"]), out=storage[ext["output"]])
+            getattr(np, ext["op"])(*(storage[i] for i in ext["inputs"]), **ext.get("attrs", {}), out=storage[ext["output"]])
             read = sum(storage[i].nbytes for i in dict.fromkeys(ext["inputs"]))
             rows.append(KernelTraffic(kernel.name, *modeled[kernel.name], read, storage[ext["output"]].nbytes))
             continue

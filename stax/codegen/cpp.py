@@ -14,6 +14,22 @@ Kernel forms (8.3), chosen from the access pattern:
   neighbouring outputs instead;
 - ``tiled``: pointwise blocks with transposed accesses run in B x B tiles (8.2);
 - ``scalar``: everything else (and the ``none`` ISA level).
+
+Sequential blocks (Proposition 7.3 (1), ``dependence="sequential"``): when a member reads a
+buffer of the block at an index other than the one it is written at (a value of an earlier
+point), that read is a real load of the stored value, never a local, and the block's loops run
+in order (parallel depth 0, no ``omp for``; ``sequential_reason`` says why; no tiled or
+outer-vector form, which reorder points).  Such a buffer with no user outside the block lives
+in a kernel-local array (``<buf>_carried``) that Definition 7.3 does not charge, like the
+per-thread rows; one stored for other kernels is re-read from its output, and the counting
+build does not count a load of bytes the kernel itself wrote (they come from cache).  Smaller
+members of a shape frame run under a guard and are read back the same way.
+
+Scan blocks (seed 7.7): one pass along the carried dim per outer point, a running accumulator
+per scan, its pointwise producers and consumers in the same pass; the outer points run in
+parallel.  When they are too few (a 1-D scan), the pass is blocked through associativity: each
+thread reduces its chunk, one thread scans the chunk totals (exclusive), then each thread runs
+its chunk from its offset (reduce-then-scan: the fused consumers see final values in one pass).
 """
 from __future__ import annotations
 
@@ -28,6 +44,7 @@ from ..lowering import substitute
 from ..scheduler.frame import Frame, make_frame
 from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identity, scalar_literal
 
+BLOCKED_SCAN_MIN = 1 << 14  # a 1-D scan shorter than this runs on one thread
 TILE = 32  # B >= cache line / element size, and a B x B tile of two operands fits in L1 (8.2)
 ACCUMULATORS = 4  # independent vector accumulators in a long reduction (hides the add latency)
 
@@ -95,7 +112,8 @@ class BlockKernel:
     """Generates the C++ function of one block."""
 
     def __init__(self, name: str, members: list[tuple[str, ComputedBuffer]], internal: set[str],
-                 storage: dict[str, str], width: int, threads: int, counting: bool = False):
+                 storage: dict[str, str], width: int, threads: int, counting: bool = False,
+                 sequential: bool = False):
         self.name, self.width, self.threads = name, width, threads
         self.counting = counting  # emit the counting build's loads and stores (stax_count.h)
         self.frame: Frame = make_frame([b for _, b in members])
@@ -108,6 +126,9 @@ class BlockKernel:
                                         self.frame.uses_inner(buf)))
         self.internal = internal  # produced here, never stored: no user outside the block
         self.produced = {m.buf.name for m in self.members}  # read through locals, points or rows
+        self.memory_read, self.sequential_reason = self._memory_reads() if sequential else (set(), None)
+        self.carried = self.memory_read & internal  # kept in a kernel-local array
+        self.scans = [m for m in self.members if m.buf.scan]
         self.storage = storage
         reads = [ld.buffer for m in self.members for ld in _loads(m.body) if ld.buffer not in self.produced]
         writes = [storage.get(m.buf.name, m.buf.name) for m in self.members if not m.internal]
@@ -125,12 +146,30 @@ class BlockKernel:
         self.state = PrintState()
 
     # --- access classification ----------------------------------------------------------------
+    def _memory_reads(self) -> tuple[set[str], str | None]:
+        """Produced buffers read back from memory (at another point, or written under a guard),
+        and why the block's loops must stay sequential (Proposition 7.3 (1)), if they must."""
+        store = {m.buf.name: m for m in self.members}
+        read = {m.buf.name for m in self.members if self.frame.guard(m.buf)}
+        reason = None
+        for m in self.members:
+            for ld in _loads(m.body):
+                writer = store.get(ld.buffer)
+                if writer is not None and ld.index != writer.store:
+                    read.add(ld.buffer)
+                    reason = reason or (f"{m.name} reads {ld.buffer} at {ld.index}, written by {writer.name} at "
+                                        f"{writer.store} at an earlier point (Proposition 7.3 (1))")
+        return read, reason
+
     def _external_loads(self, member: _Member) -> list[Load]:
         return [ld for ld in _loads(member.body) if ld.buffer not in self.produced]
 
+    def _memory_loads(self, member: _Member) -> list[Load]:
+        return [ld for ld in _loads(member.body) if ld.buffer not in self.produced or ld.buffer in self.memory_read]
+
     def _vectorizable(self, var: str, members: list[_Member], with_store: bool) -> bool:
         for m in members:
-            for ld in self._external_loads(m):
+            for ld in self._memory_loads(m):
                 if _access(ld.index, var) == "strided":
                     return False
             if with_store and not m.internal and _access(m.store, var) != "contiguous":
@@ -140,13 +179,14 @@ class BlockKernel:
     def choose_form(self) -> tuple[str, str | None]:
         """The kernel form and its vector variable (seed 8.3)."""
         f = self.frame
-        if self.width == 1 or not f.outer and not f.inner:
+        if self.width == 1 or not f.outer and not f.inner or self.scans or any(f.guard(m.buf) for m in self.members):
             return "scalar", None
+        in_order = self.sequential_reason is None  # tiles and outer vectors reorder the points
         if not f.inner:
             last = f.outer_vars[-1]
             if self._vectorizable(last, self.members, with_store=True):
                 return "vector", last
-            if len(f.outer) >= 2 and all(m.store.is_affine_in(last) for m in self.members):
+            if in_order and len(f.outer) >= 2 and all(m.store.is_affine_in(last) for m in self.members):
                 return "tiled", None
             return "scalar", None
         inner_last = f.inner_vars[-1]
@@ -155,7 +195,8 @@ class BlockKernel:
         if self._vectorizable(inner_last, looped, with_store=False) and \
                 all(m.internal or _access(m.store, inner_last) == "contiguous" for m in pointwise_rows):
             return "vector", inner_last
-        if f.outer and not pointwise_rows and self._vectorizable(f.outer_vars[-1], self.members, with_store=True):
+        if in_order and f.outer and not pointwise_rows and \
+                self._vectorizable(f.outer_vars[-1], self.members, with_store=True):
             return "outer-vector", f.outer_vars[-1]
         return "scalar", None
 
@@ -166,15 +207,27 @@ class BlockKernel:
         self.state = PrintState()
         self.form, vvar = self.choose_form()
         f = self.frame
-        depth = parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
+        depth = 0 if self.sequential_reason else parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
         body = [f"std::vector<{CPP_TYPE[dtype]}> {name}_row({prod(f.inner)});"
                 for name, dtype in self._scratch_rows().items()]
+        body += [f"std::vector<{CPP_TYPE[m.buf.dtype]}> {m.buf.name}_carried({prod(m.buf.shape)});"
+                 for m in self.members if m.buf.name in self.carried]
+        if self._blocked_scan():
+            self.form = "blocked-scan"
+            return 1, body + self._blocked_scan_body()
         body += self._tiled(depth) if self.form == "tiled" else self._outer_loops(self.form, vvar, depth)
         return depth, body
 
+    def shared_lines(self) -> list[str]:
+        """Declarations at function scope, shared by the threads (the blocked scan's chunk totals)."""
+        if not self._blocked_scan():
+            return []
+        return [f"{CPP_TYPE[m.buf.dtype]} {m.buf.name}_chunks[{self.threads + 1}];" for m in self.scans]
+
     def comment(self) -> list[str]:
-        return [f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
-                f"{' (kept in the kernel)' if m.internal else ''}" for m in self.members]
+        lines = [f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
+                 f"{' (kept in the kernel)' if m.internal else ''}" for m in self.members]
+        return lines + ([f"// sequential loops: {self.sequential_reason}"] if self.sequential_reason else [])
 
     def accesses(self) -> tuple[dict[str, set[tuple[str, str]]], dict[str, str]]:
         """Where each storage is read (by which buffer's computation, at which frame index) and written."""
@@ -193,7 +246,7 @@ class BlockKernel:
         per-thread row buffer, in cache, whether or not the row is also stored for other kernels)."""
         rows = {}
         for i, m in enumerate(self.members):
-            if m.inner and not m.buf.reduction:
+            if m.inner and not m.buf.reduction and not m.buf.scan and m.buf.name not in self.memory_read:
                 if any(ld.buffer == m.buf.name for later in self.members[i + 1:] for ld in _loads(later.body)):
                     rows[m.buf.name] = m.buf.dtype
         return rows
@@ -283,6 +336,11 @@ class BlockKernel:
     def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool) -> list[str]:
         """Code for every member at one outer point (or W neighbouring points when outer_vector)."""
         lines: list[str] = []
+        if self.scans:
+            identity = {m.name: literal(reduction_identity(m.buf.scan, m.buf.dtype), m.buf.dtype, False)
+                        for m in self.scans}
+            self._scan_pass(self.members, identity, "0", str(self.frame.inner[0]), True, ind, lines)
+            return lines
         ctx = _Ctx()
         point_printer = self._printer(outer_vector, vvar, ctx, lines, ind)
         for phase in self._phases():
@@ -291,6 +349,14 @@ class BlockKernel:
                 self._inner_pass(phase, form, vvar, ind, lines, ctx, outer_vector)
                 continue
             m = phase[0]
+            guard = self.frame.guard(m.buf)
+            if guard:  # a smaller member of a shape frame; read back from memory, never from a local
+                lines += [f"{ind}if ({' && '.join(guard)})", ind + "{"]
+                inner_lines: list[str] = []
+                value = self._printer(outer_vector, vvar, ctx, inner_lines, ind + "    ")(m.body)
+                self._store(m, value, outer_vector, vvar, ind + "    ", inner_lines)
+                lines += inner_lines + [ind + "}"]
+                continue
             value = point_printer(m.body)
             self._store(m, value, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = value
@@ -307,8 +373,17 @@ class BlockKernel:
         return BodyPrinter(vector, load, lines, ind, self.state)
 
     def _internal_value(self, ld: Load, vector: bool, vvar: str | None, ctx: _Ctx) -> str:
-        """A block-internal buffer: a local of this loop body, a per-point value, or a row."""
+        """A block-internal buffer: a local of this loop body, a per-point value, or a row; or a
+        load of its stored value when it is read back from memory."""
         name = ld.buffer
+        if name in self.carried:
+            kind = _access(ld.index, vvar) if vector else "scalar"
+            if kind == "contiguous":
+                return f"stax::vload({name}_carried.data() + {ld.index})"
+            element = f"{name}_carried[{ld.index}]"
+            return element if kind == "scalar" else f"stax::splat<{lane_type(ld.dtype)}>({element})"
+        if name in self.memory_read:
+            return self._load_text(ld, vector, vvar)
         if name in ctx.local:
             return ctx.local[name]
         if name in ctx.point:
@@ -336,6 +411,11 @@ class BlockKernel:
         return f"stax::splat<{lane_type(ld.dtype)}>({cast}{element})"
 
     def _store(self, m: _Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str]) -> None:
+        if m.buf.name in self.carried:
+            target = f"{m.buf.name}_carried"
+            lines.append(f"{ind}stax::vstore({target}.data() + {m.store}, {value});" if vector
+                         else f"{ind}{target}[{m.store}] = {value};")
+            return
         if m.internal:
             return
         storage = self.storage.get(m.buf.name, m.buf.name)
@@ -346,6 +426,68 @@ class BlockKernel:
         else:
             line = f"stax::vstore({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
         lines.append(f"{ind}{line};")
+
+    # --- scans (seed 7.7) ---------------------------------------------------------------------
+    def _scan_pass(self, members: list[_Member], init: dict[str, str], lo: str, hi: str, store: bool,
+                   ind: str, lines: list[str]) -> dict[str, str]:
+        """One scalar pass along the carried loop ``y0`` in ``[lo, hi)``: each scan's accumulator
+        starts at ``init`` and is stored as it runs; with ``store`` False nothing is stored (the
+        chunk totals of the blocked scan).  Returns the accumulators' names."""
+        acc = {}
+        for m in self.scans:
+            acc[m.name] = self.state.fresh("tmp_acc")
+            lines.append(f"{ind}{CPP_TYPE[m.buf.dtype]} {acc[m.name]} = {init[m.name]};")
+        lines += [ind + self._loop("y0", lo, hi), ind + "{"]
+        local = _Ctx()
+        printer = self._printer(False, None, local, lines, ind + "    ")
+        for m in members:
+            value = printer(m.body)
+            if m.buf.scan:
+                lines.append(f"{ind}    {acc[m.name]} = stax::r_{m.buf.scan}({acc[m.name]}, {value});")
+                value = acc[m.name]
+            if store:
+                self._store(m, value, False, None, ind + "    ", lines)
+            local.local[m.buf.name] = value
+        lines.append(ind + "}")
+        return acc
+
+    def _blocked_scan(self) -> bool:
+        """A scan block too narrow to parallelize over its outer points, long enough to split, and
+        whose scans do not read each other (a chunk total needs only the block's inputs)."""
+        f = self.frame
+        if not self.scans or prod(f.outer) != 1 or self.threads < 2 or f.inner[0] < BLOCKED_SCAN_MIN \
+                or self.sequential_reason:
+            return False
+        scans = {m.buf.name for m in self.scans}
+        feeds: dict[str, set[str]] = {}
+        for m in self.members:
+            direct = {ld.buffer for ld in _loads(m.body) if ld.buffer in self.produced}
+            feeds[m.buf.name] = direct.union(*(feeds[b] for b in direct))
+        return not any(feeds[m.buf.name] & scans for m in self.scans)
+
+    def _blocked_scan_body(self) -> list[str]:
+        """Reduce each chunk, scan the chunk totals (exclusive) on one thread, scan each chunk
+        from its offset: associativity parallelizes the carried dim (seed 7.7)."""
+        n, chunks = self.frame.inner[0], self.threads
+        last = max(i for i, m in enumerate(self.members) if m.buf.scan)
+        bounds = [f"    int64_t lo = c * {n} / {chunks}, hi = (c + 1) * {n} / {chunks};"]
+        identity = {m.name: literal(reduction_identity(m.buf.scan, m.buf.dtype), m.buf.dtype, False)
+                    for m in self.scans}
+        lines = ["// pass 1: each chunk's total", "#pragma omp for schedule(static)",
+                 self._loop("c", "0", str(chunks)), "{", *bounds]
+        totals = self._scan_pass(self.members[:last + 1], identity, "lo", "hi", False, "    ", lines)
+        lines += [f"    {m.buf.name}_chunks[c + 1] = {totals[m.name]};" for m in self.scans] + ["}"]
+        lines += ["// exclusive scan of the chunk totals", "#pragma omp single", "{"]
+        for m in self.scans:
+            chunk = f"{m.buf.name}_chunks"
+            lines += [f"    {chunk}[0] = {identity[m.name]};",
+                      "    " + self._loop("c", "1", str(chunks + 1)),
+                      f"        {chunk}[c] = stax::r_{m.buf.scan}({chunk}[c - 1], {chunk}[c]);"]
+        lines += ["}", "// pass 2: each chunk from its offset", "#pragma omp for schedule(static)",
+                  self._loop("c", "0", str(chunks)), "{", *bounds]
+        self._scan_pass(self.members, {m.name: f"{m.buf.name}_chunks[c]" for m in self.scans}, "lo", "hi", True,
+                        "    ", lines)
+        return lines + ["}"]
 
     def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1) -> list[str]:
         """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
@@ -461,6 +603,7 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
             inner += (["#pragma omp single"] if parallel and depth == 0 else []) + ["{", *("    " + line for line in body), "}"]
     if parallel:
         inner = [f"#pragma omp parallel num_threads({blocks[0].threads})", "{", *("    " + line for line in inner), "}"]
+    inner = [line for b in blocks for line in b.shared_lines()] + inner
     lines += ["    " + line for line in inner]
     lines.append("}")
     reads_at: dict[str, set[tuple[str, str]]] = {}
@@ -492,7 +635,7 @@ def _access(index: Index, var: str | None) -> str:
 def generate_extern(name: str, node_name: str, buf, storage: dict[str, str]) -> Kernel:
     """An extern call has no C++ source; the wrapper calls the library directly."""
     return Kernel(name, [node_name], [buf.name], [storage.get(i, i) for i in buf.inputs] + [buf.name], "", "extern",
-                  extern={"op": buf.op, "inputs": list(buf.inputs), "output": buf.name})
+                  extern={"op": buf.op, "inputs": list(buf.inputs), "output": buf.name, "attrs": dict(buf.attrs)})
 
 
 def buffer_itemsize(dtype: str) -> int:

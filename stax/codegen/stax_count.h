@@ -13,10 +13,15 @@ struct CountSlot {
 };
 inline CountSlot count_slots[256];
 
+// A load of a byte this kernel stored earlier is not marked: it is read back from cache (a
+// sequential block reading a value of an earlier point, Proposition 7.3 (1)).
 inline void count_mark(const void* p, size_t bytes, int slot, bool write) {
   CountSlot& s = count_slots[slot];
-  uint8_t* map = (write ? s.write : s.read) + ((const char*)p - s.base);
-  for (size_t i = 0; i < bytes; ++i) map[i] = 1;
+  size_t at = (const char*)p - s.base;
+  for (size_t i = 0; i < bytes; ++i) {
+    if (write) s.write[at + i] = 1;
+    else if (!s.write[at + i]) s.read[at + i] = 1;
+  }
 }
 template <typename T> inline T count_load(const T* p, int64_t i, int slot) {
   count_mark(p + i, sizeof(T), slot, false);

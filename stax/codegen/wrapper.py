@@ -123,7 +123,8 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
         lines.append(f"    # {', '.join(kernel.nodes)}")
         if kernel.extern:
             ext = kernel.extern
-            lines.append(f"    np.{ext['op']}({', '.join(ext['inputs'])}, out={ext['output']})")
+            attrs = "".join(f"{k}={v!r}, " for k, v in ext.get("attrs", {}).items())
+            lines.append(f"    np.{ext['op']}({', '.join(ext['inputs'])}, {attrs}out={ext['output']})")
         else:
             call = f"{kernel.name}({', '.join(kernel.params)})"
             if kernel.uses_error_flag:

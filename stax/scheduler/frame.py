@@ -7,10 +7,20 @@ ranges (the CPU keeps full ranges; example 7.1's row sum ``((64,), (128,))`` and
 ``((64, 128), ())`` share the outer loop of 64).  When members' ranges have no common
 refinement (possible under the element-count rule), the frame falls back to one flat loop and
 members index it through floor division and modulo.
+
+A *shape frame* aligns members by their tensor shapes instead of their element counts (seed 7.7):
+
+- a block with a scan runs the scan's non-carried dims as outer loops and the carried dim as
+  the one inner loop (``y0``), its members' elements at their own coordinates;
+- a pointwise block whose members' shapes differ (the sequential rule's embedding of a shifted
+  slice, ``legality``) runs the largest shape; a smaller member is aligned to its end (its
+  element ``c`` runs at frame point ``c + offset``, ``offset = largest - own shape``) and runs
+  only where the frame point is inside it (``guard``).  End alignment puts ``y = x[1:] + x[:-1]``'s
+  element ``j`` at frame point ``j + 1``, after ``x[j]`` and ``x[j + 1]``: distances ``<= 0``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Sequence
 
@@ -39,10 +49,28 @@ def refinement(range_lists: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
     return tuple(b // a for a, b in zip([1] + points, points) if b != a)
 
 
+def shape_groups(buf: ComputedBuffer) -> list[list[int]] | None:
+    """The dims of ``buf.shape`` each of its pointwise loops runs over (size-1 dims in none), or
+    None when its loops are not a coarsening of its shape."""
+    dims = [d for d, size in enumerate(buf.shape) if size != 1]
+    groups: list[list[int]] = []
+    for size in buf.ranges:
+        group, acc = [], 1
+        while dims and acc < size:
+            acc *= buf.shape[dims[0]]
+            group.append(dims.pop(0))
+        if acc != size:
+            return None
+        groups.append(group)
+    return groups if not dims else None
+
+
 @dataclass
 class Frame:
     outer: tuple[int, ...]
     inner: tuple[int, ...]
+    dims: tuple[str | None, ...] = ()  # shape frame: the frame variable of each shape dim
+    offsets: dict[str, tuple[int, ...]] = field(default_factory=dict)  # shape frame: member -> offset
 
     @property
     def outer_vars(self) -> list[str]:
@@ -65,8 +93,26 @@ class Frame:
         return [mod(floordiv(flat, st, vr), size, vr) if size else Index.constant(0)
                 for st, size in zip(contiguous_strides(ranges), ranges)]
 
+    def _coordinates(self, node: ComputedBuffer) -> list[Index]:
+        """The node's shape coordinates at the current frame point (shape frames)."""
+        offset = self.offsets.get(node.name, (0,) * len(self.dims))
+        return [Index.var(v) + -o if v else Index.constant(0) for v, o in zip(self.dims, offset)]
+
+    def guard(self, node: ComputedBuffer) -> list[str]:
+        """Conditions under which a smaller member of a shape frame runs (empty: always)."""
+        offset = self.offsets.get(node.name, ())
+        return [f"{v} >= {o}" for v, o in zip(self.dims, offset) if o]
+
     def mapping(self, node: ComputedBuffer) -> dict[str, Index]:
         """Each of ``node``'s loop variables as an index over this frame's variables."""
+        if self.dims:
+            coords = self._coordinates(node)
+            if node.scan:
+                others = [c for d, c in enumerate(coords) if d != node.scan_dim]
+                return dict(zip(node.pointwise_vars + ["r0"], others + [coords[node.scan_dim]]))
+            values = [linear_index([coords[d] for d in group], contiguous_strides([node.shape[d] for d in group]))
+                      for group in shape_groups(node)]
+            return dict(zip(node.pointwise_vars, values))
         n, r = prod(self.outer), prod(self.inner)
         outer_flat = self._flat(self.outer_vars, self.outer)
         inner_flat = self._flat(self.inner_vars, self.inner)
@@ -79,12 +125,41 @@ class Frame:
         return dict(zip(node.pointwise_vars + node.reduction_vars, values))
 
     def uses_inner(self, node: ComputedBuffer) -> bool:
-        """True when the node runs an inner loop (a reduction, or pointwise over n*r elements)."""
+        """True when the node runs an inner loop (a reduction or scan, or pointwise over n*r elements)."""
+        if self.dims:
+            return bool(self.inner) and any("y0" in ix.variables() for ix in self.mapping(node).values())
         return bool(self.inner) and (node.reduction is not None or prod(node.ranges) != prod(self.outer))
+
+
+def shape_frame(nodes: Sequence[ComputedBuffer], carried: int | None = None) -> Frame:
+    """Members aligned by shape (see the module docstring); dim ``carried`` (a scan's) is the inner loop."""
+    largest = tuple(max(b.shape[d] for b in nodes) for d in range(len(nodes[0].shape)))
+    dims: list[str | None] = []
+    outer: list[int] = []
+    for d, size in enumerate(largest):
+        if d == carried:
+            dims.append("y0")
+        elif size != 1:
+            dims.append(f"x{len(outer)}")
+            outer.append(size)
+        else:
+            dims.append(None)
+    offsets = {b.name: tuple(m - s for m, s in zip(largest, b.shape)) for b in nodes}
+    inner = (largest[carried],) if carried is not None else ()
+    return Frame(tuple(outer), inner, tuple(dims), offsets)
+
+
+def needs_shape_frame(nodes: Sequence[ComputedBuffer]) -> bool:
+    """A block with a scan, or a pointwise block whose members' element counts differ."""
+    if any(b.scan for b in nodes):
+        return True
+    return not any(b.reduction for b in nodes) and len({prod(b.ranges) for b in nodes}) > 1
 
 
 def make_frame(nodes: Sequence[ComputedBuffer]) -> Frame:
     """The frame of a block of pairwise-compatible computed buffers."""
+    if needs_shape_frame(nodes):
+        return shape_frame(nodes, next((b.scan_dim for b in nodes if b.scan), None))
     reductions = [b for b in nodes if b.reduction]
     if not reductions:
         outer = refinement([b.ranges for b in nodes])

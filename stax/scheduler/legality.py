@@ -8,6 +8,22 @@
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old
   value against the in-place update of that input.
 - Extern calls never fuse.
+- Scans (seed 7.7) share a kernel only with pointwise nodes and scans of their shape (and the
+  same carried dim), at distance 0 in the shape frame: never across the carried dim.
+
+``dependence`` selects Proposition 7.3's case:
+
+- ``"parallel"`` (the seed's rule, (2)): distance exactly 0, the fused kernel's outer loops run
+  in parallel;
+- ``"sequential"`` ((1)): a consumer may read what its producer wrote at any earlier point of
+  the fused loop nest (every distance ``<= 0``, decided exactly by ``stax.affine.pair_fusion``
+  on the frame's loops); the code generator then keeps the block's loops sequential.  Two
+  pointwise nodes of equal rank whose shapes differ but nest (a shifted slice ``x[1:]`` of a
+  materialized ``x``) are compatible under this rule: Definition 7.2 is read in the shape frame,
+  the smaller member aligned to the end of the larger (``frame``); pointwise nodes of equal
+  element count must then have equal shapes (up to size-1 dims), so that every block of the
+  rule has one shape frame.  In-place updates keep the distance-0 rule (their dependence is
+  an anti-dependence, whose legal sign is the opposite).
 
 Every rejection is a reason string ``"<name>: <detail>"`` (TorchInductor's WhyNoFuse), which the
 fusion log and the experiments read.
@@ -17,8 +33,11 @@ from __future__ import annotations
 from math import prod
 from typing import TYPE_CHECKING
 
+from ..affine import Access, Domain, pair_fusion
 from ..ir import ComputedBuffer
-from .frame import boundaries, make_frame, refinement
+from .frame import Frame, boundaries, make_frame, refinement, shape_frame, shape_groups
+
+DEPENDENCE_RULES = ("parallel", "sequential")
 
 if TYPE_CHECKING:
     from .nodes import Scheduler, SchedulerNode
@@ -28,8 +47,40 @@ def _counts(buf: ComputedBuffer) -> tuple[int, int]:
     return prod(buf.ranges), prod(buf.reduction_ranges) if buf.reduction else 1
 
 
-def compatible(a: ComputedBuffer, b: ComputedBuffer, rule: str) -> str | None:
+def _shaped(buf: ComputedBuffer) -> bool:
+    """A pointwise node a shape frame can place (contiguous over its own non-empty shape)."""
+    return buf.kind == "pointwise" and not buf.aliases and 0 not in buf.shape and shape_groups(buf) is not None
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(s for s in shape if s != 1)
+
+
+def _nested(a: ComputedBuffer, b: ComputedBuffer) -> bool:
+    """Equal rank and one shape inside the other (the sequential rule's embedding)."""
+    return len(a.shape) == len(b.shape) and (all(x <= y for x, y in zip(a.shape, b.shape))
+                                             or all(x >= y for x, y in zip(a.shape, b.shape)))
+
+
+def _scan_compatible(a: ComputedBuffer, b: ComputedBuffer) -> str | None:
+    other = b if a.scan else a
+    scan = a if a.scan else b
+    if other.kind not in ("pointwise", "scan") or other.shape != scan.shape or \
+            (other.scan and other.scan_dim != scan.scan_dim) or (not other.scan and not _shaped(other)):
+        return (f"scan_group: a scan fuses only with pointwise nodes and scans of its shape {scan.shape} "
+                f"along the non-carried dims (seed 7.7), not {other.kind} {other.shape}")
+    return None
+
+
+def compatible(a: ComputedBuffer, b: ComputedBuffer, rule: str, dependence: str = "parallel") -> str | None:
     """Definition 7.2; returns the reason they are not compatible, or None."""
+    if a.scan or b.scan:
+        return _scan_compatible(a, b)
+    if dependence == "sequential" and a.kind == b.kind == "pointwise" and _squeezed(a.shape) != _squeezed(b.shape):
+        if _shaped(a) and _shaped(b) and _nested(a, b) and prod(a.ranges) != prod(b.ranges):
+            return None
+        return (f"shapes_differ: {a.shape} vs {b.shape} neither nest nor match (the sequential rule "
+                "compares pointwise nodes by shape, Definition 7.2 in the shape frame)")
     (na, ra), (nb, rb) = _counts(a), _counts(b)
     if a.reduction and b.reduction:
         ok = na == nb and ra == rb
@@ -62,26 +113,80 @@ def _loops_nest(a: ComputedBuffer, b: ComputedBuffer) -> bool:
     return refinement(frame_outer) is not None and refinement([x.reduction_ranges for x in reds]) is not None
 
 
-def _same_index_in_frame(writer: ComputedBuffer, reader: ComputedBuffer, buffer: str, rule: str) -> bool:
-    frame = make_frame([writer, reader])
+def _indices_in_frame(frame: Frame, writer: ComputedBuffer, reader: ComputedBuffer, buffer: str):
     ranges = frame.var_ranges
     write = writer.store_index.subs(frame.mapping(writer), ranges)
     reader_map = frame.mapping(reader)
-    return all(ld.index.subs(reader_map, ranges) == write for ld in reader.reads() if ld.buffer == buffer)
+    return write, [ld.index.subs(reader_map, ranges) for ld in reader.reads() if ld.buffer == buffer]
 
 
-def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", rule: str = "cpu") -> str | None:
+def _same_index_in_frame(writer: ComputedBuffer, reader: ComputedBuffer, buffer: str) -> bool:
+    write, reads = _indices_in_frame(make_frame([writer, reader]), writer, reader, buffer)
+    return all(r == write for r in reads)
+
+
+def _loops(frame: Frame, node: ComputedBuffer) -> tuple[list[str], Domain]:
+    """The frame loops ``node`` runs, and its domain in them (a shape frame's offset is a lower bound)."""
+    names = frame.outer_vars + (frame.inner_vars if frame.uses_inner(node) else [])
+    ranges = frame.var_ranges
+    lower = {v: o for v, o in zip(frame.dims, frame.offsets.get(node.name, ())) if v}
+    rows = []
+    for k, v in enumerate(names):
+        unit = tuple(int(c == k) for c in range(len(names)))
+        rows += [unit + (-lower.get(v, 0),), tuple(-u for u in unit) + (ranges[v] - 1,)]
+    return names, Domain(len(names), tuple(rows))
+
+
+def sequentially_legal(frame: Frame, writer: ComputedBuffer, reader: ComputedBuffer, buffer: str) -> bool:
+    """Proposition 7.3 (1) in ``frame``: no read of ``buffer`` precedes its write.  The common
+    loops are the outer ones, and the inner ones too when both run them (they may share one pass)."""
+    write, reads = _indices_in_frame(frame, writer, reader, buffer)
+    if all(r == write for r in reads):
+        return True
+    (w_loops, w_domain), (r_loops, r_domain) = _loops(frame, writer), _loops(frame, reader)
+    common = len(frame.outer) + (len(frame.inner) if frame.uses_inner(writer) and frame.uses_inner(reader) else 0)
+    try:
+        write_access = Access.from_indices([write], w_loops)
+        read_accesses = [Access.from_indices([r], r_loops) for r in reads]
+    except ValueError:  # floor division or modulo in an index: not affine in the frame's loops
+        return False
+    return all(pair_fusion(write_access, w_domain, r, r_domain, common).sequential for r in read_accesses)
+
+
+def _sequential_dependence_ok(writer: ComputedBuffer, reader: ComputedBuffer, buffer: str) -> bool:
+    """The sequential rule in every frame the pair may run in: its own; for a pointwise pair of
+    element counts ``n`` and ``n * r``, the frame of a reduction block that may join them (outer
+    ``n``, inner ``r``: the smaller member runs after the other's whole row); for a pair of one
+    shape, the frame of a scan along any of its dims (which reorders the loops)."""
+    if not sequentially_legal(make_frame([writer, reader]), writer, reader, buffer):
+        return False
+    frames = []
+    n, m = sorted((prod(writer.ranges), prod(reader.ranges)))
+    if writer.kind == reader.kind == "pointwise" and n != m and n and m % n == 0:
+        frames.append(Frame((n,), (m // n,)))
+    if writer.shape == reader.shape and _shaped(writer) and _shaped(reader):  # a scan's block may join them
+        frames += [shape_frame([writer, reader], d) for d, size in enumerate(writer.shape) if size > 1]
+    return all(sequentially_legal(f, writer, reader, buffer) for f in frames)
+
+
+def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", rule: str = "cpu",
+                dependence: str = "parallel") -> str | None:
     """The reason ``a`` and ``b`` may not share a kernel, or None when they may."""
     if a.kind == "extern" or b.kind == "extern":
         return "extern: extern calls read and write whole buffers (StarDep) and run alone"
-    reason = compatible(a.buffer, b.buffer, rule)
+    reason = compatible(a.buffer, b.buffer, rule, dependence)
     if reason:
         return reason
     for writer, reader in ((a, b), (b, a)):
         target = writer.buffer.aliases or writer.buffer_name
         if target in reader.read_names:
-            if not _same_index_in_frame(writer.buffer, reader.buffer, target, rule):
+            sequential = dependence == "sequential" and not writer.buffer.aliases and "scan" not in (a.kind, b.kind)
+            if not (_sequential_dependence_ok(writer.buffer, reader.buffer, target) if sequential
+                    else _same_index_in_frame(writer.buffer, reader.buffer, target)):
                 what = "in-place update" if writer.buffer.aliases else "dependence"
+                if sequential:
+                    return (f"dependence_distance: {reader.name} reads {target} before {writer.name} writes it "
+                            "(a distance > 0: illegal even sequentially, Proposition 7.3 (1))")
                 return (f"dependence_distance: {reader.name} reads {target} at an index other than {writer.name}'s "
                         f"write index ({what} distance not zero, Proposition 7.3)")
     return None

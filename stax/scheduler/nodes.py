@@ -106,8 +106,9 @@ class Scheduler:
             n *= s
         return n * ITEMSIZE[dtype]
 
-    def fusion_problem(self, rule: str = "cpu", name: str = "") -> FusionProblem:
-        """The seam (Definition 7.3): nodes, buffers with sizes, forbidden pairs with reasons."""
+    def fusion_problem(self, rule: str = "cpu", name: str = "", dependence: str = "parallel") -> FusionProblem:
+        """The seam (Definition 7.3): nodes, buffers with sizes, forbidden pairs with reasons, under
+        Definition 7.2's ``rule`` and Proposition 7.3's ``dependence`` case (``legality``)."""
         outputs = set(self.program.outputs) | set(self.program.mutations.values())
         buffers = [ProblemBuffer(i.name, self.buffer_bytes(i.name), None, tuple(self.users_of(i.name)))
                    for i in self.program.inputs]
@@ -117,7 +118,7 @@ class Scheduler:
         forbidden = []
         for i, a in enumerate(self.nodes):
             for b in self.nodes[i + 1:]:
-                reason = why_no_fuse(a, b, self, rule)
+                reason = why_no_fuse(a, b, self, rule, dependence)
                 if reason:
                     forbidden.append(ForbiddenPair(a.name, b.name, reason))
         info = {n.name: {"kind": n.kind, "group": [list(n.group[0]), list(n.group[1])], "buffer": n.buffer_name}

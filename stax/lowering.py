@@ -227,6 +227,8 @@ class Lowering:
             dim, start, step = node.attr("dim"), node.attr("start"), node.attr("step")
             return lambda idx: src.load([i * step + start if k == dim else i for k, i in enumerate(idx)])
         if node.op == "reshape":
+            if 0 in src.shape:  # no element is ever loaded; any index will do (and // or % by 0 is avoided)
+                return lambda idx: src.load([Index.constant(0)] * len(src.shape))
             new_strides, old_strides = contiguous_strides(node.shape), contiguous_strides(src.shape)
             def load(idx):
                 flat = linear_index(idx, new_strides)

@@ -67,7 +67,7 @@ def save_regression(out: Path, name: str, program: FuzzProgram, combo: Combo | N
     path.parent.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"program": program.to_dict(), "combo": combo.to_dict() if combo else None,
                               "data_seed": data_seed, "failure": problems, "listing": str(program)}
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    path.write_text("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in record.items()) + "\n}\n")
     return path
 
 
@@ -114,13 +114,18 @@ def main(argv: list[str] | None = None) -> Tally:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start", type=int, default=0, help="index of the first program (to continue a run)")
     parser.add_argument("--combos", type=int, default=3, help="compiled combinations per program")
     parser.add_argument("--out", type=Path, default=None, help="where shrunk failures go (none: not shrunk)")
     parser.add_argument("--progress", type=int, default=50, help="print a progress line every N programs")
     args = parser.parse_args(argv)
     tally, start = Tally(), time.perf_counter()
-    for index in range(args.programs):
-        fuzz_one(index, args.seed, args.combos, args.out, tally, lambda s: print(s, flush=True))
+    for index in range(args.start, args.start + args.programs):
+        try:
+            fuzz_one(index, args.seed, args.combos, args.out, tally, lambda s: print(s, flush=True))
+        except Exception as exc:  # a fuzzer bug must not end a long run
+            tally.failures += 1
+            print(f"fuzzer error at program {index}: {type(exc).__name__}: {exc}", flush=True)
         if args.progress and (index + 1) % args.progress == 0:
             print("progress " + tally.line(time.perf_counter() - start), flush=True)
     print(tally.line(time.perf_counter() - start), flush=True)

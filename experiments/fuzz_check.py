@@ -126,7 +126,10 @@ def cross_check(program: FuzzProgram, rule: str = "cpu") -> tuple[list[str], int
     """Solver cross-checks (exact <= heuristic, brute force = exact, every answer validates) on the
     program's fusion problem and on the kernel order problem of its greedy partition; returns the
     problems found and the number of fusion nodes."""
-    problem = Scheduler(lower(program.trace())).fusion_problem(rule)
+    try:
+        problem = Scheduler(lower(program.trace())).fusion_problem(rule)
+    except Exception as exc:  # a valid program that does not lower is a bug
+        return [f"lower: {type(exc).__name__}: {exc}"[:2000]], 0
     small = len(problem.nodes) <= SMALL
     problems: list[str] = []
 

@@ -93,8 +93,9 @@ def isolating_labels(problem: FusionProblem) -> dict[str, int]:
     return {n: i for i, comp in enumerate(nx.connected_components(rest)) for n in comp}
 
 
-def exact_labels(problem: FusionProblem, time_limit: float) -> tuple[dict[str, int], int, str]:
-    """CP-SAT relaxation (see module doc): labels, a proven lower bound, and the solver status."""
+def exact_labels(problem: FusionProblem, time_limit: float) -> tuple[dict[str, int] | None, int | None, str]:
+    """CP-SAT relaxation (see module doc): labels, a proven lower bound, and the solver status
+    (labels and bound None when no labelling was found within ``time_limit``)."""
     from ortools.sat.python import cp_model
 
     terms = terminals(problem)
@@ -135,7 +136,7 @@ def exact_labels(problem: FusionProblem, time_limit: float) -> tuple[dict[str, i
     solver.parameters.num_workers = 1
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise RuntimeError(f"mwc: CP-SAT found no labelling within {time_limit} s; raise time_limit")
+        return None, None, f"no labelling within {time_limit} s"
     chosen = {v: next(l for l in labels if solver.value(z[v, l])) for v in problem.nodes}
     return chosen, constant + int(solver.best_objective_bound), solver.status_name(status).lower()
 
@@ -154,10 +155,10 @@ class MultiwayCutFusion:
     def solve(self, problem: FusionProblem) -> FusionResult:
         start = time.perf_counter()
         info: dict[str, Any] = {"method": self.method}
-        bound = None
+        labels, bound = None, None
         if self.method == "exact":
             labels, bound, info["relaxation_status"] = exact_labels(problem, self.time_limit)
-        else:
+        if labels is None:  # out of time (or method "isolating"): the isolating cuts need no solver
             labels = isolating_labels(problem)
         info["relaxation_cost"] = problem.cost(_groups(labels))
         partition = improve_by_moves(problem, repair_labels(problem, labels))

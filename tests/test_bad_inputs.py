@@ -1,0 +1,145 @@
+"""The bad-input corpus items no other test file covers: each error has stax's type and names the
+problem.  (Unsupported ops, dtype and broadcasting mismatches, bad return values, call-time
+mismatches, integer division by zero and malformed config files are in test_frontend.py,
+test_compile.py, test_problems.py, test_programs.py and test_sweep.py.)"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stax
+import stax.compiler
+from instances import store
+from instances.dags import fusion_problem, layered_dag, order_problem
+from stax.errors import BuildError, InstanceFormatError, InvalidScheduleError
+from stax.problems import ORDER_FORMAT, FusionProblem, OrderProblem
+from stax.runtime import ISA_LEVELS, build
+
+X = np.arange(24, dtype=np.float32).reshape(4, 6)
+
+
+def two_kernels(x):
+    return x.sum(-1, keepdim=True) * x.t().sum(0)
+
+
+# --- gcc failures ---------------------------------------------------------------------------------
+
+def test_gcc_failure_shows_the_compiler_message_and_the_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
+    real = stax.compiler.translation_unit
+    monkeypatch.setattr(stax.compiler, "translation_unit",
+                        lambda kernels, counting=False: real(kernels, counting) + "\n#error stax test: broken unit\n")
+    with pytest.raises(BuildError, match="g\\+\\+ failed") as info:
+        stax.compile(lambda a: a * 2, X)
+    message = str(info.value)
+    assert "#error stax test: broken unit" in message
+    source = Path(message.split("(source: ")[1].split(")")[0])
+    assert source.exists() and "broken unit" in source.read_text()
+    assert not list(tmp_path.rglob("*.so")), "a failed build leaves no library behind"
+
+
+def test_bad_compiler_flag_is_a_build_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
+    with pytest.raises(BuildError, match="-mno-such-flag"):
+        build("int f() { return 1; }\n", ISA_LEVELS["none"].__class__("bogus", 1, ("-mno-such-flag",)))
+
+
+# --- strategies that return invalid answers --------------------------------------------------------
+
+@pytest.mark.parametrize("fusion, reason", [
+    (lambda p: [p.nodes[:-1]], "in no block"),
+    (lambda p: [p.nodes, p.nodes[:1]], "blocks must be disjoint"),
+    (lambda p: [[n] for n in p.nodes] + [["ghost"]], "not a node of the problem"),
+    (lambda p: [[n] for n in p.nodes] + [[]], "empty"),
+])
+def test_compile_rejects_an_invalid_partition_with_the_reason(fusion, reason):
+    with pytest.raises(InvalidScheduleError, match=reason):
+        stax.compile(two_kernels, X, fusion=fusion)
+
+
+def test_compile_rejects_a_partition_with_a_forbidden_pair():
+    def everything(problem):
+        assert problem.forbidden, "the program must have a pair that cannot share a kernel"
+        return [problem.nodes]
+    with pytest.raises(InvalidScheduleError, match="forbidden pair"):
+        stax.compile(two_kernels, X, fusion=everything)
+
+
+@pytest.mark.parametrize("order, reason", [
+    (lambda p: tuple(reversed(p.tasks)), "not topological"),
+    (lambda p: p.tasks[:-1], "missing"),
+])
+def test_compile_rejects_an_invalid_order_with_the_reason(order, reason):
+    with pytest.raises(InvalidScheduleError, match=reason):
+        stax.compile(two_kernels, X, fusion="none", order=order)
+
+
+# --- solvers out of time ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("strategy, params", [("cpsat", {"time_limit": 0.01, "workers": 1}),
+                                              ("mwc", {"time_limit": 0.01})])
+def test_fusion_solver_out_of_time_is_not_optimal(strategy, params):
+    problem = fusion_problem(layered_dag(60, seed=7), 7, forbidden_fraction=0.05)
+    result = stax.run_fusion(strategy, problem, **params)
+    assert result.status in ("feasible", "heuristic")
+    assert problem.validate(result.partition) and result.cost <= problem.unfused_cost()
+
+
+def test_order_solver_out_of_time_is_not_optimal():
+    problem = order_problem(layered_dag(60, seed=7), 7)
+    result = stax.run_order("cpsat", problem, time_limit=0.01, workers=1)
+    assert result.status in ("feasible", "heuristic")
+    assert result.bound is None or result.bound <= result.peak
+
+
+# --- malformed and schema-violating problem files --------------------------------------------------
+
+def _write(tmp_path: Path, content: str) -> Path:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"nodes": ["a", ', r"bad\.json: not valid JSON at line 1"),
+    ('[1, 2]', r"bad\.json: expected a JSON object at the top level, found list"),
+])
+def test_malformed_problem_file(tmp_path, content, message):
+    with pytest.raises(InstanceFormatError, match=message):
+        store.load(str(_write(tmp_path, content)))
+
+
+def test_missing_problem_file_names_it(tmp_path):
+    with pytest.raises(InstanceFormatError, match=r"nothere\.json: cannot read the file"):
+        FusionProblem.load(tmp_path / "nothere.json")
+
+
+def _fusion_dict() -> dict:
+    return store.load("layered/8/0").fusion.to_dict()
+
+
+def test_buffer_naming_an_unknown_node(tmp_path):
+    data = _fusion_dict()
+    data["buffers"][1]["users"] = ["ghost"]
+    with pytest.raises(InstanceFormatError, match="refers to node 'ghost', which is not in nodes"):
+        store.load(str(_write(tmp_path, json.dumps(data))))
+
+
+def test_duplicate_nodes_and_cycles(tmp_path):
+    data = _fusion_dict()
+    with pytest.raises(InstanceFormatError, match="unique"):
+        store.load(str(_write(tmp_path, json.dumps(data | {"nodes": data["nodes"] + data["nodes"][:1]}))))
+    order = {"format": ORDER_FORMAT, "version": 1, "tasks": ["a", "b"],
+             "buffers": [{"name": "x", "size": 4, "producer": "a", "users": ["b"]},
+                         {"name": "y", "size": 4, "producer": "b", "users": ["a"]}]}
+    with pytest.raises(InstanceFormatError, match="cycle; it must be a DAG"):
+        OrderProblem.from_dict(order, "cyclic.json")
+
+
+def test_order_buffer_without_producer(tmp_path):
+    with pytest.raises(InstanceFormatError, match="producer is required"):
+        OrderProblem.from_dict({"format": ORDER_FORMAT, "version": 1, "tasks": ["a"],
+                                "buffers": [{"name": "x", "size": 4, "producer": None, "users": ["a"]}]}, "f.json")

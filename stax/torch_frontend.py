@@ -99,7 +99,7 @@ def _to_numpy(value: Any) -> np.ndarray:
 
 def capture(fn: Callable[..., Any], flat_inputs: Sequence[Any]) -> Any:
     """The core-ATen FX graph of ``fn(*flat_inputs)`` (see the module docstring)."""
-    torch = require_torch()
+    require_torch()
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -12,8 +12,8 @@ from experiments.torch_models import MODELS, adam_step  # noqa: E402
 from stax.errors import UnsupportedError  # noqa: E402
 from stax.torch_frontend import TorchProgram, import_function, import_module, import_training_step  # noqa: E402
 
-FUSIONS = {"greedy": {}, "cpsat": {"time_limit": 5.0}, "mwc": {}}
-ORDERS = {"original": {}, "lpmf": {}, "bfs": {}, "dfs": {}, "best": {}, "dp": {}, "cpsat": {"time_limit": 5.0}}
+FUSIONS = {"greedy": {}, "cpsat": {"time_limit": 2.0}, "mwc": {"time_limit": 2.0}}
+ORDERS = {"original": {}, "lpmf": {}, "bfs": {}, "dfs": {}, "best": {}, "dp": {}, "cpsat": {"time_limit": 2.0}}
 TRAINING = ("transformer_train", "norm_net_train")
 
 

@@ -60,6 +60,10 @@ def test_compile_killed_mid_build_then_a_fresh_process_compiles(tmp_path, patter
     assert library.exists() and library.parent.parent == tmp_path
 
 
+def _cells(out: Path) -> int:
+    return len(list((out / "cells").glob("*.json")))
+
+
 def test_sweep_killed_at_random_moments_resumes_with_every_cell_once(tmp_path):
     config = write_config(tmp_path, seeds=3, sizes="[8, 10]")
     total = len(plan(load_config(config), "v"))
@@ -69,7 +73,10 @@ def test_sweep_killed_at_random_moments_resumes_with_every_cell_once(tmp_path):
         process = subprocess.Popen([sys.executable, "-m", "stax.cli", "sweep", str(config), "--out", str(out),
                                     "--workers", "2"], start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(1.0, 4.0))
+        before, deadline = _cells(out), time.time() + 60
+        while _cells(out) == before and time.time() < deadline and process.poll() is None:
+            time.sleep(0.01)  # at least one new cell, then a random moment
+        time.sleep(rng.uniform(0.0, 0.8))
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
@@ -79,4 +86,4 @@ def test_sweep_killed_at_random_moments_resumes_with_every_cell_once(tmp_path):
     assert summary.cells == total and 0 < summary.skipped < total, "the kills should land mid-sweep"
     table = load_results(out)
     assert len(table) == total and table["cell"].is_unique and (table["status"] == "ok").all()
-    assert len(list((out / "cells").glob("*.json"))) == total
+    assert _cells(out) == total

@@ -12,7 +12,7 @@ and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and pr
 broadcasting, transposes, permutes, reshapes, slices, selects and expands, reductions over one
 dim, several dims or all, with and without ``keepdim``, casts, comparisons and ``where``,
 integer ``//`` (division by zero included), in-place updates of inputs and intermediates,
-shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
+``matmul`` (an extern kernel), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
 tails, and sizes 0 and 1.  Inputs may be contiguous, transposed, flipped, strided or broadcast.
 
     >>> program = generate(5)
@@ -169,6 +169,7 @@ OPS: dict[str, Op] = {
     "prod": Op(1, lambda x, dim, keep: x.sigmoid().prod(dim, keep) if x.is_floating_point() else x.bool().prod(dim, keep),
                lambda rng, args: (*_one_dim()(rng, args), rng.random() < 0.5), weight=0.3),
     "softmax": Op(1, lambda x, dim: x.float().softmax(dim), _one_dim(), weight=0.4),
+    "matmul": Op(2, lambda x, y: x.matmul(y), weight=0.4),
     "transpose": Op(1, lambda x, a, b: x.transpose(a, b), _two_dims, weight=0.8),
     "permute": Op(1, _permuted, _choice(1, 2, 3, 4), weight=0.4),
     "split": Op(1, _split, lambda rng, args: (rng.randrange(max(args[0].ndim, 1)), rng.choice((2, 3))), weight=0.4),

@@ -16,7 +16,7 @@ from instances import store
 from instances.dags import fusion_problem, layered_dag, order_problem
 from stax.errors import BuildError, InstanceFormatError, InvalidScheduleError
 from stax.problems import ORDER_FORMAT, FusionProblem, OrderProblem
-from stax.runtime import ISA_LEVELS, build
+from stax.runtime import Isa, build
 
 X = np.arange(24, dtype=np.float32).reshape(4, 6)
 
@@ -44,7 +44,7 @@ def test_gcc_failure_shows_the_compiler_message_and_the_source(tmp_path, monkeyp
 def test_bad_compiler_flag_is_a_build_error(tmp_path, monkeypatch):
     monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
     with pytest.raises(BuildError, match="-mno-such-flag"):
-        build("int f() { return 1; }\n", ISA_LEVELS["none"].__class__("bogus", 1, ("-mno-such-flag",)))
+        build("int f() { return 1; }\n", Isa("bogus", 1, ("-mno-such-flag",)))
 
 
 # --- strategies that return invalid answers --------------------------------------------------------

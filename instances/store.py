@@ -181,8 +181,8 @@ def load(name: str) -> Instance:
 
 
 def shipped() -> list[str]:
-    """Names of the files in ``instances/data/``."""
-    return [f"data/{p.stem}" for p in sorted(DATA_DIR.glob("*.json"))]
+    """Names of the files in ``instances/data/`` and its folders (``data/torch/mlp_train.fusion``)."""
+    return [f"data/{p.relative_to(DATA_DIR).with_suffix('').as_posix()}" for p in sorted(DATA_DIR.rglob("*.json"))]
 
 
 def catalogue() -> list[dict[str, str]]:

@@ -707,7 +707,8 @@ class Tensor:
     # -- matmul ---------------------------------------------------------------------------------
     def matmul(self, other: Tensor) -> Tensor:
         """torch.matmul on float32/float64 operands of the same dtype: 1-D operands get a dim added
-        and removed, batch dims broadcast and are flattened into one batched 3-D ``matmul`` node."""
+        and removed; a batch times a matrix folds the batch into rows (one 2-D ``matmul``); other
+        batch dims broadcast and are flattened into one batched 3-D ``matmul`` node."""
         if not isinstance(other, Tensor):
             raise UnsupportedError(f"matmul: the other operand must be a traced tensor, got {type(other).__name__}")
         tracer = _tracer_of((self, other), "matmul")
@@ -722,6 +723,10 @@ class Tensor:
         if k != k2:
             raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} cannot be multiplied ({k} != {k2})")
         batch = _broadcast_shapes("matmul", [a.shape[:-2], b.shape[:-2]])
+        if batch and b.ndim == 2:  # (..., m, k) @ (k, n): fold the batch into rows, the weight is read once
+            rows = math.prod(batch) * m
+            out = tracer.emit("matmul", (a._reshaped((rows, k)), b), (rows, n), self.dtype)
+            return out._reshaped(batch + (m,) + ((n,) if other.ndim > 1 else ()))
         if batch:
             flat = math.prod(batch)
             a = _expand_to(a, batch + (m, k))._reshaped((flat, m, k))

@@ -208,9 +208,8 @@ class BlockKernel:
         self.form, vvar = self.choose_form()
         f = self.frame
         depth = 0 if self.sequential_reason else parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
-        body = [f"std::vector<{CPP_TYPE[dtype]}> {name}_row({prod(f.inner)});"
-                for name, dtype in self._scratch_rows().items()]
-        body += [f"std::vector<{CPP_TYPE[m.buf.dtype]}> {m.buf.name}_carried({prod(m.buf.shape)});"
+        body = [_local_array(dtype, f"{name}_row", prod(f.inner)) for name, dtype in self._scratch_rows().items()]
+        body += [_local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape))
                  for m in self.members if m.buf.name in self.carried]
         if self._blocked_scan():
             self.form = "blocked-scan"
@@ -379,7 +378,7 @@ class BlockKernel:
         if name in self.carried:
             kind = _access(ld.index, vvar) if vector else "scalar"
             if kind == "contiguous":
-                return f"stax::vload({name}_carried.data() + {ld.index})"
+                return f"stax::vload({name}_carried.get() + {ld.index})"
             element = f"{name}_carried[{ld.index}]"
             return element if kind == "scalar" else f"stax::splat<{lane_type(ld.dtype)}>({element})"
         if name in self.memory_read:
@@ -392,7 +391,7 @@ class BlockKernel:
                 return f"stax::splat<{lane_type(ld.dtype)}>({value})"
             return value
         if vector:
-            return f"stax::vload({name}_row.data() + {self._row_index()})"
+            return f"stax::vload({name}_row.get() + {self._row_index()})"
         return f"{name}_row[{self._row_index()}]"
 
     def _row_index(self) -> Index:
@@ -413,7 +412,7 @@ class BlockKernel:
     def _store(self, m: _Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str]) -> None:
         if m.buf.name in self.carried:
             target = f"{m.buf.name}_carried"
-            lines.append(f"{ind}stax::vstore({target}.data() + {m.store}, {value});" if vector
+            lines.append(f"{ind}stax::vstore({target}.get() + {m.store}, {value});" if vector
                          else f"{ind}{target}[{m.store}] = {value};")
             return
         if m.internal:
@@ -557,7 +556,7 @@ class BlockKernel:
                 local.local[m.buf.name] = value
                 if m.buf.name in rows:
                     row = f"{m.buf.name}_row"
-                    out.append(f"{bind}stax::vstore({row}.data() + {row_index}, {value});" if vec_loop
+                    out.append(f"{bind}stax::vstore({row}.get() + {row_index}, {value});" if vec_loop
                                else f"{bind}{row}[{row_index}] = {value};")
         lines += self._inner_nest(ind, inner_vector, vvar, body, unroll)
         for m in reductions:
@@ -617,6 +616,11 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
                   params, "\n".join(lines), "+".join(b.form for b in blocks),
                   any(b.state.uses_error_flag for b in blocks), None, param_types, reads_at, writes_at,
                   generators=list(blocks))
+
+
+def _local_array(dtype: str, name: str, size: int) -> str:
+    """A zeroed kernel-local array (not std::vector, whose bool form is bit-packed and has no data())."""
+    return f"std::unique_ptr<{CPP_TYPE[dtype]}[]> {name}(new {CPP_TYPE[dtype]}[{size}]());"
 
 
 def _loads(expr: Expr) -> list[Load]:

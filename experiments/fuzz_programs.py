@@ -206,7 +206,7 @@ class Input:
             base = _values(rng, (1,) + shape[1:], self.dtype)
             return np.broadcast_to(base, shape)
         if self.layout == "t":
-            return np.ascontiguousarray(_values(rng, shape[::-1], self.dtype)).transpose()
+            return _values(rng, shape[::-1], self.dtype).transpose()
         if self.layout == "flip" and shape:
             return _values(rng, shape, self.dtype)[::-1]
         if self.layout == "step" and shape:

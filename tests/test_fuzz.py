@@ -40,6 +40,12 @@ def test_programs_are_reproducible():
         assert a.strides == b.strides and np.array_equal(a, b)
 
 
+def test_arrays_have_the_declared_shapes():
+    for seed in range(300):
+        program = generate(seed)
+        assert [a.shape for a in program.arrays(seed)] == [i.shape for i in program.inputs], seed
+
+
 def test_combinations_rotate_through_every_strategy():
     combos = [c for i in range(12) for c in combos_for(i, i, 3, nodes=5)]
     assert {c.fusion for c in combos} == set(FUSIONS) and {c.order for c in combos} == set(ORDERS)

@@ -113,7 +113,7 @@ def precompiled_headers(isa: Isa, header: str) -> Path:
         os.replace(tmp, gch)
     else:  # without a .gch, g++ reads the header itself
         os.unlink(tmp)
-        failed.write_text(result.stderr[-2000:])
+        _atomic_write(failed, result.stderr[-2000:].encode())
     return directory
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .fuzz_check import FUSIONS, ORDERS, SMALL, Combo, cross_check, run_case
-from .fuzz_programs import FuzzProgram, generate
+from instances.random_programs import FuzzProgram, generate
 from .fuzz_shrink import shrink
 
 EXACT_FUSIONS, EXACT_ORDERS = {"cpsat", "mwc"}, {"cpsat", "dp"}

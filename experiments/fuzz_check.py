@@ -22,7 +22,7 @@ from stax.runtime import ISA_LEVELS
 from stax.scheduler.nodes import Scheduler
 from stax.strategy import ordered_blocks, run_fusion, run_order
 
-from .fuzz_programs import FuzzProgram
+from instances.random_programs import FuzzProgram
 
 FUSIONS = ("none", "greedy", "random", "cpsat", "mwc")
 ORDERS = ("original", "lpmf", "bfs", "dfs", "best", "cpsat", "dp")

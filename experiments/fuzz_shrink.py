@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 from stax.errors import StaxError
 
 from .fuzz_check import Combo
-from .fuzz_programs import FuzzProgram, Input, Step
+from instances.random_programs import FuzzProgram, Input, Step
 
 
 def _without_step(program: FuzzProgram, k: int) -> FuzzProgram:

@@ -1,185 +1,363 @@
-"""A seeded generator of random, always-valid tensor programs (for sweeps and fuzzing).
+"""Random valid programs (for fuzzing and sweeps), as replayable, shrinkable data.
 
-``random_program(seed)`` draws a *recipe* — a list of steps over a pool of values whose shapes
-the generator tracks — and wraps it as a suite :class:`~instances.programs.Program`.  Steps are
-bounded elementwise ops (so values stay finite), broadcasting binary ops between values whose
-shapes broadcast, reductions over random dims with or without ``keepdim``, and views
-(transpose, reshape that splits or merges dims, unsqueeze).  Values are reused by later steps
-(shared subexpressions) and the program returns one to ``max_outputs`` values, preferring ones
-no step consumed.
+A :class:`FuzzProgram` is a list of inputs (shape, dtype, memory layout) and a list of steps
+over a pool of values (the inputs first, then one value per step), plus the pool indices it
+returns.  Every step is an entry of :data:`OPS` applied to pool values with JSON parameters,
+so a program round-trips through JSON (regression files) and a shrinker can drop steps.
 
-    >>> program = random_program(3)
-    >>> import stax
-    >>> graph = stax.trace(program.fn, *program.inputs(1))
+:func:`generate` draws programs by a random walk *inside* ``stax.trace``: it picks an op and
+arguments among the live proxy tensors, tries it, and keeps it only if the front end accepts it
+(so every program is valid by construction, whatever the mix of dtypes, broadcasting, views
+and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
+broadcasting, transposes, permutes, reshapes, slices, selects and expands, reductions over one
+dim, several dims or all, with and without ``keepdim``, casts, comparisons and ``where``,
+integer ``//`` (division by zero included), in-place updates of inputs and intermediates,
+``matmul`` (an extern kernel), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
+tails, and sizes 0 and 1.  Inputs may be contiguous, transposed, flipped, strided or broadcast.
+
+    >>> program = generate(5)
+    >>> graph = stax.trace(program, *program.inputs(0))
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
+
+import stax
+from stax.errors import StaxError
 
 from .programs import Program
 
 Shape = tuple[int, ...]
+DTYPES = ("float32", "float32", "float32", "float64", "int32", "int64", "bool")
+DIMS = (1, 2, 3, 5, 7, 8, 9, 16, 17, 33)
+LAYOUTS = ("c", "c", "c", "t", "flip", "step", "bcast")
 
-UNARY = ("tanh", "sigmoid", "abs", "neg", "relu", "sin", "cos", "erf")
-BINARY = ("add", "sub", "mul", "maximum", "minimum")
-REDUCTIONS = ("sum", "amax", "amin", "mean")
-DIMS = (1, 2, 3, 4, 5, 6, 8, 16, 17, 32)
+
+# --- ops: name -> (arity, apply(args, params), sample params(rng, args)) -------------------------
+
+def _none(rng: random.Random, args: list) -> tuple:
+    return ()
+
+
+def _dims(rng: random.Random, args: list) -> tuple:
+    """A reduction's ``dim`` (None, an int or a list of ints) and ``keepdim``."""
+    ndim = args[0].ndim
+    kind = rng.random()
+    if kind < 0.15 or ndim == 0:
+        dim = None
+    elif kind < 0.75:
+        dim = rng.randrange(-ndim, ndim)
+    else:
+        dim = sorted(rng.sample(range(ndim), rng.randint(1, ndim)))
+    return dim, rng.random() < 0.5
+
+
+def _two_dims(rng: random.Random, args: list) -> tuple:
+    ndim = max(args[0].ndim, 1)
+    return rng.randrange(-ndim, ndim), rng.randrange(-ndim, ndim)
+
+
+def _one_dim(extra: int = 0) -> Callable[[random.Random, list], tuple]:
+    def sample(rng: random.Random, args: list) -> tuple:
+        ndim = args[0].ndim + extra
+        return (rng.randrange(-ndim, ndim) if ndim else 0,)
+    return sample
+
+
+def _choice(*values: Any) -> Callable[[random.Random, list], tuple]:
+    return lambda rng, args: (rng.choice(values),)
+
+
+def _slice_params(rng: random.Random, args: list) -> tuple:
+    ndim = max(args[0].ndim, 1)
+    return rng.randrange(ndim), rng.choice((0, 1, 2)), rng.choice((1, 1, 2, 3))
+
+
+def _select_params(rng: random.Random, args: list) -> tuple:
+    ndim = max(args[0].ndim, 1)
+    return rng.randrange(ndim), rng.choice((0, -1, 1))
+
+
+def _expand_params(rng: random.Random, args: list) -> tuple:
+    return rng.choice((1, 2, 3, 5)), rng.random() < 0.5
+
+
+def _mask(t: stax.Tensor) -> stax.Tensor:
+    return t if t.dtype == "bool" else t > 0
+
+
+def _permuted(x: stax.Tensor, seed: int) -> stax.Tensor:
+    order = list(range(x.ndim))
+    random.Random(seed).shuffle(order)
+    return x.permute(order)
+
+
+def _split(x: stax.Tensor, dim: int, factor: int) -> stax.Tensor:
+    d = dim % max(x.ndim, 1)
+    if x.ndim == 0 or x.shape[d] % factor:
+        raise StaxError(f"split: dim {d} of {x.shape} is not divisible by {factor}")
+    return x.reshape(x.shape[:d] + (factor, x.shape[d] // factor) + x.shape[d + 1:])
+
+
+def _merge(x: stax.Tensor, dim: int) -> stax.Tensor:
+    if x.ndim < 2:
+        raise StaxError("merge needs two dims")
+    d = dim % (x.ndim - 1)
+    return x.reshape(x.shape[:d] + (x.shape[d] * x.shape[d + 1],) + x.shape[d + 2:])
+
+
+def _slice(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
+    return x[(slice(None),) * dim + (slice(start, None, step),)]
+
+
+def _select(x: stax.Tensor, dim: int, index: int) -> stax.Tensor:
+    return x[(slice(None),) * dim + (index,)]
+
+
+def _expand(x: stax.Tensor, size: int, lead: bool) -> stax.Tensor:
+    if lead:
+        return x.expand(size, *x.shape)
+    ones = [d for d, s in enumerate(x.shape) if s == 1]
+    if not ones:
+        raise StaxError("expand: no size-1 dim")
+    return x.expand(*(size if d == ones[0] else s for d, s in enumerate(x.shape)))
+
+
+@dataclass(frozen=True)
+class Op:
+    arity: int
+    apply: Callable[..., stax.Tensor]
+    sample: Callable[[random.Random, list], tuple] = _none
+    weight: float = 1.0
+    inplace: bool = False
+
+
+def _unary(name: str, weight: float = 0.5) -> Op:
+    return Op(1, lambda x: getattr(x, name)(), weight=weight)
+
+
+OPS: dict[str, Op] = {
+    **{name: _unary(name) for name in ("tanh", "sigmoid", "sin", "cos", "erf", "abs", "neg", "relu")},
+    "exp": Op(1, lambda x: x.tanh().exp(), weight=0.4),
+    "sqrt": Op(1, lambda x: x.abs().sqrt(), weight=0.3),
+    "log1p": Op(1, lambda x: x.abs().log1p(), weight=0.3),
+    "scale": Op(1, lambda x, c: x * c, _choice(0.5, 2, -1.5, 3), weight=1.0),
+    "addc": Op(1, lambda x, c: x + c, _choice(1, -2, 0.25), weight=0.7),
+    "square": Op(1, lambda x: (x ** 2).clamp(-1e4, 1e4), weight=0.3),
+    "clamp": Op(1, lambda x, c: x.clamp(-c, c), _choice(1, 2), weight=0.4),
+    "cast": Op(1, lambda x, t: x.clamp(-1e6, 1e6).to(t) if t != "bool" and x.dtype != "bool" else x.to(t),
+               _choice("float32", "float64", "int32", "int64", "bool"), weight=1.0),
+    "add": Op(2, lambda x, y: x + y, weight=2.0),
+    "sub": Op(2, lambda x, y: x - y, weight=1.5),
+    "mul": Op(2, lambda x, y: (x * y).clamp(-1e4, 1e4), weight=1.5),
+    "maximum": Op(2, lambda x, y: x.maximum(y), weight=0.7),
+    "minimum": Op(2, lambda x, y: x.minimum(y), weight=0.7),
+    "div": Op(2, lambda x, y: x / (y.abs() + 1), weight=0.7),
+    "floordiv": Op(2, lambda x, y: x // y, weight=0.4),
+    "mod": Op(2, lambda x, y: x % (y.abs() + 1), weight=0.4),
+    "compare": Op(2, lambda x, y, op: getattr(x, op)(y), _choice("lt", "le", "gt", "ge", "eq", "ne"), weight=0.8),
+    "logical": Op(2, lambda x, y, op: getattr(_mask(x), op)(_mask(y)), _choice("logical_and", "logical_or"),
+                  weight=0.3),
+    "where": Op(3, lambda c, a, b: stax.where(_mask(c), a, b), weight=0.8),
+    "masked_fill": Op(2, lambda x, m, v: x.masked_fill(_mask(m), v), _choice(0, 1.5, -3), weight=0.4),
+    "sum": Op(1, lambda x, dim, keep: x.sum(dim, keep), _dims, weight=1.2),
+    "mean": Op(1, lambda x, dim, keep: x.mean(dim, keep), _dims, weight=0.6),
+    "amax": Op(1, lambda x, dim, keep: x.amax(dim, keep), _dims, weight=0.8),
+    "amin": Op(1, lambda x, dim, keep: x.amin(dim, keep), _dims, weight=0.5),
+    "prod": Op(1, lambda x, dim, keep: x.sigmoid().prod(dim, keep) if x.is_floating_point() else x.bool().prod(dim, keep),
+               lambda rng, args: (*_one_dim()(rng, args), rng.random() < 0.5), weight=0.3),
+    "softmax": Op(1, lambda x, dim: x.float().softmax(dim), _one_dim(), weight=0.4),
+    "matmul": Op(2, lambda x, y: x.matmul(y), weight=0.4),
+    "transpose": Op(1, lambda x, a, b: x.transpose(a, b), _two_dims, weight=0.8),
+    "permute": Op(1, _permuted, _choice(1, 2, 3, 4), weight=0.4),
+    "split": Op(1, _split, lambda rng, args: (rng.randrange(max(args[0].ndim, 1)), rng.choice((2, 3))), weight=0.4),
+    "merge": Op(1, _merge, _one_dim(), weight=0.4),
+    "unsqueeze": Op(1, lambda x, d: x.unsqueeze(d), _one_dim(1), weight=0.4),
+    "squeeze": Op(1, lambda x: x.squeeze(), weight=0.2),
+    "slice": Op(1, _slice, _slice_params, weight=0.5),
+    "select": Op(1, _select, _select_params, weight=0.3),
+    "expand": Op(1, _expand, _expand_params, weight=0.4),
+    "flatten": Op(1, lambda x: x.flatten(), weight=0.2),
+    "add_": Op(2, lambda x, y: x.add_(y), weight=0.8, inplace=True),
+    "mul_": Op(2, lambda x, y: x.mul_(y.tanh()), weight=0.5, inplace=True),
+    "sub_": Op(2, lambda x, y: x.sub_(y), weight=0.4, inplace=True),
+    "copy_": Op(2, lambda x, y: x.copy_(y), weight=0.4, inplace=True),
+    "clamp_": Op(1, lambda x: x.clamp_(-1, 1), weight=0.3, inplace=True),
+    "relu_": Op(1, lambda x: x.relu_(), weight=0.3, inplace=True),
+    "fill_": Op(1, lambda x, v: x.fill_(v), _choice(0, 2, -1.5), weight=0.1, inplace=True),
+    "masked_fill_": Op(2, lambda x, m: x.masked_fill_(_mask(m), 1), weight=0.3, inplace=True),
+}
+
+
+# --- programs -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Input:
+    shape: Shape
+    dtype: str
+    layout: str  # c | t (reversed dims) | flip (first dim reversed) | step (every 2nd) | bcast (stride 0)
+
+    def make(self, rng: np.random.Generator) -> np.ndarray:
+        """An array of this shape, dtype and layout with values drawn from ``rng``."""
+        shape = self.shape
+        if self.layout == "bcast" and shape:
+            base = _values(rng, (1,) + shape[1:], self.dtype)
+            return np.broadcast_to(base, shape)
+        if self.layout == "t":
+            return _values(rng, shape[::-1], self.dtype).transpose()
+        if self.layout == "flip" and shape:
+            return _values(rng, shape, self.dtype)[::-1]
+        if self.layout == "step" and shape:
+            wide = _values(rng, shape[:-1] + (2 * shape[-1],), self.dtype)
+            return wide[..., ::2]
+        return _values(rng, shape, self.dtype)
+
+    @property
+    def writable(self) -> bool:
+        return self.layout != "bcast" or not self.shape
+
+
+def _values(rng: np.random.Generator, shape: Shape, dtype: str) -> np.ndarray:
+    if dtype == "bool":
+        return np.asarray(rng.random(shape) < 0.5)
+    if dtype.startswith("int"):
+        return np.asarray(rng.integers(-5, 6, shape), dtype=dtype)
+    return np.asarray(rng.standard_normal(shape), dtype=dtype)
 
 
 @dataclass(frozen=True)
 class Step:
-    """One operation: ``op`` on pool values ``args`` with attributes ``attrs``."""
-
     op: str
     args: tuple[int, ...]
-    attrs: tuple[tuple[str, Any], ...] = ()
+    params: tuple = ()
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """Input shapes, steps (each appends one value to the pool) and the returned pool indices.
+class FuzzProgram:
+    """Inputs, steps and returned pool indices; call it on proxy tensors to replay it."""
 
-    Calling a recipe replays it on proxy tensors (or anything with torch's methods).
-    """
-
-    input_shapes: tuple[Shape, ...]
+    inputs: tuple[Input, ...]
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]
 
-    def __call__(self, *inputs: Any) -> tuple:
-        pool = list(inputs)
+    def __call__(self, *tensors: stax.Tensor) -> tuple:
+        pool = list(tensors)
         for step in self.steps:
-            pool.append(_apply(step, [pool[i] for i in step.args]))
+            pool.append(OPS[step.op].apply(*(pool[i] for i in step.args), *step.params))
         return tuple(pool[i] for i in self.outputs)
 
+    def arrays(self, seed: int) -> list[np.ndarray]:
+        """Input arrays (the same for the same seed, layouts included)."""
+        rng = np.random.default_rng(seed)
+        return [spec.make(rng) for spec in self.inputs]
 
-def _apply(step: Step, args: list) -> Any:
-    attrs = dict(step.attrs)
-    x = args[0]
-    if step.op in UNARY:
-        return getattr(x, step.op)()
-    if step.op in BINARY:
-        return getattr(x, step.op)(args[1])
-    if step.op == "scale":
-        return x * attrs["factor"]
-    if step.op in REDUCTIONS:
-        return getattr(x, step.op)(attrs["dim"], keepdim=attrs["keepdim"])
-    if step.op == "transpose":
-        return x.transpose(*attrs["dims"])
-    if step.op == "reshape":
-        return x.reshape(*attrs["shape"])
-    if step.op == "unsqueeze":
-        return x.unsqueeze(attrs["dim"])
-    raise ValueError(f"unknown recipe op {step.op!r}")
+    def trace(self, seed: int = 0) -> stax.Graph:
+        return stax.trace(self, *self.arrays(seed))
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"inputs": [[list(i.shape), i.dtype, i.layout] for i in self.inputs],
+                "steps": [[s.op, list(s.args), list(s.params)] for s in self.steps],
+                "outputs": list(self.outputs)}
 
-def _broadcast(a: Shape, b: Shape) -> Shape | None:
-    try:
-        return tuple(np.broadcast_shapes(a, b))
-    except ValueError:
-        return None
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FuzzProgram:
+        return cls(tuple(Input(tuple(shape), dtype, layout) for shape, dtype, layout in data["inputs"]),
+                   tuple(Step(op, tuple(args), tuple(params)) for op, args, params in data["steps"]),
+                   tuple(data["outputs"]))
+
+    def __str__(self) -> str:
+        lines = [f"v{i} = input({list(s.shape)}, {s.dtype}, {s.layout})" for i, s in enumerate(self.inputs)]
+        lines += [f"v{len(self.inputs) + k} = {s.op}({', '.join(f'v{a}' for a in s.args)}"
+                  f"{''.join(f', {p!r}' for p in s.params)})" for k, s in enumerate(self.steps)]
+        return "\n".join(lines + [f"return {', '.join(f'v{o}' for o in self.outputs)}"])
 
 
-class _Builder:
-    """Draws steps while tracking the shape of every pool value."""
+# --- generation -------------------------------------------------------------------------------------
 
-    def __init__(self, rng: random.Random, rank: int):
-        self.rng = rng
-        self.full = tuple(rng.choice(DIMS) for _ in range(rank))
-        self.shapes: list[Shape] = []
+def _draw_inputs(rng: random.Random) -> tuple[Input, ...]:
+    rank = rng.choice((0, 1, 1, 2, 2, 2, 3, 3))
+    full = [rng.choice(DIMS) for _ in range(rank)]
+    if full and rng.random() < 0.05:
+        full[rng.randrange(rank)] = 0
+    shapes = [tuple(full)]
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        kind = rng.random()
+        if kind < 0.4:
+            shapes.append(tuple(1 if rng.random() < 0.4 else d for d in full))
+        elif kind < 0.7:
+            shapes.append(tuple(full[rng.randrange(rank + 1):]))
+        else:
+            shapes.append(tuple(reversed(full)))
+    return tuple(Input(s, rng.choice(DTYPES), rng.choice(LAYOUTS)) for s in shapes)
+
+
+def _pick(rng: random.Random, n: int) -> int:
+    """A pool index biased towards recent values (chains), older ones give shared subexpressions."""
+    return max(rng.randrange(n), rng.randrange(n))
+
+
+class _Walk:
+    """The random walk over ops on live proxies (see the module docstring)."""
+
+    def __init__(self, rng: random.Random, inputs: tuple[Input, ...], max_steps: int, ops: tuple[str, ...]):
+        self.rng, self.inputs, self.max_steps = rng, inputs, max_steps
         self.steps: list[Step] = []
-        self.used: set[int] = set()
+        self.outputs: tuple[int, ...] = ()
+        self.names, self.weights = list(ops), [OPS[name].weight for name in ops]
 
-    def input_shapes(self, count: int) -> tuple[Shape, ...]:
-        shapes = [self.full]
-        for _ in range(count - 1):  # broadcastable variants: some dims 1, or a suffix of the shape
-            if self.rng.random() < 0.5:
-                shapes.append(tuple(1 if self.rng.random() < 0.4 else d for d in self.full))
-            else:
-                shapes.append(self.full[self.rng.randrange(len(self.full)):])
-        self.shapes = list(shapes)
-        return tuple(shapes)
+    def __call__(self, *tensors: stax.Tensor) -> tuple:
+        pool = list(tensors)
+        owner = list(range(len(pool)))  # the pool slot of the object a slot holds (in-place results)
+        wanted = self.rng.randint(1, self.max_steps)
+        for _ in range(20 * wanted):
+            if len(self.steps) == wanted:
+                break
+            name = self.rng.choices(self.names, self.weights)[0]
+            op = OPS[name]
+            args = tuple(_pick(self.rng, len(pool)) for _ in range(op.arity))
+            if op.inplace and owner[args[0]] < len(self.inputs) and not self.inputs[owner[args[0]]].writable:
+                continue
+            params = op.sample(self.rng, [pool[i] for i in args])
+            try:
+                value = op.apply(*(pool[i] for i in args), *params)
+            except StaxError:
+                continue
+            self.steps.append(Step(name, args, params))
+            owner.append(owner[args[0]] if op.inplace else len(pool))
+            pool.append(value)
+        self.outputs = self._choose_outputs(len(pool))
+        return tuple(pool[i] for i in self.outputs)
 
-    def add(self, op: str, args: tuple[int, ...], result: Shape, **attrs: Any) -> None:
-        self.steps.append(Step(op, args, tuple(sorted(attrs.items()))))
-        self.used.update(args)
-        self.shapes.append(result)
-
-    def pick(self) -> int:
-        """A pool value, biased towards recent ones so chains form (older ones give sharing)."""
-        n = len(self.shapes)
-        return max(self.rng.randrange(n), self.rng.randrange(n))
-
-    def step(self) -> None:
-        kind = self.rng.choices(("unary", "binary", "reduce", "view"), weights=(4, 5, 2, 1))[0]
-        a = self.pick()
-        shape = self.shapes[a]
-        if kind == "unary":
-            if self.rng.random() < 0.2:
-                self.add("scale", (a,), shape, factor=self.rng.choice((0.5, 2.0, -1.5)))
-            else:
-                self.add(self.rng.choice(UNARY), (a,), shape)
-        elif kind == "binary":
-            partners = [b for b in range(len(self.shapes)) if _broadcast(shape, self.shapes[b]) is not None]
-            b = self.rng.choice(partners)  # a itself always broadcasts with a
-            self.add(self.rng.choice(BINARY), (a, b), _broadcast(shape, self.shapes[b]))
-        elif kind == "reduce" and shape:
-            dim = self.rng.randrange(-len(shape), len(shape))
-            keepdim = self.rng.random() < 0.6
-            out = list(shape)
-            if keepdim:
-                out[dim] = 1
-            else:
-                del out[dim]
-            self.add(self.rng.choice(REDUCTIONS), (a,), tuple(out), dim=dim, keepdim=keepdim)
-        else:
-            self.view(a, shape)
-
-    def view(self, a: int, shape: Shape) -> None:
-        choice = self.rng.random()
-        if len(shape) >= 2 and choice < 0.4:
-            i, j = self.rng.sample(range(len(shape)), 2)
-            out = list(shape)
-            out[i], out[j] = out[j], out[i]
-            self.add("transpose", (a,), tuple(out), dims=(i, j))
-        elif len(shape) >= 2 and choice < 0.7:  # merge two adjacent dims
-            i = self.rng.randrange(len(shape) - 1)
-            out = shape[:i] + (shape[i] * shape[i + 1],) + shape[i + 2:]
-            self.add("reshape", (a,), out, shape=out)
-        elif shape and choice < 0.85 and any(d % 2 == 0 for d in shape):  # split an even dim
-            i = self.rng.choice([k for k, d in enumerate(shape) if d % 2 == 0])
-            out = shape[:i] + (2, shape[i] // 2) + shape[i + 1:]
-            self.add("reshape", (a,), out, shape=out)
-        else:
-            dim = self.rng.randrange(len(shape) + 1)
-            self.add("unsqueeze", (a,), shape[:dim] + (1,) + shape[dim:], dim=dim)
+    def _choose_outputs(self, n: int) -> tuple[int, ...]:
+        read = {a for s in self.steps for a in s.args}
+        unread = [i for i in range(len(self.inputs), n) if i not in read]
+        count = self.rng.randint(1, 3)
+        extra = [_pick(self.rng, n) for _ in range(max(0, count - len(unread)))]
+        return tuple(unread[-count:] + extra)
 
 
-def random_recipe(seed: int, steps: int = 8, max_inputs: int = 3, max_outputs: int = 3,
-                  max_rank: int = 3) -> Recipe:
-    """A random valid recipe; the same arguments always give the same recipe."""
+#: ops whose results are well defined for any input: no integer division (a zero divisor raises)
+BENIGN_OPS = tuple(name for name in OPS if name != "floordiv")
+
+
+def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:
+    """A random valid program drawing from ``ops`` (default: all of :data:`OPS`); the same seed
+    always gives the same program."""
     rng = random.Random(seed)
-    builder = _Builder(rng, rng.randint(1, max_rank))
-    inputs = builder.input_shapes(rng.randint(1, max_inputs))
-    for _ in range(rng.randint(1, steps)):
-        builder.step()
-    computed = range(len(inputs), len(builder.shapes))
-    unused = [i for i in computed if i not in builder.used]
-    count = rng.randint(1, max_outputs)
-    rest = [i for i in computed if i not in unused]
-    outputs = (unused + rng.sample(rest, min(len(rest), max(0, count - len(unused)))))[:max(count, 1)]
-    return Recipe(inputs, tuple(builder.steps), tuple(sorted(outputs)))
+    inputs = _draw_inputs(rng)
+    walk = _Walk(rng, inputs, max_steps, ops or tuple(OPS))
+    specs = [stax.TensorSpec(i.shape, i.dtype) for i in inputs]
+    stax.trace(walk, *specs)
+    return FuzzProgram(inputs, tuple(walk.steps), walk.outputs)
 
 
-def random_program(seed: int, **options: Any) -> Program:
-    """:func:`random_recipe` as a suite Program; its inputs ignore ``size`` (shapes are drawn)."""
-    recipe = random_recipe(seed, **options)
-
-    def make_inputs(size: int, rng: np.random.Generator) -> list[np.ndarray]:
-        return [rng.standard_normal(s).astype(np.float32) for s in recipe.input_shapes]
-    steps = ", ".join(s.op for s in recipe.steps)
-    return Program(f"random_{seed}", recipe, make_inputs, f"random program {seed}: {steps}")
+def random_program(seed: int, steps: int = 8) -> Program:
+    """A benign random program (:data:`BENIGN_OPS`) as a suite Program for sweeps; its inputs
+    ignore the size parameter (the generator draws the shapes)."""
+    program = generate(seed, max_steps=steps, ops=BENIGN_OPS)
+    return Program(f"random_{seed}", program, lambda size, rng: program.arrays(seed),
+                   f"random program {seed}: {', '.join(s.op for s in program.steps)}")

@@ -11,7 +11,7 @@ import stax
 from experiments import fuzz_check
 from experiments.fuzz import Tally, combos_for, fuzz_one, main
 from experiments.fuzz_check import FUSIONS, ORDERS, Combo, cross_check, run_case
-from experiments.fuzz_programs import OPS, FuzzProgram, generate
+from instances.random_programs import OPS, FuzzProgram, generate
 from experiments.fuzz_shrink import shrink
 
 

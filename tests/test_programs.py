@@ -26,15 +26,16 @@ def test_adam_updates_its_inputs_in_place():
 
 
 def test_two_hundred_random_programs_trace_and_evaluate():
-    shapes_seen, outputs_seen = set(), set()
+    ranks_seen, outputs_seen = set(), set()
     for seed in range(200):
         program = random_program(seed)
         arrays = program.inputs(1, seed)
         outputs = evaluate(stax.trace(program.fn, *arrays), *arrays)
-        assert all(np.isfinite(o).all() for o in outputs), seed
-        shapes_seen.add(len(arrays[0].shape))
+        assert all(np.isfinite(o.astype(np.float64)).all() for o in outputs), seed
+        ranks_seen.update(a.ndim for a in arrays)
         outputs_seen.add(len(outputs))
-    assert shapes_seen == {1, 2, 3} and outputs_seen == {1, 2, 3}
+    assert {1, 2, 3} <= ranks_seen and {1, 2, 3} <= outputs_seen
+    assert "floordiv" not in {s.op for seed in range(200) for s in random_program(seed).fn.steps}
 
 
 def test_random_programs_are_reproducible():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.fuzz_check import Combo, cross_check, run_case
-from experiments.fuzz_programs import FuzzProgram
+from instances.random_programs import FuzzProgram
 
 FILES = sorted((Path(__file__).parent / "regressions").glob("*.json"))
 

@@ -1,10 +1,12 @@
-"""A sweep's cells: one (instance, fusion strategy, order strategy), keyed by content.
+"""A sweep's cells: one (instance, fusion strategy, order strategy, dependence rule), keyed by content.
 
 The key hashes everything the cell's result depends on — the instance's content hash, the
 strategies and their parameters, the measures, the reference and timing settings and the code
 version — and nothing about where the cell appears in the config, so reordering a config or
-adding families keeps finished cells.  Instance seeds derive from the sweep seed, the family,
-the size and the seed index only.
+adding families keeps finished cells.  The dependence rule (a compile option of program cells)
+enters the key only when it is not the default ``parallel``, so configs written before the
+option keep their keys.  Instance seeds derive from the sweep seed, the family, the size and
+the seed index only.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from instances import store
 from .config import ReferenceSpec, StrategySpec, SweepConfig, TimingSpec
 
 NO_FUSION = StrategySpec("-")  # order-only instances have nothing to fuse
+NO_DEPENDENCE = "-"  # abstract instances have no loops, so no dependence rule
 
 
 def derive_seed(sweep_seed: int, family: str, size: int, index: int) -> int:
@@ -37,6 +40,7 @@ class Cell:
     instance_hash: str
     fusion: StrategySpec
     order: StrategySpec
+    dependence: str  # stax.compile's dependence rule for programs, else NO_DEPENDENCE
     measures: tuple[str, ...]
     reference: ReferenceSpec
     timing: TimingSpec
@@ -48,6 +52,8 @@ class Cell:
         content = asdict(self)
         for where in ("family", "kind", "size", "seed_index", "instance", "timeout"):  # implied by the hash, or not results
             content.pop(where)
+        if self.dependence in ("parallel", NO_DEPENDENCE):  # the default: keys as before the option
+            content.pop("dependence")
         return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
     def identity(self) -> dict[str, Any]:
@@ -56,11 +62,12 @@ class Cell:
                 "seed": self.seed, "instance": self.instance, "instance_hash": self.instance_hash,
                 "fusion": self.fusion.label, "fusion_name": self.fusion.name, "fusion_params": self.fusion.to_json(),
                 "order": self.order.label, "order_name": self.order.name, "order_params": self.order.to_json(),
-                "code_version": self.code_version}
+                "dependence": self.dependence, "code_version": self.code_version}
 
 
 def plan(config: SweepConfig, code_version: str) -> list[Cell]:
-    """Every cell of the sweep (order-only families get one cell per order strategy)."""
+    """Every cell of the sweep (order-only families get one cell per order strategy, abstract
+    families one per strategy pair, programs one per strategy pair and dependence rule)."""
     cells = []
     for fam in config.families:
         seeded = store.get_family(fam.name).seeded
@@ -69,7 +76,8 @@ def plan(config: SweepConfig, code_version: str) -> list[Cell]:
                 seed = derive_seed(config.seed, fam.name, size, index) if seeded else 0
                 inst = store.instance(fam.name, size, seed)
                 fusions = (NO_FUSION,) if inst.kind == "order" else config.fusion
-                cells += [Cell(fam.name, inst.kind, size, index, seed, inst.name, inst.content_hash(), f, o, config.measures,
-                               config.reference, config.timing, config.cell_timeout, code_version)
-                          for f in fusions for o in config.order]
+                rules = config.dependence if inst.kind == "program" else (NO_DEPENDENCE,)
+                cells += [Cell(fam.name, inst.kind, size, index, seed, inst.name, inst.content_hash(), f, o, d,
+                               config.measures, config.reference, config.timing, config.cell_timeout, code_version)
+                          for f in fusions for o in config.order for d in rules]
     return cells

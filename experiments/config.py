@@ -7,6 +7,7 @@
     measures = ["traffic", "peak", "optimum", "compile", "measured_peak", "kernel_time"]
     fusion = ["none", "greedy", {name = "cpsat", params = {time_limit = 2}}]
     order = ["original", "best", "cpsat"]
+    dependence = ["parallel", "sequential"]   # programs: the fusion legality rule (default parallel)
 
     [reference]                # the exact solver (CP-SAT) every row is compared with
     time_limit = 5.0
@@ -86,6 +87,7 @@ class SweepConfig:
     families: tuple[FamilySpec, ...]
     fusion: tuple[StrategySpec, ...]
     order: tuple[StrategySpec, ...]
+    dependence: tuple[str, ...] = ("parallel",)  # stax.compile's rules, one cell per program instance each
     seed: int = 0
     seeds: int = 1
     cell_timeout: float = 120.0
@@ -157,9 +159,10 @@ def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
     """A checked :class:`SweepConfig` from a parsed TOML document."""
+    from stax.scheduler.legality import DEPENDENCE_RULES
     from stax.strategy import fusion_strategies, order_strategies
     top = _Fields(source, data, "", ("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
-                                     "reference", "timing", "families"))
+                                     "dependence", "reference", "timing", "families"))
     positive = "a positive number"
     measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(MEASURES),
                        check=lambda m: all(x in MEASURES for x in m))
@@ -170,6 +173,8 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
         families=_families(top),
         fusion=_strategies(top, "fusion", fusion_strategies.names()),
         order=_strategies(top, "order", order_strategies.names()),
+        dependence=tuple(top.get("dependence", list, f"a non-empty list drawn from {list(DEPENDENCE_RULES)}",
+                                 default=["parallel"], check=lambda d: d and all(x in DEPENDENCE_RULES for x in d))),
         seed=top.get("seed", int, "an integer", default=0),
         seeds=top.get("seeds", int, "a positive integer", default=1, check=lambda s: s > 0),
         cell_timeout=float(top.get("cell_timeout", (int, float), positive, default=120.0, check=lambda t: t > 0)),

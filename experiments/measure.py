@@ -10,7 +10,8 @@ Columns (``None`` where a measure does not apply, e.g. kernel time of an abstrac
   status (``*_ref_status``: optimal, or feasible when not proven), bound and seconds, and the cell's
   ``*_gap_abs`` = value - reference and ``*_gap_rel`` = gap / reference.  The reference is the
   solver's best answer; only ``*_ref_status == "optimal"`` makes it the optimum;
-- programs: ``compile_seconds``, ``peak_measured`` (bytes the wrapper held at most),
+- programs (compiled under the cell's dependence rule, so the fusion problem, and its
+  reference, are that rule's): ``compile_seconds``, ``peak_measured`` (bytes the wrapper held at most),
   ``max_abs_error`` against the numpy reference, ``kernel_time_median``/``_min``/``_max`` (s).
 
 References are cached on disk by problem content (``cache_dir``), so cells that share a
@@ -75,7 +76,8 @@ def _program_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProb
     start = time.perf_counter()
     compiled = stax.compile(inst.program.fn, *arrays, fusion=cell.fusion.name, order=cell.order.name,
                             fusion_params=cell.fusion.kwargs(), order_params=cell.order.kwargs(),
-                            threads=cell.timing.threads)
+                            threads=cell.timing.threads, cost_model=inst.program.cost_model,
+                            dependence=cell.dependence)
     metrics = {"compile_seconds": time.perf_counter() - start}
     metrics |= _fusion_columns(compiled.fusion_problem, compiled.fusion)
     metrics |= _order_columns(compiled.order_problem, compiled.order)

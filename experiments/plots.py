@@ -24,13 +24,18 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["status"] == "ok"]
 
 
+def rules(table: pd.DataFrame) -> list[str]:
+    """``["dependence"]`` if the table has the dependence rule column (tables of older sweeps do not)."""
+    return ["dependence"] if "dependence" in table else []
+
+
 def compared(table: pd.DataFrame, value: str, strategy: str) -> pd.DataFrame:
-    """Finished rows with ``value`` and its reference, one per (instance, strategies deciding it):
-    a fusion result repeats once per order strategy, so fusion rows are deduplicated."""
+    """Finished rows with ``value`` and its reference, one per (instance, dependence rule, strategies
+    deciding it): a fusion result repeats once per order strategy, so fusion rows are deduplicated."""
     ref = f"{value}_ref"
     if ref not in table:
         return table.iloc[0:0]
-    keys = ["instance", "fusion"] if strategy == "fusion" else ["instance", "fusion", "order"]
+    keys = ["instance", *rules(table), "fusion"] + ([] if strategy == "fusion" else ["order"])
     return _ok(table).dropna(subset=[value, ref]).drop_duplicates(keys)
 
 

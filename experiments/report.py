@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .plots import compared, plot_all
+from .plots import compared, plot_all, rules
 
 STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
          "table{border-collapse:collapse;font-size:13px;margin:0.5em 0 1.5em}"
@@ -23,7 +23,7 @@ def _ratio_table(table: pd.DataFrame, value: str, strategy: str) -> pd.DataFrame
     rows["proven"] = rows[f"{ref}_status"] == "optimal"
     rows["ratio"] = (rows[value] / rows[ref].where(rows[ref] > 0)).where(rows["proven"])
     rows["at_optimum"] = (rows[value] == rows[ref]) & rows["proven"]
-    grouped = rows.groupby(["family", strategy])
+    grouped = rows.groupby(["family", *rules(rows), strategy], dropna=False)
     return pd.DataFrame({
         "rows": grouped.size(), "proven optimum": grouped["proven"].sum(),
         "mean ratio": grouped["ratio"].mean().round(3), "max ratio": grouped["ratio"].max().round(3),
@@ -37,7 +37,7 @@ def _program_table(table: pd.DataFrame) -> pd.DataFrame:
     rows = table[(table["status"] == "ok")].dropna(subset=["kernel_time_median"])
     if rows.empty:
         return pd.DataFrame()
-    grouped = rows.groupby(["instance", "fusion"])
+    grouped = rows.groupby(["instance", *rules(rows), "fusion"], dropna=False)
     return pd.DataFrame({
         "kernels": grouped["kernels"].first(), "traffic B": grouped["traffic"].first(),
         "time us (median)": (grouped["kernel_time_median"].median() * 1e6).round(1),

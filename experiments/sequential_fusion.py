@@ -1,8 +1,8 @@
 """What the sequential fusion rule buys (seed 7.2, Proposition 7.3 (1) against (2)): a printed table.
 
-On shifted-read and stencil programs and on random programs of shifted views, every
-elementwise node materialized (``CostModel(max_inline_ops=0)``, so each shift is a real
-producer/consumer pair), for each dependence rule:
+On the shifted-read and stencil programs of ``instances/shifted_programs.py`` and on random
+programs of shifted views, every elementwise node materialized (their cost model, so each shift
+is a real producer/consumer pair), for each dependence rule:
 
 - ``pairs``: candidate fusions, node pairs the rule does not forbid;
 - ``greedy`` / ``exact``: modeled traffic (Definition 7.3, bytes) of Algorithm 7.1 and of the
@@ -18,12 +18,12 @@ Usage: ``python -m experiments.sequential_fusion [--size N] [--random K]`` (abou
 from __future__ import annotations
 
 import argparse
-import random
-from typing import Callable
 
 import numpy as np
 
 import stax
+from instances.programs import Program
+from instances.shifted_programs import SHIFTED_PROGRAMS, random_shifted
 from stax.frontend import trace
 from stax.lowering import lower
 from stax.reference import evaluate
@@ -32,88 +32,30 @@ from stax.strategy import run_fusion
 from stax.timing import time_call
 
 RULES = ("parallel", "sequential")
-MATERIALIZE = stax.CostModel(max_inline_ops=0)
 
 
-def shift_1d(x):
-    y = x * 2
-    return y[1:] + y[:-1]
+def cases(randoms: int) -> list[Program]:
+    """The fixed shifted-read programs, then ``randoms`` random chains of shifted views."""
+    return [*SHIFTED_PROGRAMS.values(), *(random_shifted(seed) for seed in range(randoms))]
 
 
-def stencil_3pt(x):
-    y = x.tanh()
-    return (y[2:] + y[1:-1] + y[:-2]) * (1 / 3)
-
-
-def stencil_5pt(x):
-    y = x * 0.5
-    return y[1:-1, 1:-1] * 4 - y[:-2, 1:-1] - y[2:, 1:-1] - y[1:-1, :-2] - y[1:-1, 2:]
-
-
-def prefix_chain(x):
-    y = x * 2
-    z = y[1:] * y[:-1]
-    w = z[1:] - z[:-1]
-    return w[1:] + w[:-1]
-
-
-def upwind_2d(x):
-    y = x.exp()
-    return y[1:, 1:] - y[:-1, 1:] - y[1:, :-1]
-
-
-def random_program(seed: int) -> tuple[Callable, tuple[int, ...]]:
-    """A chain of pointwise ops and shifted views ``v[k:] op v[:-k]`` along random dims."""
-    rng = random.Random(seed)
-    rank = rng.choice((1, 2))
-    steps = [(rng.choice(("tanh", "mul", "shift")), rng.randrange(rank), rng.choice((1, 2)),
-              rng.choice(("add", "sub", "mul"))) for _ in range(rng.randint(3, 6))]
-
-    def program(x):
-        v = x
-        for kind, dim, k, op in steps:
-            if kind == "tanh":
-                v = v.tanh()
-            elif kind == "mul":
-                v = v * 0.5
-            else:
-                head = [slice(None)] * rank
-                tail = [slice(None)] * rank
-                head[dim], tail[dim] = slice(k, None), slice(None, -k)
-                v = getattr(v[tuple(head)], {"add": "__add__", "sub": "__sub__", "mul": "__mul__"}[op])(v[tuple(tail)])
-        return v
-    program.__name__ = f"random{seed}"
-    return program, (rank,)
-
-
-def cases(size: int, randoms: int) -> list[tuple[str, Callable, tuple[int, ...]]]:
-    side = int(size ** 0.5)
-    fixed = [("shift_1d", shift_1d, (size,)), ("stencil_3pt", stencil_3pt, (size,)),
-             ("prefix_chain", prefix_chain, (size,)), ("stencil_5pt", stencil_5pt, (side, side)),
-             ("upwind_2d", upwind_2d, (side, side))]
-    out = list(fixed)
-    for seed in range(randoms):
-        fn, (rank,) = random_program(seed)
-        out.append((fn.__name__, fn, (size,) if rank == 1 else (side, side)))
-    return out
-
-
-def row(name: str, fn: Callable, shape: tuple[int, ...]) -> dict:
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+def row(program: Program, size: int) -> dict:
+    x, = program.inputs(size)
+    fn, cost_model = program.fn, program.cost_model
     graph = trace(fn, x)
     want = evaluate(graph, x.copy())[0]
-    result = {"program": name, "shape": "x".join(map(str, shape))}
+    result = {"program": program.name, "shape": "x".join(map(str, x.shape))}
     for rule in RULES:
-        problem = Scheduler(lower(graph, MATERIALIZE)).fusion_problem(dependence=rule)
+        problem = Scheduler(lower(graph, cost_model)).fusion_problem(dependence=rule)
         nodes = problem.nodes
         result[f"{rule}.pairs"] = len(nodes) * (len(nodes) - 1) // 2 - len(problem.forbidden)
         result[f"{rule}.greedy"] = run_fusion("greedy", problem).cost
         result[f"{rule}.exact"] = run_fusion("cpsat", problem).cost
-        compiled = stax.compile(fn, x, cost_model=MATERIALIZE, dependence=rule)
+        compiled = stax.compile(fn, x, cost_model=cost_model, dependence=rule)
         np.testing.assert_allclose(compiled(x), want, rtol=1e-4, atol=1e-4)
         result[f"{rule}.kernels"] = len(compiled.block_kernels)
         result[f"{rule}.ms"] = time_call(lambda: compiled(x), repeat=5) * 1e3
-    one_thread = stax.compile(fn, x, cost_model=MATERIALIZE, threads=1)
+    one_thread = stax.compile(fn, x, cost_model=cost_model, threads=1)
     result["par1.ms"] = time_call(lambda: one_thread(x), repeat=5) * 1e3
     return result
 
@@ -138,7 +80,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1 << 20, help="elements of the input")
     parser.add_argument("--random", type=int, default=6, help="random programs of shifted views")
     args = parser.parse_args()
-    rows = [row(*case) for case in cases(args.size, args.random)]
+    rows = [row(program, args.size) for program in cases(args.random)]
     print(table(rows))
     print("traffic in bytes (Definition 7.3); ms: median call time of the greedy program, "
           f"{stax.runtime.default_threads()} threads for parallel kernels")

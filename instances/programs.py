@@ -19,6 +19,7 @@ import numpy as np
 
 from stax.errors import StaxError
 from stax.examples import example_7_1, example_7_2
+from stax.lowering import CostModel
 
 Inputs = Callable[[int, np.random.Generator], list[np.ndarray]]
 
@@ -27,12 +28,13 @@ HIDDEN = 32  # feature width of the model-like programs (MLP, transformer block)
 
 @dataclass(frozen=True)
 class Program:
-    """A suite entry: ``fn`` traced on ``inputs(size, seed)``."""
+    """A suite entry: ``fn`` traced on ``inputs(size, seed)`` and lowered with ``cost_model``."""
 
     name: str
     fn: Callable
     make_inputs: Inputs
     description: str
+    cost_model: CostModel = CostModel()
 
     def inputs(self, size: int, seed: int = 0) -> list[np.ndarray]:
         """Fresh numpy inputs for size parameter ``size`` (reproducible from ``seed``)."""

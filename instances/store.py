@@ -1,8 +1,9 @@
 """Named instances: the program suite, the abstract generators, and shipped JSON files.
 
-An instance name is ``FAMILY/SIZE/SEED`` for a seeded family (``layered/16/3``),
-``PROGRAM/SIZE`` for a suite program (``softmax/64``, built from the program with seed 0
-inputs), ``data/STEM`` for a file shipped in ``instances/data/``, or a path to a JSON problem
+An instance name is ``FAMILY/SIZE/SEED`` for a seeded family (``layered/16/3``,
+``random_shifted/4096/1``), ``PROGRAM/SIZE`` for a suite or shifted-read program
+(``softmax/64``, ``stencil_3pt/4096``, built from the program with seed 0 inputs),
+``data/STEM`` for a file shipped in ``instances/data/``, or a path to a JSON problem
 file.  :func:`load` returns an :class:`Instance` holding the FusionProblem (or, for order-only
 families, the OrderProblem) and, for programs, the Program itself so it can be compiled.
 
@@ -23,6 +24,7 @@ from stax.problems import FusionProblem, OrderProblem, kernel_order_problem
 from . import dags, graphs
 from .programs import PROGRAMS, Program
 from .random_programs import random_program
+from .shifted_programs import SHIFTED_PROGRAMS, random_shifted
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -74,10 +76,10 @@ class Family:
 def program_fusion_problem(program: Program, size: int, seed: int = 0, name: str = "") -> FusionProblem:
     """The FusionProblem the compiler's scheduler derives from ``program`` (no C++ is built)."""
     from stax.frontend import trace
-    from stax.lowering import CostModel, lower
+    from stax.lowering import lower
     from stax.scheduler.nodes import Scheduler
     graph = trace(program.fn, *program.inputs(size, seed))
-    return Scheduler(lower(graph, CostModel())).fusion_problem("cpu", name=name)
+    return Scheduler(lower(graph, program.cost_model)).fusion_problem("cpu", name=name)
 
 
 def _program_family(program: Program) -> Family:
@@ -89,6 +91,11 @@ def _program_family(program: Program) -> Family:
 def _random_programs(size: int, seed: int) -> dict[str, Any]:
     program = random_program(seed, steps=size)
     return {"program": program, "fusion": program_fusion_problem(program, size, seed, f"random_program/{size}/{seed}")}
+
+
+def _random_shifted(size: int, seed: int) -> dict[str, Any]:
+    program = random_shifted(seed)
+    return {"program": program, "fusion": program_fusion_problem(program, size, seed, f"random_shifted/{size}/{seed}")}
 
 
 def _dag_family(name: str, maker: Callable, shape: str) -> Family:
@@ -119,9 +126,11 @@ def _vertex_separation_family(graph_family: str) -> Family:
 
 
 def _families() -> dict[str, Family]:
-    found = [_program_family(p) for p in PROGRAMS.values()]
+    found = [_program_family(p) for p in (*PROGRAMS.values(), *SHIFTED_PROGRAMS.values())]
     found.append(Family("random_program", "program", "a random valid program with SIZE steps (seeded)",
                         _random_programs))
+    found.append(Family("random_shifted", "program", "a random chain of shifted views of SIZE elements (seeded)",
+                        _random_shifted))
     found += [_dag_family("layered", dags.layered_dag, "layered"),
               _dag_family("series_parallel", dags.series_parallel_dag, "series-parallel")]
     found += [_multiway_cut_family(g) for g in graphs.FAMILIES]

@@ -69,6 +69,7 @@ def test_sweep_killed_at_random_moments_resumes_with_every_cell_once(tmp_path):
     total = len(plan(load_config(config), "v"))
     out = tmp_path / "out"
     rng = random.Random(5)
+    kills_mid_sweep = 0
     for _ in range(3):
         process = subprocess.Popen([sys.executable, "-m", "stax.cli", "sweep", str(config), "--out", str(out),
                                     "--workers", "2"], start_new_session=True,
@@ -79,11 +80,13 @@ def test_sweep_killed_at_random_moments_resumes_with_every_cell_once(tmp_path):
         time.sleep(rng.uniform(0.0, 0.8))
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+            kills_mid_sweep += 1
         process.wait()
         for cell in (out / "cells").glob("*.json"):  # every recorded cell is whole JSON
             json.loads(cell.read_text())
+    assert kills_mid_sweep >= 1, "no kill landed while the sweep was running"
     summary = sweep(config, out, workers=2)
-    assert summary.cells == total and 0 < summary.skipped < total, "the kills should land mid-sweep"
+    assert summary.cells == total and 0 < summary.skipped <= total
     table = load_results(out)
     assert len(table) == total and table["cell"].is_unique and (table["status"] == "ok").all()
     assert _cells(out) == total

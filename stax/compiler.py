@@ -6,7 +6,9 @@
     problem   = scheduler.fusion_problem(rule)         # the FusionProblem seam (7.2)
     fusion    = run_fusion(strategy, problem)          # a validated partition (7.3)
     order     = run_order(strategy, kernel problem)    # a validated kernel order (7.5)
-    kernels   = generate_kernels(...)                  # C++ (8.1-8.4)
+    kernels   = generate_kernels(...)                  # C++ per block (8.1-8.4)
+    memory    = plan_memory_for(...)                   # reuse, in-place reuse or a pool (7.5, 7.6 step 6)
+    spans     = group_steps(...)                       # adjacent kernels sharing a parallel region (8.5)
     library   = build(translation unit)                # gcc, cached
     wrapper   = build_wrapper(...)                     # the call path (8.5)
 """

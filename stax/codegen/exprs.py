@@ -128,7 +128,7 @@ class BodyPrinter:
         if name in _CALL2:
             return f"{_CALL2[name]}({a[0]}, {a[1]})"
         if name == "neg":
-            return f"-{a[0]}"
+            return f"-({a[0]})"  # a literal operand may carry its own sign: never print --1.5
         if name == "reciprocal":
             return f"{literal(1, dtype, self.vector)} / {a[0]}"
         if name == "relu":

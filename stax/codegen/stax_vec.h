@@ -151,7 +151,17 @@ template <typename T> inline T int_mod(T a, T b, int64_t* err) {
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-template <typename T> inline T float_floordiv(T a, T b) { return std::floor(a / b); }
+// Python's and torch's floor division of floats: from the exact remainder, not floor(a / b),
+// whose rounded quotient can land on the next integer (4 // 0.8f is 4, while 4 / 0.8f rounds to 5).
+template <typename T> inline T float_floordiv(T a, T b) {
+  if (b == 0) return a / b;
+  T mod = std::fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+  if (div == 0) return std::copysign(T(0), a / b);
+  T floored = std::floor(div);
+  return div - floored > T(0.5) ? floored + 1 : floored;
+}
 template <typename T> inline T float_mod(T a, T b) {
   T r = std::fmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;

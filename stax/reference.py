@@ -55,7 +55,7 @@ def _slice(x: Array, node: Node) -> Array:
     return x[tuple(index)]
 
 
-def _evaluate_node(node: Node, args: list[Array], upcast: bool) -> Array:
+def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: str = "raise") -> Array:
     op = node.op
     if op == "constant":
         return np.array(node.attr("value"), dtype=_np_dtype(node.dtype, upcast))
@@ -66,7 +66,10 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool) -> Array:
     if op in _BINARY:
         a, b = args
         if op in _INTEGER_DIVISIONS and a.dtype.kind in "iu" and not np.all(b):
-            raise KernelError(f"integer division by zero in {op} (node {node.name})")
+            if zero_division == "raise":
+                raise KernelError(f"integer division by zero in {op} (node {node.name})")
+            a, b = np.broadcast_arrays(a, b)
+            return np.where(b == 0, np.iinfo(a.dtype).max, _BINARY[op](a, np.where(b == 0, 1, b)))
         return _BINARY[op](a, b)
     if op == "where":
         return np.where(*args)
@@ -100,9 +103,13 @@ def _check_inputs(graph: Graph, arrays: tuple[Array, ...]) -> None:
             raise CallError(f"input {name} is updated in place but the array is read-only")
 
 
-def evaluate(graph: Graph, *arrays: Array, upcast: bool = False) -> tuple[Array, ...]:
+def evaluate(graph: Graph, *arrays: Array, upcast: bool = False, zero_division: str = "raise") -> tuple[Array, ...]:
     """Run ``graph`` on ``arrays``; returns one new array per output and applies
-    ``graph.mutations`` to the caller's arrays in place, as torch's in-place methods do."""
+    ``graph.mutations`` to the caller's arrays in place, as torch's in-place methods do.
+
+    Integer division by zero raises ``KernelError`` (torch's eager behaviour); with
+    ``zero_division="sentinel"`` those elements become the dtype's largest value instead, so a
+    caller can check that results which never needed them are still right."""
     _check_inputs(graph, arrays)
     env: dict[str, Array] = {}
     with np.errstate(all="ignore"):  # torch computes inf/NaN silently
@@ -111,7 +118,7 @@ def evaluate(graph: Graph, *arrays: Array, upcast: bool = False) -> tuple[Array,
                 value = arrays[node.attr("index")]
                 value = value.astype(np.float64) if upcast and node.dtype == "float32" else value
             else:
-                value = np.asarray(_evaluate_node(node, [env[i] for i in node.inputs], upcast))
+                value = np.asarray(_evaluate_node(node, [env[i] for i in node.inputs], upcast, zero_division))
                 value = value.astype(_np_dtype(node.dtype, upcast), copy=False)
             if value.shape != node.shape:
                 raise StaxError(f"reference: node {node.name} ({node.op}) computed shape {value.shape}, "

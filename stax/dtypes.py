@@ -25,6 +25,14 @@ def canonical(dtype) -> str:
     return name
 
 
+def nbytes(shape, dtype: str) -> int:
+    """Bytes of a contiguous buffer of ``shape`` and ``dtype``."""
+    count = 1
+    for size in shape:
+        count *= size
+    return count * ITEMSIZE[dtype]
+
+
 def is_floating(dtype: str) -> bool:
     return _CATEGORY[dtype] == 2
 

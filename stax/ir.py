@@ -68,10 +68,6 @@ def loads(expr: Expr) -> list[Load]:
     return [e for e in walk(expr) if isinstance(e, Load)]
 
 
-def count_ops(expr: Expr) -> int:
-    return sum(1 for e in walk(expr) if isinstance(e, Op))
-
-
 @dataclass
 class ComputedBuffer:
     """A materialized pointwise or reduction computation (a scheduler node's payload)."""

@@ -29,10 +29,9 @@ from math import prod
 from typing import Callable, Sequence
 
 from . import graph as g
-from .dtypes import ITEMSIZE
 from .errors import UnsupportedError
 from .indexing import Index, contiguous_strides, floordiv, linear_index, mod
-from .ir import REDUCTION_INIT, Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, count_ops, loads, walk
+from .ir import REDUCTION_INIT, Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads, walk
 
 EXPENSIVE_OPS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "log1p", "expm1", "pow", "rsqrt", "sqrt"})
 
@@ -379,11 +378,4 @@ def simplify_loops(buf: ComputedBuffer) -> None:
     buf.ranges, buf.reduction_ranges = result["x"], result["r"]
 
 
-def buffer_bytes(shape: Sequence[int], dtype: str) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n * ITEMSIZE[dtype]
-
-
-__all__ = ["CostModel", "lower", "simplify_loops", "substitute", "buffer_bytes", "count_ops"]
+__all__ = ["CostModel", "lower", "simplify_loops", "substitute"]

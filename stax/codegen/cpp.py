@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Sequence
 
-from ..dtypes import CPP_TYPE, ITEMSIZE
+from ..dtypes import CPP_TYPE
 from ..indexing import Index, contiguous_strides, linear_index
 from ..ir import ComputedBuffer, Expr, Load, loads
 from ..lowering import substitute
 from ..scheduler.frame import Frame, make_frame
-from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identity, scalar_literal
+from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identity
 
 BLOCKED_SCAN_MIN = 1 << 14  # a 1-D scan shorter than this runs on one thread
 TILE = 32  # B >= cache line / element size, and a B x B tile of two operands fits in L1 (8.2)
@@ -261,7 +261,7 @@ class BlockKernel:
         if not vector_outer:
             return self._nest(vars_, ranges, depth, lambda ind: self._point(form, vvar, ind, outer_vector=False))
         # the last outer loop is strip-mined: a vector nest and a scalar tail nest
-        last, n = vars_[-1], ranges[-1]
+        n = ranges[-1]
         main_end = n - n % self.width
         lines: list[str] = []
         for start, stop, step, is_vec in ((0, main_end, self.width, True), (main_end, n, 1, False)):
@@ -640,7 +640,3 @@ def generate_extern(name: str, node_name: str, buf, storage: dict[str, str]) -> 
     """An extern call has no C++ source; the wrapper calls the library directly."""
     return Kernel(name, [node_name], [buf.name], [storage.get(i, i) for i in buf.inputs] + [buf.name], "", "extern",
                   extern={"op": buf.op, "inputs": list(buf.inputs), "output": buf.name, "attrs": dict(buf.attrs)})
-
-
-def buffer_itemsize(dtype: str) -> int:
-    return ITEMSIZE[dtype]

@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from ..dtypes import CPP_TYPE, is_floating
+from ..errors import UnsupportedError
 from ..ir import REDUCTION_INIT, Const, Expr, Load, Op
 
 _UNARY = {"exp": "stax::v_exp", "log": "stax::v_log", "tanh": "stax::v_tanh", "erf": "stax::v_erf",
@@ -146,4 +147,5 @@ class BodyPrinter:
             if dtype == "bool":
                 return f"stax::{'v' if self.vector else ''}cast_bool({a[0]})"
             return f"stax::{'v' if self.vector else ''}cast<{lane_type(dtype) if self.vector else CPP_TYPE[dtype]}>({a[0]})"
-        raise NotImplementedError(f"no C++ rule for op {name!r}")
+        raise UnsupportedError(f"the C++ generator has no rule for op {name!r}; this is a stax bug "
+                               "(the lowering accepted an op the code generator does not know)")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from ..dependencies import Dep, StarDep, WeakDep, read_writes
-from ..dtypes import ITEMSIZE
+from ..dependencies import Dep, WeakDep, read_writes
+from ..dtypes import nbytes
 from ..ir import Buffer, ComputedBuffer, LoweredProgram
 from ..problems import Buffer as ProblemBuffer
 from ..problems import ForbiddenPair, FusionProblem
@@ -101,10 +101,7 @@ class Scheduler:
         else:
             buf = self.by_name[self.producer[name]].buffer
             shape, dtype = buf.shape, buf.dtype
-        n = 1
-        for s in shape:
-            n *= s
-        return n * ITEMSIZE[dtype]
+        return nbytes(shape, dtype)
 
     def fusion_problem(self, rule: str = "cpu", name: str = "", dependence: str = "parallel") -> FusionProblem:
         """The seam (Definition 7.3): nodes, buffers with sizes, forbidden pairs with reasons, under
@@ -143,4 +140,4 @@ def _live_buffers(program: LoweredProgram) -> set[str]:
     return live
 
 
-__all__ = ["SchedulerNode", "Scheduler", "StarDep"]
+__all__ = ["SchedulerNode", "Scheduler"]

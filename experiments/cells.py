@@ -7,12 +7,18 @@ adding families keeps finished cells.  The dependence rule (a compile option of 
 enters the key only when it is not the default ``parallel``, so configs written before the
 option keep their keys.  Instance seeds derive from the sweep seed, the family, the size and
 the seed index only.
+
+A config's instance files (``files``) give one cell per strategy of the file's problem: a
+FusionProblem file one per fusion strategy (no order: the file has no kernels yet), an
+OrderProblem file one per order strategy.  Their ``family`` column is the model the file comes
+from (``torch/mlp_train`` for ``data/torch/mlp_train.fusion``) and ``file`` the file itself.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from instances import store
@@ -20,6 +26,7 @@ from instances import store
 from .config import ReferenceSpec, StrategySpec, SweepConfig, TimingSpec
 
 NO_FUSION = StrategySpec("-")  # order-only instances have nothing to fuse
+NO_ORDER = StrategySpec("-")  # fusion problem files are not ordered (their order files are)
 NO_DEPENDENCE = "-"  # abstract instances have no loops, so no dependence rule
 
 
@@ -46,14 +53,17 @@ class Cell:
     timing: TimingSpec
     timeout: float
     code_version: str
+    file: str = ""  # the instance file of a file cell (an instance name or absolute path), else ""
 
     @property
     def key(self) -> str:
         content = asdict(self)
-        for where in ("family", "kind", "size", "seed_index", "instance", "timeout"):  # implied by the hash, or not results
+        for where in ("family", "kind", "size", "seed_index", "instance", "timeout", "file"):  # implied by the hash, or not results
             content.pop(where)
         if self.dependence in ("parallel", NO_DEPENDENCE):  # the default: keys as before the option
             content.pop("dependence")
+        if self.reference.order == "cpsat":  # likewise
+            content["reference"].pop("order")
         return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
     def identity(self) -> dict[str, Any]:
@@ -62,12 +72,13 @@ class Cell:
                 "seed": self.seed, "instance": self.instance, "instance_hash": self.instance_hash,
                 "fusion": self.fusion.label, "fusion_name": self.fusion.name, "fusion_params": self.fusion.to_json(),
                 "order": self.order.label, "order_name": self.order.name, "order_params": self.order.to_json(),
-                "dependence": self.dependence, "code_version": self.code_version}
+                "dependence": self.dependence, "file": self.file, "code_version": self.code_version}
 
 
 def plan(config: SweepConfig, code_version: str) -> list[Cell]:
     """Every cell of the sweep (order-only families get one cell per order strategy, abstract
-    families one per strategy pair, programs one per strategy pair and dependence rule)."""
+    families one per strategy pair, programs one per strategy pair and dependence rule, instance
+    files one per strategy of their problem)."""
     cells = []
     for fam in config.families:
         seeded = store.get_family(fam.name).seeded
@@ -80,4 +91,17 @@ def plan(config: SweepConfig, code_version: str) -> list[Cell]:
                 cells += [Cell(fam.name, inst.kind, size, index, seed, inst.name, inst.content_hash(), f, o, d,
                                config.measures, config.reference, config.timing, config.cell_timeout, code_version)
                           for f in fusions for o in config.order for d in rules]
+    for name in config.files:
+        inst = store.load(name)
+        pairs = [(f, NO_ORDER) for f in config.fusion] if inst.kind == "fusion" else [(NO_FUSION, o) for o in config.order]
+        cells += [Cell(model_of(name), inst.kind, inst.size, 0, 0, name, inst.content_hash(), f, o, NO_DEPENDENCE,
+                       config.measures, config.reference, config.timing, config.cell_timeout, code_version, name)
+                  for f, o in pairs]
     return cells
+
+
+def model_of(file: str) -> str:
+    """The model an instance file comes from: ``torch/mlp_train`` for ``data/torch/mlp_train.fusion``
+    (a shipped file) and ``mlp_train`` for ``/any/where/mlp_train.order.json``."""
+    stem = file.removeprefix("data/") if file.startswith("data/") else Path(file).name.removesuffix(".json")
+    return stem.removesuffix(".fusion").removesuffix(".order")

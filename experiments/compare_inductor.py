@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from experiments.config import ReferenceSpec
+from experiments.measure import exact_order
 from experiments.torch_models import MODELS
-from stax.errors import StaxError
-from stax.problems import OrderProblem
 from stax.strategy import run_order
 from stax.timing import time_call
 from stax.torch_frontend import TorchProgram, require_torch
@@ -39,25 +39,15 @@ INDUCTOR_ORDERS = {"Baseline": "original", "topological_sort_lpmf": "lpmf", "top
 MIB = 1 << 20
 
 
-def exact_order(problem: OrderProblem) -> tuple[str, int, str]:
-    """(strategy, peak, status) of the exact order: ``dp``, else ``cpsat`` within 60 s."""
-    try:
-        result = run_order("dp", problem)
-        return "dp", problem.peak(result.order), result.status
-    except StaxError:
-        result = run_order("cpsat", problem, time_limit=60.0)
-        return "cpsat", problem.peak(result.order), result.status
-
-
 def stax_row(program: TorchProgram) -> dict[str, Any]:
     compiled = program.compile(fusion="greedy", order="best")
     problem = compiled.order_problem
     peaks = {name: problem.peak(run_order(name, problem).order) for name in HEURISTICS}
-    solver, optimum, status = exact_order(problem)
+    exact = exact_order(problem, ReferenceSpec(time_limit=60.0, order="dp"))
     externs = sum(1 for b in compiled.fusion.partition if compiled.fusion_problem.node_info.get(b[0], {}).get("kind") == "extern")
     arrays = program.arguments()
     return {"kernels": len(compiled.fusion.partition), "externs": externs, "traffic": compiled.modeled_traffic(),
-            "peaks": peaks, "exact": (solver, optimum, status),
+            "peaks": peaks, "exact": (exact.info["strategy"], exact.peak, exact.status),
             "seconds": time_call(lambda: compiled(*arrays))}
 
 

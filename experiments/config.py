@@ -21,11 +21,20 @@
     name = "layered"
     sizes = [10, 16]
 
+    files = ["data/torch/*", "my/problem.json"]   # instance files (at least families or files)
+
+``files`` names FusionProblem and OrderProblem JSON files: ``data/...`` patterns match the files
+shipped in ``instances/data/`` by their ``stax instances list`` names, anything else is a path
+or glob relative to the config file's folder.  Every matched file is read while the config is
+checked, so a missing or malformed file fails before the sweep starts.
+
 Every error names the file and the field, e.g. ``sweep.toml: field 'families[1].sizes':
 expected a list of positive integers, found [0]``.
 """
 from __future__ import annotations
 
+import fnmatch
+import glob
 import json
 import tomllib
 from dataclasses import dataclass, field
@@ -34,6 +43,7 @@ from typing import Any
 
 from stax.errors import StaxError
 
+EXACT_ORDERS = ("cpsat", "dp")
 MEASURES = ("traffic", "peak", "optimum", "compile", "measured_peak", "kernel_time")
 
 
@@ -69,10 +79,13 @@ class FamilySpec:
 
 @dataclass(frozen=True)
 class ReferenceSpec:
-    """The exact solver's limits (CP-SAT for both problems)."""
+    """The exact solver's limits (CP-SAT for both problems) and, for orders, which exact solver
+    comes first: ``dp`` (dynamic programming over down-sets, CP-SAT when it refuses) proves
+    optima on training graphs that CP-SAT only bounds."""
 
     time_limit: float = 10.0
     workers: int = 1
+    order: str = "cpsat"
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,7 @@ class SweepConfig:
     families: tuple[FamilySpec, ...]
     fusion: tuple[StrategySpec, ...]
     order: tuple[StrategySpec, ...]
+    files: tuple[str, ...] = ()  # instance names (``data/STEM``) or absolute paths of JSON problem files
     dependence: tuple[str, ...] = ("parallel",)  # stax.compile's rules, one cell per program instance each
     seed: int = 0
     seeds: int = 1
@@ -144,7 +158,9 @@ def _strategies(fields: _Fields, key: str, known: list[str]) -> tuple[StrategySp
 
 def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
     from instances.store import FAMILIES
-    tables = fields.get("families", list, "a non-empty array of [[families]] tables", check=bool)
+    if "families" not in fields.table and "files" in fields.table:
+        return ()
+    tables = fields.get("families", list, "a non-empty array of [[families]] tables (or a files list)", check=bool)
     result = []
     for i, table in enumerate(tables):
         if not isinstance(table, dict):
@@ -157,20 +173,49 @@ def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
     return tuple(result)
 
 
+def _files(fields: _Fields) -> tuple[str, ...]:
+    """The instance files the ``files`` patterns match, each read and checked, in pattern order."""
+    from instances.store import load, shipped
+    patterns = fields.get("files", list, "a non-empty list of file names or patterns", default=[],
+                          check=lambda f: f and all(isinstance(x, str) and x for x in f))
+    base = Path(fields.source).parent
+    found: dict[str, None] = {}
+    for i, pattern in enumerate(patterns):
+        where = f"files[{i}]"
+        if pattern.startswith("data/"):
+            names = fnmatch.filter(shipped(), pattern.removesuffix(".json"))
+        else:  # an absolute pattern replaces the base
+            names = sorted(str(Path(p).resolve()) for p in glob.glob(str(base / pattern)) if p.endswith(".json"))
+        if not names:
+            fields.fail(where, "a pattern matching at least one instance file: a shipped one as data/... "
+                        "(see `stax instances list`) or .json paths relative to the config's folder "
+                        f"{str(base.resolve())!r}", pattern)
+        for name in names:
+            try:
+                load(name)
+            except StaxError as exc:
+                raise ConfigError(f"{fields.source}: field {where!r} ({pattern!r}): {exc}; fix the file or "
+                                  "drop it from the pattern") from exc
+            found[name] = None
+    return tuple(found)
+
+
 def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
     """A checked :class:`SweepConfig` from a parsed TOML document."""
     from stax.scheduler.legality import DEPENDENCE_RULES
     from stax.strategy import fusion_strategies, order_strategies
     top = _Fields(source, data, "", ("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
-                                     "dependence", "reference", "timing", "families"))
+                                     "dependence", "reference", "timing", "families", "files"))
     positive = "a positive number"
     measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(MEASURES),
                        check=lambda m: all(x in MEASURES for x in m))
-    ref = _Fields(source, top.get("reference", dict, "a table", default={}), "reference", ("time_limit", "workers"))
+    ref = _Fields(source, top.get("reference", dict, "a table", default={}), "reference",
+                  ("time_limit", "workers", "order"))
     timing = _Fields(source, top.get("timing", dict, "a table", default={}), "timing", ("repeat", "threads"))
     return SweepConfig(
         name=top.get("name", str, "a string", default=Path(source).stem),
         families=_families(top),
+        files=_files(top),
         fusion=_strategies(top, "fusion", fusion_strategies.names()),
         order=_strategies(top, "order", order_strategies.names()),
         dependence=tuple(top.get("dependence", list, f"a non-empty list drawn from {list(DEPENDENCE_RULES)}",
@@ -180,7 +225,9 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
         cell_timeout=float(top.get("cell_timeout", (int, float), positive, default=120.0, check=lambda t: t > 0)),
         measures=tuple(measures),
         reference=ReferenceSpec(float(ref.get("time_limit", (int, float), positive, default=10.0, check=lambda t: t > 0)),
-                                ref.get("workers", int, "a positive integer", default=1, check=lambda w: w > 0)),
+                                ref.get("workers", int, "a positive integer", default=1, check=lambda w: w > 0),
+                                ref.get("order", str, f"an exact order solver ({', '.join(EXACT_ORDERS)})",
+                                        default="cpsat", check=lambda o: o in EXACT_ORDERS)),
         timing=TimingSpec(timing.get("repeat", int, "a positive integer", default=5, check=lambda r: r > 0),
                           timing.get("threads", int, "a positive integer", default=1, check=lambda t: t > 0)),
         source=source,

@@ -6,7 +6,8 @@ Columns (``None`` where a measure does not apply, e.g. kernel time of an abstrac
   ``fusion_status``, ``fusion_bound``, ``fusion_seconds``;
 - order: ``tasks``, ``peak`` (Definition 7.5 estimate, bytes), ``order_status``, ``order_bound``,
   ``order_seconds``;
-- reference (measure ``optimum``): ``traffic_ref`` / ``peak_ref`` from CP-SAT with its proof
+- reference (measure ``optimum``): ``traffic_ref`` / ``peak_ref`` from CP-SAT (for orders
+  ``dp`` first when the config's ``reference.order`` says so) with its proof
   status (``*_ref_status``: optimal, or feasible when not proven), bound and seconds, and the cell's
   ``*_gap_abs`` = value - reference and ``*_gap_rel`` = gap / reference.  The reference is the
   solver's best answer; only ``*_ref_status == "optimal"`` makes it the optimum;
@@ -34,16 +35,17 @@ from stax.errors import StaxError
 from stax.problems import FusionProblem, OrderProblem
 from stax.strategy import FusionResult, OrderResult, run_fusion, run_order
 
-from .cells import Cell
+from .cells import NO_ORDER, Cell
 from .config import ReferenceSpec
 
 
 def run_cell(cell: Cell, cache_dir: str | None = None) -> dict[str, Any]:
     """The metric columns of ``cell``."""
-    inst = store.instance(cell.family, cell.size, cell.seed)
+    inst = store.load(cell.file) if cell.file else store.instance(cell.family, cell.size, cell.seed)
     if inst.content_hash() != cell.instance_hash:
         raise StaxError(f"instance {inst.name} has hash {inst.content_hash()}, the sweep planned "
-                        f"{cell.instance_hash}: its generator changed during the sweep; rerun it")
+                        f"{cell.instance_hash}: its {'file' if cell.file else 'generator'} changed during the "
+                        "sweep; rerun it")
     if inst.program is not None:
         metrics, fusion_problem, order_problem = _program_metrics(cell, inst)
     else:
@@ -51,17 +53,20 @@ def run_cell(cell: Cell, cache_dir: str | None = None) -> dict[str, Any]:
     if "optimum" in cell.measures:
         if fusion_problem is not None:
             metrics |= _compare("traffic", metrics["traffic"], reference(fusion_problem, cell.reference, cache_dir))
-        metrics |= _compare("peak", metrics["peak"], reference(order_problem, cell.reference, cache_dir))
+        if order_problem is not None:
+            metrics |= _compare("peak", metrics["peak"], reference(order_problem, cell.reference, cache_dir))
     return metrics
 
 
-def _abstract_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProblem | None, OrderProblem]:
+def _abstract_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProblem | None, OrderProblem | None]:
     metrics: dict[str, Any] = {}
     partition = None
     if inst.fusion is not None:
         fusion = run_fusion(cell.fusion.name, inst.fusion, **cell.fusion.kwargs())
         metrics |= _fusion_columns(inst.fusion, fusion)
         partition = fusion.partition
+    if cell.order == NO_ORDER:
+        return metrics, inst.fusion, None
     order_problem = inst.order_problem(partition)
     metrics |= _order_columns(order_problem, run_order(cell.order.name, order_problem, **cell.order.kwargs()))
     return metrics, inst.fusion, order_problem
@@ -115,19 +120,19 @@ def _compare(prefix: str, value: float, ref: dict[str, Any]) -> dict[str, Any]:
 
 
 def reference(problem: FusionProblem | OrderProblem, spec: ReferenceSpec, cache_dir: str | None) -> dict[str, Any]:
-    """CP-SAT's answer on ``problem``: value, status, bound, seconds (cached by content)."""
+    """The exact solver's answer on ``problem``: value, status, bound, seconds (cached by content)."""
     kind = "fusion" if isinstance(problem, FusionProblem) else "order"
+    solver = [] if spec.order == "cpsat" else [spec.order]  # cached references of the default keep their names
     content = json.dumps({"problem": problem.to_dict() | {"name": "", "node_info": {}}, "spec": [
-        spec.time_limit, spec.workers]}, sort_keys=True)
+        spec.time_limit, spec.workers, *solver]}, sort_keys=True)
     path = Path(cache_dir or ".") / f"{kind}-{hashlib.sha256(content.encode()).hexdigest()[:20]}.json"
     if cache_dir and path.exists():
         return json.loads(path.read_text())
-    params = {"time_limit": spec.time_limit, "workers": spec.workers}
     if kind == "fusion":
-        result = run_fusion("cpsat", problem, **params)
+        result = run_fusion("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
         value = result.cost
     else:
-        result = run_order("cpsat", problem, **params)
+        result = exact_order(problem, spec)
         value = result.peak
     # without a proof the answer (CP-SAT's or its warm start's) is only a feasible upper bound
     status = "optimal" if result.status == "optimal" else "feasible"
@@ -135,6 +140,17 @@ def reference(problem: FusionProblem | OrderProblem, spec: ReferenceSpec, cache_
     if cache_dir:
         write_atomic(path, json.dumps(ref))
     return ref
+
+
+def exact_order(problem: OrderProblem, spec: ReferenceSpec) -> OrderResult:
+    """The least-peak order by ``spec.order``: ``dp`` (falling back to CP-SAT when it refuses a
+    problem with too many down-sets or runs out of time) or ``cpsat``."""
+    if spec.order == "dp":
+        try:
+            return run_order("dp", problem, time_limit=spec.time_limit)
+        except StaxError:
+            pass
+    return run_order("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -3,8 +3,7 @@ comparison with TorchInductor and the torch front-end tests share.
 
 Every builder takes ``small``: tiny shapes for tests, or the shapes of the shipped instances
 (the transformer layer of issue 10: d_model=256, nhead=4, dim_feedforward=1024 on (8, 128, 256)).
-Dropout is 0 so that the graphs are deterministic; convolution is not translated by stax, so the
-normalization network is built from linear layers.
+Dropout is 0 so that the graphs are deterministic.
 """
 from __future__ import annotations
 
@@ -72,6 +71,11 @@ def mlp_train(small: bool = False) -> TorchProgram:
                                 name="mlp_train", provenance={"model": text + ", mse_loss"})
 
 
+def _soft_cross_entropy(logits, target):
+    """Cross-entropy against soft targets (class probabilities), mean over the batch."""
+    return -(target * logits.log_softmax(-1)).sum(-1).mean()
+
+
 def _norm_net(small: bool):
     """A classifier with normalizations and several activations, trained with soft-target
     cross-entropy: Linear-LayerNorm-SiLU, Linear-LayerNorm-Tanh, Linear-Sigmoid gate, Linear head."""
@@ -92,17 +96,47 @@ def _norm_net(small: bool):
             h = self.block2(h) * torch.sigmoid(self.gate(h)) + h
             return self.head(nn.functional.leaky_relu(h, 0.1))
 
-    def loss(logits, target):
-        return -(target * torch.log_softmax(logits, -1)).sum(-1).mean()
     target = torch.softmax(torch.randn(rows, classes), -1)
     text = (f"NormNet(Linear({d_in},{width})-LayerNorm-SiLU, Linear({width},{width})-LayerNorm-Tanh "
             f"* sigmoid gate + residual, leaky_relu, Linear({width},{classes})), soft-target cross-entropy")
-    return NormNet(), torch.randn(rows, d_in), target, loss, text
+    return NormNet(), torch.randn(rows, d_in), target, _soft_cross_entropy, text
 
 
 def norm_net_train(small: bool = False) -> TorchProgram:
     net, x, target, loss, text = _norm_net(small)
     return import_training_step(net, loss, [x], [target], name="norm_net_train", provenance={"model": text})
+
+
+def _conv_net(small: bool):
+    """A small convolutional classifier: two Conv2d-BatchNorm2d-ReLU blocks (the second with stride
+    2), global average pooling and a Linear head, trained with soft-target cross-entropy.  The
+    batch norms use batch statistics without running ones (``track_running_stats=False``): their
+    in-place update is the one part of a training step stax does not translate."""
+    torch = _seeded()
+    nn = torch.nn
+    shape, widths, classes = ((2, 3, 8, 8), (4, 8), 5) if small else ((8, 3, 32, 32), (16, 32), 10)
+
+    class ConvNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(shape[1], widths[0], 3, padding=1), nn.BatchNorm2d(widths[0], track_running_stats=False),
+                nn.ReLU(),
+                nn.Conv2d(widths[0], widths[1], 3, stride=2, padding=1),
+                nn.BatchNorm2d(widths[1], track_running_stats=False), nn.ReLU())
+            self.head = nn.Linear(widths[1], classes)
+
+        def forward(self, x):
+            return self.head(self.features(x).mean((2, 3)))
+    text = (f"ConvNet(Conv2d({shape[1]},{widths[0]},3,padding=1)-BatchNorm2d-ReLU, Conv2d({widths[0]},{widths[1]},3,"
+            f"stride=2,padding=1)-BatchNorm2d-ReLU, global average pool, Linear({widths[1]},{classes})), batch "
+            "statistics (track_running_stats=False), soft-target cross-entropy")
+    return ConvNet(), torch.randn(*shape), torch.softmax(torch.randn(shape[0], classes), -1), _soft_cross_entropy, text
+
+
+def conv_net_train(small: bool = False) -> TorchProgram:
+    net, x, target, loss, text = _conv_net(small)
+    return import_training_step(net, loss, [x], [target], name="conv_net_train", provenance={"model": text})
 
 
 def adam_step(params: Sequence, grads: Sequence, exp_avgs: Sequence, exp_avg_sqs: Sequence, *, step: int = 1,
@@ -146,5 +180,6 @@ MODELS: dict[str, Callable[[bool], TorchProgram]] = {
     "mlp_forward": mlp_forward,
     "mlp_train": mlp_train,
     "norm_net_train": norm_net_train,
+    "conv_net_train": conv_net_train,
     "adam": adam,
 }

@@ -662,6 +662,28 @@ class Tensor:
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
 
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        """torch.Tensor.unfold: the windows of ``size`` elements every ``step`` along ``dimension``,
+        as a new last dim (a view; a convolution reads its input through it)."""
+        if self.ndim == 0:
+            raise UnsupportedError("unfold: the input is 0-d; reshape it to 1-d first")
+        dim = _wrap_dim(dimension, self.ndim, "unfold")
+        size, step = _as_int(size, "unfold: size"), _as_int(step, "unfold: step")
+        if step <= 0 or not 0 <= size <= self.shape[dim]:
+            raise ShapeError(f"unfold: size {size} and step {step} do not fit dimension {dimension} of shape "
+                             f"{self.shape} (expected 0 <= size <= {self.shape[dim]} and step > 0)")
+        shape = self.shape[:dim] + ((self.shape[dim] - size) // step + 1,) + self.shape[dim + 1:] + (size,)
+        return self._view(self._tracer.emit("unfold", (self,), shape, self.dtype, dim=dim, size=size, step=step))
+
+    def flip(self, *dims: Any) -> Tensor:
+        """torch.flip: the elements in reverse order along ``dims`` (a new tensor, as in torch;
+        lowered as a reversed index, no copy)."""
+        dims = _shape_args(dims, "flip")
+        order = tuple(d for d in _dims_arg(dims, self.ndim, "flip") if self.shape[d] > 1) if dims else ()
+        if not order:
+            return self.clone()
+        return self._tracer.emit("flip", (self,), self.shape, self.dtype, dims=order)
+
     def __getitem__(self, index: Any) -> Tensor:
         """Basic indexing: ints, slices with positive steps, None and Ellipsis (a view, as torch)."""
         items = list(index) if isinstance(index, tuple) else [index]

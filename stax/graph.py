@@ -18,7 +18,12 @@ Ops and their attributes:
   input's shape, and the input is already cast to the result dtype (int and bool scan in int64,
   as torch).  Seed 7.7: a loop-carried dependence along ``dim`` only.
 - views: ``permute`` (``dims``), ``reshape`` (``shape``), ``expand`` (``shape``, same rank, size-1
-  dims broadcast), ``slice`` (``dim``, ``start``, ``stop``, ``step``).
+  dims broadcast), ``slice`` (``dim``, ``start``, ``stop``, ``step``), ``unfold`` (``dim``,
+  ``size``, ``step``: torch's sliding windows, a new last dim of ``size``), ``flip`` (``dims``).
+- ``pad``: ``low``, ``high``, ``interior`` per dim and ``value`` (XLA's pad): source element ``j``
+  of a dim lands at ``low + j * (interior + 1)``, every other element is ``value``; a negative
+  ``low``/``high`` crops.  Constant padding, and the zero insertion of a strided convolution's
+  input gradient.
 - ``matmul``: an extern call on 2-D or batched 3-D operands (seed 7.1: whole-buffer dependency).
 
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
@@ -38,7 +43,7 @@ BINARY_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "pow", "m
 COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin"})
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
-VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice"})
+VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
 EXTERN_OPS = frozenset({"matmul"})
 

@@ -1,8 +1,9 @@
 """Loop IR (seed 6.x as TorchInductor does it): a materialized buffer is computed by a loop nest
 whose body is a small expression DAG over the loop variables.
 
-- ``Load(buffer, index)``, ``Const(value)``, ``Op(name, args)``: the body's values; ``Op`` names
-  are the graph's elementwise op names (``add``, ``exp``, ``cast``, ``where``, ``lt``...).
+- ``Load(buffer, index)`` (optionally guarded: padding), ``Const(value)``, ``Op(name, args)``:
+  the body's values; ``Op`` names are the graph's elementwise op names (``add``, ``exp``,
+  ``cast``, ``where``, ``lt``...).
 - ``ComputedBuffer``: ``ranges`` (pointwise variables ``x0, x1, ...``) and, for a reduction,
   ``reduction_ranges`` (variables ``r0, r1, ...``) and ``reduction`` (sum/prod/amax/amin).
   A *scan* (seed 7.7, ``cumsum``/``cumprod``) sets ``scan`` (the combine op, sum/prod) and
@@ -24,9 +25,15 @@ from .indexing import Index
 
 @dataclass(frozen=True)
 class Load:
+    """``buffer[index]``.  A *guarded* load (padding, seed 6.x as TorchInductor's masked load)
+    reads memory only where every ``(e, n)`` of ``guard`` has ``0 <= e < n`` and is the scalar
+    ``other`` elsewhere, so its index may leave the buffer where the guard fails."""
+
     buffer: str
     index: Index
     dtype: str
+    guard: tuple[tuple[Index, int], ...] = ()
+    other: Any = 0
 
 
 @dataclass(frozen=True)

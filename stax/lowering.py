@@ -24,7 +24,7 @@ it by a WeakDep (seed 7.1, renaming as in SSA).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Callable, Sequence
 
@@ -183,6 +183,8 @@ class Lowering:
                 node.name, lambda idx: Op(op, tuple(v.load(idx) for v in ins), node.dtype, attrs)))
         if op in g.VIEW_OPS:
             return TensorValue(node.shape, node.dtype, self._memoized(node.name, self._view_loader(node, ins[0])))
+        if op == "pad":
+            return self._pad(node, ins[0])
         if op in g.REDUCTION_OPS:
             return self._reduction(node, ins[0])
         if op in g.SCAN_OPS:
@@ -225,6 +227,13 @@ class Lowering:
         if node.op == "slice":
             dim, start, step = node.attr("dim"), node.attr("start"), node.attr("step")
             return lambda idx: src.load([i * step + start if k == dim else i for k, i in enumerate(idx)])
+        if node.op == "unfold":
+            dim, step = node.attr("dim"), node.attr("step")
+            return lambda idx: src.load([idx[k] * step + idx[-1] if k == dim else i for k, i in enumerate(idx[:-1])])
+        if node.op == "flip":
+            dims = node.attr("dims")
+            return lambda idx: src.load([i * -1 + (n - 1) if k in dims else i
+                                         for k, (i, n) in enumerate(zip(idx, src.shape))])
         if node.op == "reshape":
             if 0 in src.shape:  # no element is ever loaded; any index will do (and // or % by 0 is avoided)
                 return lambda idx: src.load([Index.constant(0)] * len(src.shape))
@@ -235,6 +244,28 @@ class Lowering:
                                  for st, size in zip(old_strides, src.shape)])
             return load
         raise AssertionError(node.op)
+
+    def _pad(self, node: g.Node, src: TensorValue) -> TensorValue:
+        """A guarded load of the source (graph ``pad``): inlined into every user like a view.  A
+        source that is not one load (an inlined expression, or a load padded with another value)
+        is materialized first, so that the guard keeps every read inside the buffer."""
+        value = node.attr("value")
+        probe_ranges = {f"p{i}": n for i, n in enumerate(src.shape)}
+        probe = self._with_vars(probe_ranges, lambda: src.load([Index.var(v) for v in probe_ranges]))
+        if not isinstance(probe, Load) or (probe.guard and probe.other != value):
+            src = self.values[node.inputs[0]] = self._materialize(node.inputs[0], src)
+        dims = list(zip(node.attr("low"), node.attr("interior"), src.shape))
+
+        def load(idx: Sequence[Index]) -> Expr:
+            inner, guard = [], []
+            for i, (low, interior, size) in zip(idx, dims):
+                at, every = i + -low, interior + 1  # the position in the source's dilated extent
+                inner.append(floordiv(at, every, self.var_ranges))
+                guard.append((at, (size - 1) * every + 1 if size else 0))
+                if every > 1:
+                    guard.append((mod(at, every, self.var_ranges), 1))
+            return guarded(src.load(inner), guard, value, self.var_ranges)
+        return TensorValue(node.shape, node.dtype, self._memoized(node.name, load))
 
     def _reduction(self, node: g.Node, src: TensorValue) -> TensorValue:
         dims = tuple(node.attr("dims"))
@@ -299,6 +330,19 @@ class Lowering:
         return TensorValue(node.shape, node.dtype, self._memoized(node.name, load))
 
 
+def guarded(load: Load, guard: Sequence[tuple[Index, int]], other, ranges: dict[str, int]) -> Expr:
+    """``load`` read only where every ``(e, n)`` of ``guard`` has ``0 <= e < n``, else ``other``.
+    Conditions the variables' ranges prove are dropped; one they refute makes the value ``other``."""
+    kept = []
+    for e, n in guard:
+        lo, hi = e.bounds(ranges)
+        if hi < 0 or lo >= n:
+            return Const(other, load.dtype)
+        if lo < 0 or hi >= n:
+            kept.append((e, n))
+    return replace(load, guard=load.guard + tuple(kept), other=other) if kept else load
+
+
 def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram:
     """Lower a traced graph to loop IR (see the module docstring for the rules)."""
     return Lowering(graph, cost_model).run()
@@ -308,7 +352,8 @@ def _rename(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int], memo:
     if id(expr) in memo:
         return memo[id(expr)]
     if isinstance(expr, Load):
-        out: Expr = Load(expr.buffer, expr.index.subs(mapping, ranges), expr.dtype)
+        guard = tuple((e.subs(mapping, ranges), n) for e, n in expr.guard)
+        out: Expr = Load(expr.buffer, expr.index.subs(mapping, ranges), expr.dtype, guard, expr.other)
     elif isinstance(expr, Op):
         out = Op(expr.name, tuple(_rename(a, mapping, ranges, memo) for a in expr.args), expr.dtype, expr.attrs)
     else:
@@ -344,7 +389,7 @@ def simplify_loops(buf: ComputedBuffer) -> None:
     """Merge adjacent loop variables that all accesses address contiguously; drop size-1 loops;
     a nest with an empty range becomes one empty loop (TorchInductor's loop simplification; gives
     example 7.2's ``((8192,), ())`` group)."""
-    indices = [ld.index for ld in buf.reads()] + [buf.store_index]
+    indices = [ix for ld in buf.reads() for ix in (ld.index, *(e for e, _ in ld.guard))] + [buf.store_index]
     mapping: dict[str, Index] = {}
     new_ranges: dict[str, int] = {}
     result = {}

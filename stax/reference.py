@@ -55,6 +55,23 @@ def _slice(x: Array, node: Node) -> Array:
     return x[tuple(index)]
 
 
+def _unfold(x: Array, node: Node) -> Array:
+    """torch's ``unfold`` through numpy's own sliding windows (windows of ``size`` every ``step``)."""
+    dim, step = node.attr("dim"), node.attr("step")
+    windows = np.lib.stride_tricks.sliding_window_view(x, node.attr("size"), axis=dim)
+    return windows[(slice(None),) * dim + (slice(None, None, step),)]
+
+
+def _pad(x: Array, node: Node) -> Array:
+    """XLA's pad: spread each dim by ``interior``, ``np.pad`` by the positive ``low``/``high``,
+    crop by the negative ones."""
+    low, high, every = node.attr("low"), node.attr("high"), [i + 1 for i in node.attr("interior")]
+    spread = np.full([(n - 1) * k + 1 if n else 0 for n, k in zip(x.shape, every)], node.attr("value"), x.dtype)
+    spread[tuple(slice(None, None, k) for k in every)] = x
+    padded = np.pad(spread, [(max(lo, 0), max(hi, 0)) for lo, hi in zip(low, high)], constant_values=node.attr("value"))
+    return padded[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for lo, hi, n in zip(low, high, padded.shape))]
+
+
 def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: str = "raise") -> Array:
     op = node.op
     if op == "constant":
@@ -85,6 +102,12 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         return np.broadcast_to(args[0], node.attr("shape"))
     if op == "slice":
         return _slice(args[0], node)
+    if op == "unfold":
+        return _unfold(args[0], node)
+    if op == "flip":
+        return np.flip(args[0], node.attr("dims"))
+    if op == "pad":
+        return _pad(args[0], node)
     if op == "matmul":
         return np.matmul(*args)
     raise StaxError(f"reference: node {node.name} has unknown op {op!r}")

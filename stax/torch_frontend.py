@@ -170,7 +170,8 @@ def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
             if name.endswith("_") and not name.startswith("_"):
                 raise UnsupportedError(f"ATen op {node.target} (node {node.name}) updates a tensor in place (for "
                                        "example BatchNorm's running statistics in training mode), which the torch "
-                                       "front end does not translate; use module.eval() or an out-of-place form")
+                                       "front end does not translate; use module.eval(), BatchNorm with "
+                                       "track_running_stats=False, or an out-of-place form")
             if name not in ATEN:
                 raise UnsupportedError(f"ATen op {node.target} (node {node.name}) has no stax translation; the ops "
                                        "stax translates are the keys of stax.torch_ops.ATEN")

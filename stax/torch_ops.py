@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-from . import dtypes
+from . import dtypes, nn
 from .errors import UnsupportedError
 from .frontend import Tensor, where
 
@@ -148,41 +148,61 @@ def _log_softmax_backward(grad: Tensor, y: Tensor, dim: int, input_dtype: Any = 
     return grad - y.exp() * grad.sum(dim, keepdim=True)
 
 
-def _layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, bias: Tensor | None,
-                eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """``native_layer_norm``: (output, mean, rstd), statistics kept with size-1 dims."""
-    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+def _scaled_shifted(out: Tensor, weight: Tensor | None, bias: Tensor | None, shape: Sequence[int]) -> Tensor:
+    """``out * weight + bias`` with the parameters reshaped to ``shape`` (either may be None)."""
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+def _standardized(x: Tensor, dims: Sequence[int], eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(x - mean) * rstd over ``dims``, with the mean and rstd (size-1 dims kept)."""
     mean = x.mean(dims, keepdim=True)
     centered = x - mean
     rstd = ((centered * centered).mean(dims, keepdim=True) + eps).rsqrt()
-    out = centered * rstd
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out, mean, rstd
+    return centered * rstd, mean, rstd
+
+
+def _layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, bias: Tensor | None,
+                eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``native_layer_norm``: (output, mean, rstd), statistics kept with size-1 dims."""
+    out, mean, rstd = _standardized(x, tuple(range(x.ndim - len(normalized_shape), x.ndim)), eps)
+    return _scaled_shifted(out, weight, bias, tuple(normalized_shape)), mean, rstd
+
+
+def _channels(x: Tensor) -> tuple[int, ...]:
+    """The shape that broadcasts a per-channel (dim 1) vector over ``x``."""
+    return (1, -1) + (1,) * (x.ndim - 2)
 
 
 def _batch_norm_inference(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, var: Tensor,
                           momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """``_native_batch_norm_legit_no_training``: normalize with running statistics (channels at dim 1)."""
-    shape = (1, -1) + (1,) * (x.ndim - 2)
-    out = (x - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    if bias is not None:
-        out = out + bias.reshape(shape)
+    out = (x - mean.reshape(_channels(x))) * (var.reshape(_channels(x)) + eps).rsqrt()
     empty = full(x, 0, (0,), x.dtype)
-    return out, empty, empty
+    return _scaled_shifted(out, weight, bias, _channels(x)), empty, empty
 
 
-def _batch_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, var: Tensor, training: bool,
-                momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """``native_batch_norm``: only in eval mode (training mode updates the running statistics in place)."""
-    if training:
+def _batch_norm_training(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Normalize with the batch's statistics over every dim but the channels (dim 1): (output,
+    mean, 1 / std), the statistics of shape (C,) as ``native_batch_norm`` saves them."""
+    out, mean, rstd = _standardized(x, (0,) + tuple(range(2, x.ndim)), eps)
+    return _scaled_shifted(out, weight, bias, _channels(x)), mean.reshape(-1), rstd.reshape(-1)
+
+
+def _batch_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor | None, var: Tensor | None,
+                training: bool, momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``native_batch_norm``: eval mode, or training mode without running statistics (training mode
+    with them updates them in place)."""
+    if not training:
+        return _batch_norm_inference(x, weight, bias, mean, var, momentum, eps)
+    if mean is not None or var is not None:
         raise UnsupportedError("aten.native_batch_norm in training mode updates the running statistics in place, "
-                               "which stax does not translate; call module.eval() or use LayerNorm")
-    return _batch_norm_inference(x, weight, bias, mean, var, momentum, eps)
+                               "which stax does not translate; call module.eval(), build the BatchNorm with "
+                               "track_running_stats=False, or use LayerNorm")
+    return _batch_norm_training(x, weight, bias, eps)
 
 
 # --- views -----------------------------------------------------------------------------------
@@ -254,6 +274,30 @@ def _addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1)
     return product + (bias if beta == 1 else bias * beta)
 
 
+# --- convolution (a reduction, see stax.nn) -------------------------------------------------------
+def _check_convolution(op: str, x: Tensor, transposed: bool, groups: int) -> None:
+    if x.ndim != 4 or transposed or groups != 1:
+        raise UnsupportedError(f"aten.{op}: stax translates 2-D convolutions (4-D input) with groups=1, not "
+                               f"transposed={transposed}, groups={groups} on a {x.ndim}-D input")
+
+
+def _convolution(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
+                 dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int) -> Tensor:
+    _check_convolution("convolution", x, transposed, groups)
+    return nn.conv2d(x, weight, bias, stride, padding, dilation)
+
+
+def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: Any, stride: Sequence[int],
+                          padding: Sequence[int], dilation: Sequence[int], transposed: bool,
+                          output_padding: Sequence[int], groups: int, output_mask: Sequence[bool]) -> list:
+    """(input gradient, weight gradient, bias gradient), each None where ``output_mask`` says so."""
+    _check_convolution("convolution_backward", x, transposed, groups)
+    grads = (lambda: nn.conv2d_input_grad(grad, weight, x.shape, stride, padding, dilation),
+             lambda: nn.conv2d_weight_grad(grad, x, weight.shape, stride, padding, dilation),
+             lambda: grad.sum((0, 2, 3)))
+    return [make() if wanted else None for make, wanted in zip(grads, output_mask)]
+
+
 def _identity(x: Tensor, *_: Any, **__: Any) -> Tensor:
     return x
 
@@ -297,4 +341,6 @@ ATEN: dict[str, Handler] = {
     "mm": lambda a, b: a.matmul(b), "bmm": _bmm, "matmul": lambda a, b: a.matmul(b),
     "mv": lambda a, b: a.matmul(b), "dot": lambda a, b: a.matmul(b),
     "addmm": _addmm, "baddbmm": _addmm, "linear": _linear,
+    "constant_pad_nd": lambda x, pad, value=0: nn.pad(x, pad, value=value), "flip": lambda x, dims: x.flip(dims),
+    "convolution": _convolution, "convolution_backward": _convolution_backward,
 }

@@ -14,7 +14,7 @@ from stax.torch_frontend import TorchProgram, import_function, import_module, im
 
 FUSIONS = {"greedy": {}, "cpsat": {"time_limit": 2.0}, "mwc": {"time_limit": 2.0}}
 ORDERS = {"original": {}, "lpmf": {}, "bfs": {}, "dfs": {}, "best": {}, "dp": {}, "cpsat": {"time_limit": 2.0}}
-TRAINING = ("transformer_train", "norm_net_train")
+TRAINING = ("transformer_train", "norm_net_train", "conv_net_train")
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +84,41 @@ def test_unsupported_op_names_the_aten_op():
         import_function(lambda x: torch.cat([x, x]).exp(), torch.randn(3))
 
 
-def test_convolution_is_unsupported():
-    conv = torch.nn.Conv2d(2, 4, 3)
-    with pytest.raises(UnsupportedError, match=r"aten\.convolution"):
-        import_module(conv, torch.randn(1, 2, 6, 6))
+@pytest.mark.parametrize("stride, padding, dilation, size", [
+    (1, 0, 1, (6, 6)), (1, 1, 1, (7, 5)), (2, 1, 1, (9, 8)), (2, 2, 1, (7, 7)), ((2, 1), (0, 3), (2, 1), (8, 5)),
+    (3, 4, 1, (5, 6))])
+def test_convolution_and_its_gradients_agree_with_torch(stride, padding, dilation, size):
+    """Forward, input and weight gradients of conv2d (one training step of a convolution) for
+    strides 1-3, paddings beyond the kernel's reach, dilation and odd sizes."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 5, (3, 2), stride=stride, padding=padding, dilation=dilation)
+    program = import_training_step(conv, lambda y: (y * y).sum(), [torch.randn(2, 3, *size)])
+    assert_agrees(program)
+    assert_agrees(import_function(lambda x, w: torch.autograd.grad(conv(x).square().sum(), x)[0],
+                                  torch.randn(2, 3, *size).requires_grad_(), conv.weight.detach()))
+
+
+def test_constant_pad_and_flip_agree_with_torch():
+    def fn(x):
+        padded = torch.nn.functional.pad(x, (1, 2, -1, 3), value=-1.5)
+        return padded.flip(0, 2).exp(), torch.nn.functional.pad(x, (0, 0, 2, 0))
+    assert_agrees(import_function(fn, torch.randn(3, 4, 5)))
+
+
+def test_grouped_convolution_is_unsupported():
+    conv = torch.nn.Conv2d(4, 4, 3, groups=2)
+    with pytest.raises(UnsupportedError, match=r"aten\.convolution: .*groups=2"):
+        import_module(conv, torch.randn(1, 4, 6, 6)).graph()
+
+
+def test_batch_norm_with_running_statistics_is_unsupported_in_training():
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3))
+    with pytest.raises(UnsupportedError, match=r"in place .*track_running_stats=False"):
+        import_training_step(net, lambda y: y.sum(), [torch.randn(2, 2, 5, 5)])
+    stats = torch.zeros(3), torch.ones(3)
+    with pytest.raises(UnsupportedError, match=r"native_batch_norm in training mode .*track_running_stats=False"):
+        import_function(lambda x: torch.ops.aten.native_batch_norm(x, None, None, *stats, True, 0.1, 1e-5)[0],
+                        torch.randn(2, 3, 4, 4)).graph()
 
 
 def test_in_place_update_is_unsupported():

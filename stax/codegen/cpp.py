@@ -33,7 +33,7 @@ its chunk from its offset (reduce-then-scan: the fused consumers see final value
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Sequence
 
@@ -170,7 +170,7 @@ class BlockKernel:
     def _vectorizable(self, var: str, members: list[_Member], with_store: bool) -> bool:
         for m in members:
             for ld in self._memory_loads(m):
-                if _access(ld.index, var) == "strided":
+                if _access(ld.index, var) == "strided" or any(var in e.variables() for e, _ in ld.guard):
                     return False
             if with_store and not m.internal and _access(m.store, var) != "contiguous":
                 return False
@@ -398,6 +398,9 @@ class BlockKernel:
         return linear_index([Index.var(v) for v in self.frame.inner_vars], contiguous_strides(self.frame.inner))
 
     def _load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
+        if ld.guard:  # padding: memory is read only where the guard holds (never along a vector, _vectorizable)
+            inner = self._load_text(replace(ld, guard=()), vector, vvar)
+            return f"({guard_condition(ld.guard, self.frame.var_ranges)} ? {inner} : {literal(ld.other, ld.dtype, vector)})"
         storage = self.storage.get(ld.buffer, ld.buffer)
         ptr, slot = self.pointer[storage], self.params.index(storage)
         element = f"stax::count_load({ptr}, {ld.index}, {slot})" if self.counting else f"{ptr}[{ld.index}]"
@@ -625,6 +628,16 @@ def _local_array(dtype: str, name: str, size: int) -> str:
 
 def _loads(expr: Expr) -> list[Load]:
     return loads(expr)
+
+
+def guard_condition(guard: Sequence[tuple[Index, int]], ranges: dict[str, int]) -> str:
+    """The C++ test of a guarded load: ``0 <= e < n`` for every ``(e, n)``, omitting the bounds
+    that the loop ranges already ensure."""
+    tests = []
+    for e, n in guard:
+        lo, hi = e.bounds(ranges)
+        tests += ([f"{e} >= 0"] if lo < 0 else []) + ([f"{e} < {n}"] if hi >= n else [])
+    return " && ".join(tests) or "true"
 
 
 def _access(index: Index, var: str | None) -> str:

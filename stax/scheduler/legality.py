@@ -8,6 +8,8 @@
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old
   value against the in-place update of that input.
 - Extern calls never fuse.
+- A node that reads a buffer through a guarded load (padding) does not fuse with its producer:
+  the guard reaches points of the padded frame where the producer computes nothing.
 - Scans (seed 7.7) share a kernel only with pointwise nodes and scans of their shape (and the
   same carried dim), at distance 0 in the shape frame: never across the carried dim.
 
@@ -179,6 +181,9 @@ def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", 
         return reason
     for writer, reader in ((a, b), (b, a)):
         target = writer.buffer.aliases or writer.buffer_name
+        if any(ld.buffer == target and ld.guard for ld in reader.buffer.reads()):
+            return (f"guarded_read: {reader.name} reads {target} through a guard (padding), at points "
+                    f"{writer.name} does not compute")
         if target in reader.read_names:
             sequential = dependence == "sequential" and not writer.buffer.aliases and "scan" not in (a.kind, b.kind)
             if not (_sequential_dependence_ok(writer.buffer, reader.buffer, target) if sequential

@@ -1,0 +1,125 @@
+"""Padding and 2-D convolution for traced programs (torch.nn.functional's ``pad`` and ``conv2d``,
+and the two gradients of ``conv2d`` that ``aten.convolution_backward`` returns).
+
+A convolution is not an extern call: it is composed of graph ops, so the lowering turns it into
+a reduction over ``(c_in, kh, kw)`` with affine indices that fuses and is scheduled like every
+other node (seed 6.x, 7.1; TorchInductor calls a library here).  The input is read through
+``pad`` (a guarded load: the pad value where an index leaves the input) and two ``unfold``
+windows; the product with the weight is inlined into the sum, so it is never materialized::
+
+    out[n, co, oh, ow] = sum over ci, kh, kw of
+                         pad(x)[n, ci, oh * sh + kh * dh, ow * sw + kw * dw] * w[co, ci, kh, kw]
+
+The weight gradient is the same product summed over ``(n, oh, ow)``; the input gradient is a
+stride-1 convolution of the output gradient, spread by the stride (``pad``'s interior zeros,
+XLA's lhs dilation) and padded by ``dilation * (k - 1) - padding``, with the flipped and
+transposed weight.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from . import dtypes
+from .errors import ShapeError, UnsupportedError
+from .frontend import Tensor, _as_int, _constant_value
+
+Pair = tuple[int, int]
+
+
+def _pad_graph(x: Tensor, low: Sequence[int], high: Sequence[int], interior: Sequence[int], value: Any) -> Tensor:
+    """The graph's ``pad`` node (see :mod:`stax.graph`); a no-op returns ``x``."""
+    if not any(low) and not any(high) and not any(interior):
+        return x
+    shape = tuple(lo + hi + ((n - 1) * (k + 1) + 1 if n else 0) for lo, hi, k, n in zip(low, high, interior, x.shape))
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"pad: padding {list(zip(low, high))} of shape {x.shape} gives a negative size {shape}")
+    return x._tracer.emit("pad", (x,), shape, x.dtype, low=tuple(low), high=tuple(high), interior=tuple(interior),
+                          value=_constant_value(value, x.dtype))
+
+
+def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: Any = None) -> Tensor:
+    """torch.nn.functional.pad in ``constant`` mode: ``pad`` lists (before, after) pairs from the
+    last dim backwards; negative amounts crop."""
+    if mode != "constant":
+        raise UnsupportedError(f"pad: mode {mode!r} is not supported; stax pads with a constant only")
+    amounts = [_as_int(p, "pad: amount") for p in pad]
+    if len(amounts) % 2 or len(amounts) // 2 > x.ndim:
+        raise ShapeError(f"pad: {list(pad)} must hold (before, after) pairs for at most the {x.ndim} dims of "
+                         f"shape {x.shape}")
+    low, high = [0] * x.ndim, [0] * x.ndim
+    for i in range(len(amounts) // 2):
+        low[x.ndim - 1 - i], high[x.ndim - 1 - i] = amounts[2 * i], amounts[2 * i + 1]
+    return _pad_graph(x, low, high, [0] * x.ndim, 0 if value is None else value)
+
+
+def _pair(value: Any, what: str) -> Pair:
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) != 2:
+        raise ShapeError(f"conv2d: {what} must be an int or a pair, got {value!r}")
+    return _as_int(items[0], f"conv2d: {what}"), _as_int(items[1], f"conv2d: {what}")
+
+
+def _check(x: Tensor, weight: Tensor, stride: Pair, padding: Pair, dilation: Pair) -> None:
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ShapeError(f"conv2d: expected a 4-D input (N, C, H, W) and a 4-D weight (C_out, C, kH, kW), got "
+                         f"shapes {x.shape} and {weight.shape}")
+    if x.dtype != weight.dtype or not dtypes.is_floating(x.dtype):
+        raise UnsupportedError(f"conv2d: input and weight must both be float32 or both float64, got {x.dtype} and "
+                               f"{weight.dtype}")
+    if x.shape[1] != weight.shape[1]:
+        raise ShapeError(f"conv2d: the input has {x.shape[1]} channels, the weight expects {weight.shape[1]} "
+                         f"(shapes {x.shape} and {weight.shape}; groups other than 1 are not supported)")
+    if min(stride + dilation) < 1 or min(padding) < 0:
+        raise ShapeError(f"conv2d: stride {stride} and dilation {dilation} must be positive, padding {padding} "
+                         "non-negative")
+    for d in (0, 1):
+        if x.shape[2 + d] + 2 * padding[d] < dilation[d] * (weight.shape[2 + d] - 1) + 1:
+            raise ShapeError(f"conv2d: the kernel {weight.shape[2:]} (dilation {dilation}) is larger than the "
+                             f"padded input {x.shape[2:]} (padding {padding})")
+
+
+def _windows(x: Tensor, kernel: Pair, stride: Pair, dilation: Pair) -> Tensor:
+    """(N, C, OH, OW, kH, kW): the input element under each kernel tap of each output point."""
+    for d in (0, 1):
+        x = x.unfold(2 + d, dilation[d] * (kernel[d] - 1) + 1, stride[d])
+    return x[..., ::dilation[0], ::dilation[1]]
+
+
+def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair) -> Tensor:
+    """The convolution of an already padded input: a sum over (C, kH, kW) of the windows times the weight."""
+    windows = _windows(x, weight.shape[2:], stride, dilation)
+    return (windows.unsqueeze(1) * weight.reshape(weight.shape[:2] + (1, 1) + weight.shape[2:])).sum((2, 5, 6))
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1) -> Tensor:
+    """torch.nn.functional.conv2d (groups=1)."""
+    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    _check(x, weight, stride, padding, dilation)
+    padded = _pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
+    out = _correlate(padded, weight, stride, dilation)
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
+def conv2d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], stride: Any = 1, padding: Any = 0,
+                       dilation: Any = 1) -> Tensor:
+    """d loss / d weight of ``conv2d(x, weight)`` given ``grad`` = d loss / d output."""
+    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    padded = _pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
+    windows = _windows(padded, tuple(weight_shape[2:]), stride, dilation)
+    if windows.shape[2:4] != grad.shape[2:]:
+        raise ShapeError(f"conv2d_weight_grad: gradient of shape {grad.shape} does not match the output of "
+                         f"the convolution of {x.shape} ({windows.shape[2:4]})")
+    return (grad.reshape(grad.shape[:2] + (1,) + grad.shape[2:] + (1, 1)) * windows.unsqueeze(1)).sum((0, 3, 4))
+
+
+def conv2d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], stride: Any = 1, padding: Any = 0,
+                      dilation: Any = 1) -> Tensor:
+    """d loss / d x of ``conv2d(x, weight)`` given ``grad`` = d loss / d output (a transposed
+    convolution: see the module docstring)."""
+    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    reach = [dilation[d] * (weight.shape[2 + d] - 1) for d in (0, 1)]
+    low = [reach[d] - padding[d] for d in (0, 1)]
+    high = [input_shape[2 + d] - 1 + padding[d] - (grad.shape[2 + d] - 1) * stride[d] for d in (0, 1)]
+    spread = _pad_graph(grad, [0, 0, *low], [0, 0, *high], [0, 0, stride[0] - 1, stride[1] - 1], 0)
+    return _correlate(spread, weight.flip(2, 3).transpose(0, 1), (1, 1), dilation)

@@ -1,0 +1,142 @@
+"""Padding, windows and 2-D convolution (``stax.nn``), compiled and run at ISA levels avx2 and
+none: against the numpy reference evaluator (``check``) and against explicit loops written here,
+which share no code with the graph's composition of pad, unfold and sum."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_compile import isa, sample  # noqa: F401 (isa is a fixture)
+
+import stax
+from stax import nn
+from stax.errors import ShapeError, UnsupportedError
+from stax.traffic import count_traffic
+
+# (input shape, weight shape, stride, padding, dilation): odd sizes, strides 1-3, padding beyond
+# the kernel's reach (the input gradient's padding is then negative), dilation, 1x1 kernels
+CASES = [((2, 3, 7, 9), (4, 3, 3, 3), 1, 1, 1), ((2, 3, 8, 8), (5, 3, 3, 3), 2, 1, 1),
+         ((1, 2, 9, 7), (3, 2, 3, 2), (2, 1), (0, 2), (2, 1)), ((2, 2, 5, 6), (3, 2, 3, 3), 3, 4, 1),
+         ((3, 4, 5, 5), (2, 4, 1, 1), 1, 0, 1), ((1, 1, 11, 4), (2, 1, 5, 3), (1, 2), (2, 1), (2, 1))]
+
+
+def pairs(*values):
+    return [v if isinstance(v, tuple) else (v, v) for v in values]
+
+
+def output_size(size, kernel, stride, padding, dilation):
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def taps(x_shape, w_shape, stride, padding, dilation):
+    """Every (output row, output column, kernel row, kernel column) with its padded input position."""
+    (sh, sw), (dh, dw) = stride, dilation
+    oh = output_size(x_shape[2], w_shape[2], sh, padding[0], dh)
+    ow = output_size(x_shape[3], w_shape[3], sw, padding[1], dw)
+    for i in range(oh):
+        for j in range(ow):
+            for kh in range(w_shape[2]):
+                for kw in range(w_shape[3]):
+                    yield i, j, kh, kw, i * sh + kh * dh, j * sw + kw * dw
+
+
+def loops_conv(x, w, stride, padding, dilation):
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2])
+    points = list(taps(x.shape, w.shape, stride, padding, dilation))
+    out = np.zeros((x.shape[0], w.shape[0], points[-1][0] + 1, points[-1][1] + 1))
+    for i, j, kh, kw, ih, iw in points:
+        out[:, :, i, j] += xp[:, :, ih, iw] @ w[:, :, kh, kw].T.astype(np.float64)
+    return out
+
+
+def loops_grads(g, x, w, stride, padding, dilation):
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2])
+    gx, gw = np.zeros_like(xp), np.zeros(w.shape)
+    for i, j, kh, kw, ih, iw in taps(x.shape, w.shape, stride, padding, dilation):
+        gx[:, :, ih, iw] += g[:, :, i, j] @ w[:, :, kh, kw]
+        gw[:, :, kh, kw] += g[:, :, i, j].T @ xp[:, :, ih, iw]
+    return gx[:, :, padding[0]:padding[0] + x.shape[2], padding[1]:padding[1] + x.shape[3]], gw
+
+
+def test_pad_unfold_and_flip(isa, check):
+    """Padding of inputs, of inlined expressions and of pads (same and other value), cropping,
+    windows and flips, as outputs and inside reductions."""
+    def fn(x, y):
+        e = (x * 2).exp()
+        return (nn.pad(x, (1, 2)), nn.pad(x, (0, 0, 2, 1), value=-1.0), nn.pad(x, (-1, 2, 1, -2)),
+                nn.pad(e, (1, 1, 1, 1)) + 1, nn.pad(nn.pad(x, (1, 0)), (0, 2, 1, 1)),
+                nn.pad(nn.pad(x, (1, 1), value=3.0), (1, 1)), nn.pad(x, (2, 2)).sum(-1), nn.pad(y, (3, 1)).amax(0),
+                x.unfold(1, 3, 2), x.unfold(0, 2, 1).sum(-1), y.unfold(0, 4, 3) * 2, x.flip(1), x.flip(0, 1).sum(0),
+                nn.pad(x, (1, 1)).unfold(1, 3, 1).flip(-1).sum(-1))
+    check(fn, sample((5, 7), seed=90), sample((13,), seed=91))
+
+
+def test_padded_reads_stay_inside_the_input(isa):
+    """The input is a window of a larger array whose border is NaN: a read outside the input
+    (a missing guard) would bring a NaN in."""
+    border = np.full((9, 12), np.nan, np.float32)
+    border[1:-1, 1:-1] = sample((7, 10), seed=92)
+    x = border[1:-1, 1:-1]
+    compiled = stax.compile(lambda t: (nn.pad(t, (2, 3, 1, 1)) * 2, nn.pad(t, (1, 1, 1, 1)).unfold(1, 3, 1).sum(-1)), x)
+    padded, smoothed = compiled(x)
+    assert not np.isnan(padded).any() and not np.isnan(smoothed).any()
+    np.testing.assert_array_equal(padded[1:-1, 2:-3], x * 2)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding, dilation", CASES)
+def test_conv2d_matches_explicit_loops(isa, check, x_shape, w_shape, stride, padding, dilation):
+    x, w, b = sample(x_shape, seed=93), sample(w_shape, seed=94), sample(w_shape[:1], seed=95)
+    compiled = check(lambda x, w, b: nn.conv2d(x, w, b, stride, padding, dilation).relu(), x, w, b,
+                     rtol=1e-4, atol=1e-4)
+    want = np.maximum(loops_conv(x, w, *pairs(stride, padding, dilation)) + b.reshape(1, -1, 1, 1), 0)
+    np.testing.assert_allclose(compiled(x, w, b), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding, dilation", CASES)
+def test_conv2d_gradients_match_explicit_loops(isa, check, x_shape, w_shape, stride, padding, dilation):
+    x, w = sample(x_shape, seed=96), sample(w_shape, seed=97)
+    stride, padding, dilation = pairs(stride, padding, dilation)
+    g = sample(loops_conv(x, w, stride, padding, dilation).shape, seed=98)
+
+    def fn(g, x, w):
+        return (nn.conv2d_input_grad(g, w, x.shape, stride, padding, dilation),
+                nn.conv2d_weight_grad(g, x, w.shape, stride, padding, dilation))
+    compiled = check(fn, g, x, w, rtol=1e-4, atol=1e-4)
+    for got, want in zip(compiled(g, x, w), loops_grads(g.astype(np.float64), x, w.astype(np.float64),
+                                                        stride, padding, dilation)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_block_fuses_its_epilogue_but_not_a_padded_read():
+    """conv + bias + relu is one kernel (a reduction with its pointwise consumer); the second
+    convolution reads the first block's output through a guard, so it runs in a kernel of its own."""
+    x, w1, w2 = sample((2, 3, 8, 8), seed=99), sample((4, 3, 3, 3), seed=100), sample((4, 4, 3, 3), seed=101)
+    compiled = stax.compile(lambda x, w1, w2: nn.conv2d(nn.conv2d(x, w1, padding=1).relu(), w2, padding=1), x, w1, w2)
+    assert len(compiled.fusion.partition) == 2
+    reasons = {p.reason.split(":")[0] for p in compiled.fusion_problem.forbidden}
+    assert "guarded_read" in reasons
+    np.testing.assert_allclose(compiled(x, w1, w2), loops_conv(np.maximum(loops_conv(x, w1, (1, 1), (1, 1), (1, 1)), 0),
+                                                                w2, (1, 1), (1, 1), (1, 1)), rtol=1e-4, atol=1e-4)
+
+
+def test_modeled_traffic_equals_counted_traffic_of_a_strided_convolution():
+    x, w, g = sample((2, 3, 9, 8), seed=102), sample((4, 3, 3, 3), seed=103), sample((2, 4, 5, 4), seed=104)
+    compiled = stax.compile(lambda x, w, g: (nn.conv2d(x, w, stride=2, padding=1),
+                                             nn.conv2d_input_grad(g, w, x.shape, 2, 1)), x, w, g)
+    rows = count_traffic(compiled, x, w, g)
+    assert all((r.counted_read, r.counted_write) == (r.modeled_read, r.modeled_write) for r in rows), rows
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x, w: nn.conv2d(x, w[:, :2]), ShapeError, r"the input has 3 channels, the weight expects 2"),
+    (lambda x, w: nn.conv2d(x.int(), w.int()), UnsupportedError, r"float32 or both float64, got int32"),
+    (lambda x, w: nn.conv2d(x, w, stride=0), ShapeError, r"stride \(0, 0\) .* must be positive"),
+    (lambda x, w: nn.conv2d(x[:, :, :2], w), ShapeError, r"kernel \(3, 3\) .* larger than the padded input"),
+    (lambda x, w: nn.conv2d(x[0], w), ShapeError, r"expected a 4-D input"),
+    (lambda x, w: nn.pad(x, (1, 2, 3)), ShapeError, r"\(before, after\) pairs"),
+    (lambda x, w: nn.pad(x, (0, 0, -3, -3)), ShapeError, r"negative size"),
+    (lambda x, w: nn.pad(x, (1, 1), mode="reflect"), UnsupportedError, r"mode 'reflect'"),
+    (lambda x, w: x.unfold(2, 6, 1), ShapeError, r"unfold: size 6 and step 1 do not fit"),
+])
+def test_bad_convolutions_and_pads_name_the_problem(call, error, message):
+    with pytest.raises(error, match=message):
+        stax.trace(call, sample((2, 3, 5, 5)), sample((4, 3, 3, 3)))

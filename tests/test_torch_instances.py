@@ -12,7 +12,8 @@ from stax.problems import FusionProblem, OrderProblem
 from stax.strategy import run_fusion, run_order
 
 DATA = Path(__file__).resolve().parent.parent / "instances" / "data" / "torch"
-MODELS = ("transformer_forward", "transformer_train", "mlp_forward", "mlp_train", "norm_net_train", "adam")
+MODELS = ("transformer_forward", "transformer_train", "mlp_forward", "mlp_train", "norm_net_train", "conv_net_train",
+          "adam")
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -9,8 +9,9 @@ so a program round-trips through JSON (regression files) and a shrinker can drop
 arguments among the live proxy tensors, tries it, and keeps it only if the front end accepts it
 (so every program is valid by construction, whatever the mix of dtypes, broadcasting, views
 and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
-broadcasting, transposes, permutes, reshapes, slices, selects and expands, reductions over one
-dim, several dims or all, with and without ``keepdim``, casts, comparisons and ``where``,
+broadcasting, transposes, permutes, reshapes, slices, selects and expands, constant padding
+(guarded loads), sliding windows and flips, reductions over one dim, several dims or all,
+with and without ``keepdim``, casts, comparisons and ``where``,
 integer ``//`` (division by zero included), in-place updates of inputs and intermediates,
 ``matmul`` (an extern kernel), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
 tails, and sizes 0 and 1.  Inputs may be contiguous, transposed, flipped, strided or broadcast.
@@ -27,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 import stax
+from stax import nn
 from stax.errors import StaxError
 
 from .programs import Program
@@ -84,6 +86,17 @@ def _select_params(rng: random.Random, args: list) -> tuple:
 
 def _expand_params(rng: random.Random, args: list) -> tuple:
     return rng.choice((1, 2, 3, 5)), rng.random() < 0.5
+
+
+def _pad_params(rng: random.Random, args: list) -> tuple:
+    """(before, after) amounts for the last one or two dims (negative ones crop) and the value."""
+    amounts = [rng.choice((-1, 0, 1, 2, 3)) for _ in range(rng.choice((2, 4)))]
+    return amounts, rng.choice((0, 1.5, -2))
+
+
+def _unfold_params(rng: random.Random, args: list) -> tuple:
+    ndim = max(args[0].ndim, 1)
+    return rng.randrange(-ndim, ndim), rng.choice((1, 2, 3)), rng.choice((1, 2, 3))
 
 
 def _mask(t: stax.Tensor) -> stax.Tensor:
@@ -182,6 +195,9 @@ OPS: dict[str, Op] = {
     "select": Op(1, _select, _select_params, weight=0.3),
     "expand": Op(1, _expand, _expand_params, weight=0.4),
     "flatten": Op(1, lambda x: x.flatten(), weight=0.2),
+    "pad": Op(1, lambda x, amounts, value: nn.pad(x, amounts, value=value), _pad_params, weight=0.5),
+    "unfold": Op(1, lambda x, dim, size, step: x.unfold(dim, size, step), _unfold_params, weight=0.6),
+    "flip": Op(1, lambda x, dim: x.flip(dim), _one_dim(), weight=0.3),
     "add_": Op(2, lambda x, y: x.add_(y), weight=0.8, inplace=True),
     "mul_": Op(2, lambda x, y: x.mul_(y.tanh()), weight=0.5, inplace=True),
     "sub_": Op(2, lambda x, y: x.sub_(y), weight=0.4, inplace=True),

@@ -12,6 +12,7 @@
     [reference]                # the exact solver (CP-SAT) every row is compared with
     time_limit = 5.0
     workers = 1
+    order = "cpsat"            # or "dp": orders by the down-set DP first (CP-SAT when it refuses)
 
     [timing]                   # measured kernel time: median and spread of `repeat` batches
     repeat = 5

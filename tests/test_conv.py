@@ -70,6 +70,13 @@ def test_pad_unfold_and_flip(isa, check):
     check(fn, sample((5, 7), seed=90), sample((13,), seed=91))
 
 
+@pytest.mark.parametrize("dtype", ["int32", "bool"])
+def test_pad_unfold_and_flip_of_integers_and_bools(isa, check, dtype):
+    def fn(x):
+        return nn.pad(x, (1, 2, 0, 1), value=1), nn.pad(x, (2, -1)).flip(0), x.unfold(1, 2, 2).flip(-1)
+    check(fn, sample((4, 6), dtype, seed=105))
+
+
 def test_padded_reads_stay_inside_the_input(isa):
     """The input is a window of a larger array whose border is NaN: a read outside the input
     (a missing guard) would bring a NaN in."""

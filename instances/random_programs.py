@@ -10,8 +10,8 @@ arguments among the live proxy tensors, tries it, and keeps it only if the front
 (so every program is valid by construction, whatever the mix of dtypes, broadcasting, views
 and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
 broadcasting, transposes, permutes, reshapes, slices, selects and expands, constant padding
-(guarded loads), sliding windows and flips, reductions over one dim, several dims or all,
-with and without ``keepdim``, casts, comparisons and ``where``,
+(guarded loads), concatenation, sliding windows and flips, reductions over one dim, several
+dims or all, with and without ``keepdim``, casts, comparisons and ``where``,
 integer ``//`` (division by zero included), in-place updates of inputs and intermediates,
 ``matmul`` (an extern kernel), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
 tails, and sizes 0 and 1.  Inputs may be contiguous, transposed, flipped, strided or broadcast.
@@ -198,6 +198,7 @@ OPS: dict[str, Op] = {
     "pad": Op(1, lambda x, amounts, value: nn.pad(x, amounts, value=value), _pad_params, weight=0.5),
     "unfold": Op(1, lambda x, dim, size, step: x.unfold(dim, size, step), _unfold_params, weight=0.6),
     "flip": Op(1, lambda x, dim: x.flip(dim), _one_dim(), weight=0.3),
+    "cat": Op(2, lambda x, y, dim: nn.cat([x, y], dim), _one_dim(), weight=0.5),
     "add_": Op(2, lambda x, y: x.add_(y), weight=0.8, inplace=True),
     "mul_": Op(2, lambda x, y: x.mul_(y.tanh()), weight=0.5, inplace=True),
     "sub_": Op(2, lambda x, y: x.sub_(y), weight=0.4, inplace=True),

@@ -1,5 +1,6 @@
-"""Padding and 2-D convolution for traced programs (torch.nn.functional's ``pad`` and ``conv2d``,
-and the two gradients of ``conv2d`` that ``aten.convolution_backward`` returns).
+"""Padding, concatenation and 2-D convolution for traced programs (torch.nn.functional's ``pad``
+and ``conv2d``, ``torch.cat``, and the two gradients of ``conv2d`` that
+``aten.convolution_backward`` returns).
 
 A convolution is not an extern call: it is composed of graph ops, so the lowering turns it into
 a reduction over ``(c_in, kh, kw)`` with affine indices that fuses and is scheduled like every
@@ -21,7 +22,7 @@ from typing import Any, Sequence
 
 from . import dtypes
 from .errors import ShapeError, UnsupportedError
-from .frontend import Tensor, _as_int, _constant_value
+from .frontend import Tensor, _as_int, _constant_value, _wrap_dim
 
 Pair = tuple[int, int]
 
@@ -50,6 +51,31 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: Any = None
     for i in range(len(amounts) // 2):
         low[x.ndim - 1 - i], high[x.ndim - 1 - i] = amounts[2 * i], amounts[2 * i + 1]
     return _pad_graph(x, low, high, [0] * x.ndim, 0 if value is None else value)
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """torch.cat: each tensor padded to the result's extent along ``dim`` with the additive identity
+    (``-0.0``, which leaves every float, ``-0.0`` included, unchanged; 0; False), then summed, so
+    every element is one input's value exactly; 1-D empty tensors are skipped, as in torch."""
+    items = [t for t in tensors if t.shape != (0,)] or list(tensors)
+    if not items:
+        raise ShapeError("cat: expected a non-empty list of tensors")
+    ndim = items[0].ndim
+    if ndim == 0:
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated (reshape them to 1-d)")
+    d = _wrap_dim(dim, ndim, "cat")
+    for t in items:
+        if t.ndim != ndim or t.shape[:d] + t.shape[d + 1:] != items[0].shape[:d] + items[0].shape[d + 1:]:
+            raise ShapeError(f"cat: shapes {[x.shape for x in items]} must match except in dimension {dim}")
+    dtype = dtypes.result_type(*((t.dtype, t.ndim) for t in items))
+    total, start, result = sum(t.shape[d] for t in items), 0, None
+    for t in items:
+        low, high = [0] * ndim, [0] * ndim
+        low[d], high[d] = start, total - start - t.shape[d]
+        part = _pad_graph(t.to(dtype), low, high, [0] * ndim, -0.0)
+        result = part if result is None else result + part
+        start += t.shape[d]
+    return result if len(items) > 1 else result.clone()
 
 
 def _pair(value: Any, what: str) -> Pair:

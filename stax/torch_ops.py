@@ -341,6 +341,6 @@ ATEN: dict[str, Handler] = {
     "mm": lambda a, b: a.matmul(b), "bmm": _bmm, "matmul": lambda a, b: a.matmul(b),
     "mv": lambda a, b: a.matmul(b), "dot": lambda a, b: a.matmul(b),
     "addmm": _addmm, "baddbmm": _addmm, "linear": _linear,
-    "constant_pad_nd": lambda x, pad, value=0: nn.pad(x, pad, value=value), "flip": lambda x, dims: x.flip(dims),
+    "constant_pad_nd": lambda x, pad, value=0: nn.pad(x, pad, value=value), "cat": nn.cat, "flip": lambda x, dims: x.flip(dims),
     "convolution": _convolution, "convolution_backward": _convolution_backward,
 }

@@ -1,4 +1,4 @@
-"""Padding, windows and 2-D convolution (``stax.nn``), compiled and run at ISA levels avx2 and
+"""Padding, windows, concatenation and 2-D convolution (``stax.nn``), compiled and run at ISA levels avx2 and
 none: against the numpy reference evaluator (``check``) and against explicit loops written here,
 which share no code with the graph's composition of pad, unfold and sum."""
 from __future__ import annotations
@@ -77,6 +77,19 @@ def test_pad_unfold_and_flip_of_integers_and_bools(isa, check, dtype):
     check(fn, sample((4, 6), dtype, seed=105))
 
 
+def test_cat(isa, check):
+    """Concatenation along any dim, with promotion, of inlined expressions and views; a
+    concatenated ``-0.0`` keeps its sign."""
+    def fn(x, y, n, b, e):
+        return (nn.cat([x, y.t(), x * 2], 1), nn.cat([x.exp(), n], 0), nn.cat([b, x > 0], 0), nn.cat([x[:, :1], x], -1),
+                nn.cat([x]) + 1, nn.cat([n, e, n], 1).sum(1))
+    x, n = sample((3, 5), seed=106), sample((2, 5), "int32", seed=107)
+    x[1, 2] = -0.0
+    arrays = (x, sample((4, 3), seed=108), n, sample((1, 5), "bool", seed=109), np.zeros(0, np.int32))
+    compiled = check(fn, *arrays)
+    assert np.signbit(compiled(*arrays)[0][1, 2])
+
+
 def test_padded_reads_stay_inside_the_input(isa):
     """The input is a window of a larger array whose border is NaN: a read outside the input
     (a missing guard) would bring a NaN in."""
@@ -143,6 +156,9 @@ def test_modeled_traffic_equals_counted_traffic_of_a_strided_convolution():
     (lambda x, w: nn.pad(x, (0, 0, -3, -3)), ShapeError, r"negative size"),
     (lambda x, w: nn.pad(x, (1, 1), mode="reflect"), UnsupportedError, r"mode 'reflect'"),
     (lambda x, w: x.unfold(2, 6, 1), ShapeError, r"unfold: size 6 and step 1 do not fit"),
+    (lambda x, w: nn.cat([x, w], 1), ShapeError, r"cat: shapes .* must match except in dimension 1"),
+    (lambda x, w: nn.cat([]), ShapeError, r"cat: expected a non-empty list"),
+    (lambda x, w: nn.cat([x.sum(), w.sum()]), ShapeError, r"cat: zero-dimensional tensors"),
 ])
 def test_bad_convolutions_and_pads_name_the_problem(call, error, message):
     with pytest.raises(error, match=message):

@@ -35,6 +35,34 @@ inline vec<int8_t> vload(const bool* p) { vec<int8_t> v; std::memcpy(&v, p, size
 template <typename T> inline void vstore(T* p, vec<T> v) { std::memcpy(p, &v, sizeof v); }
 inline void vstore(bool* p, vec<int8_t> v) { std::memcpy(p, &v, sizeof v); }
 template <typename T> inline vec<T> splat(T s) { vec<T> v = {}; return v + s; }
+// Non-temporal store of a large output: no read of the line before its write, no cache pollution.
+// It needs an address aligned to the store's width; elsewhere it is a plain store.
+#if defined(__AVX512F__) && STAX_W == 16
+typedef __m512i stream_piece;
+inline void stream_store(stream_piece* p, stream_piece v) { _mm512_stream_si512(p, v); }
+#elif defined(__AVX2__) && STAX_W == 8
+typedef __m256i stream_piece;
+inline void stream_store(stream_piece* p, stream_piece v) { _mm256_stream_si256(p, v); }
+#endif
+template <typename T> inline void vstore_stream(T* p, vec<T> v) {
+#if (defined(__AVX512F__) && STAX_W == 16) || (defined(__AVX2__) && STAX_W == 8)
+  constexpr size_t pieces = sizeof v / sizeof(stream_piece);
+  if (pieces > 0 && sizeof v % sizeof(stream_piece) == 0 && reinterpret_cast<uintptr_t>(p) % sizeof(stream_piece) == 0) {
+    stream_piece part[pieces > 0 ? pieces : 1];
+    std::memcpy(part, &v, sizeof v);
+    for (size_t i = 0; i < pieces; ++i) stream_store(reinterpret_cast<stream_piece*>(p) + i, part[i]);
+    return;
+  }
+#endif
+  vstore(p, v);
+}
+inline void vstore_stream(bool* p, vec<int8_t> v) { vstore(p, v); }
+// Orders this thread's non-temporal stores before the stores and barriers that follow.
+inline void store_fence() {
+#if defined(__AVX2__) || defined(__AVX512F__)
+  _mm_sfence();
+#endif
+}
 
 // --- lane-wise fallback ------------------------------------------------------------------------
 template <typename V, typename F> inline V lanes(V x, F f) { V r; for (int i = 0; i < STAX_W; ++i) r[i] = f(x[i]); return r; }

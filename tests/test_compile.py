@@ -382,10 +382,25 @@ def test_kernel_forms(monkeypatch, check):
     assert _forms(check(lambda a: a * 2 + 1, x)) == ["vector"]
     assert _forms(check(lambda a: a.sum(-1), x)) == ["vector"]
     assert _forms(check(lambda a: a.sum(0), x)) == ["outer-vector"]
-    assert _forms(check(lambda a, b: a + b.t(), x, y)) == ["tiled"]
+    assert _forms(check(lambda a, b: a + b.t(), x, y)) == ["tiled-vector"]
+    assert _forms(check(lambda a, m: a * m.t(), x, sample((24, 40), "bool", seed=53))) == ["tiled"]
     monkeypatch.setenv("STAX_ISA", "none")
     assert _forms(check(lambda a: a * 2 + 1, x)) == ["scalar"]
     assert _forms(check(lambda a: a.sum(0), x)) == ["scalar"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("shape", [(2, 8, 8), (3, 19, 21), (1, 70, 133)])
+def test_transposed_reads_in_register_tiles(isa, dtype, shape, check):
+    """W x W tiles with the transposed operand transposed in registers, in blocks, and scalar
+    nests for the rows and columns past the last whole tile (none when the sizes divide)."""
+    x, y = sample(shape, dtype, seed=60), sample((shape[0], shape[2], shape[1]), dtype, seed=61)
+    compiled = check(lambda a, b: a * 2 + b.transpose(1, 2) - b.transpose(1, 2) * a, x, y)
+    if isa == "avx2":
+        assert _forms(compiled) == ["tiled-vector"]
+        source = compiled.block_kernels[0].source
+        assert "stax::transpose(" in source
+        assert bool(re.search(r"int64_t x\d = [1-9]", source)) == (shape[1:] != (8, 8))  # tail nests
 
 
 def _column_statistics(x):

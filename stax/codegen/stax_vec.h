@@ -64,6 +64,28 @@ inline void store_fence() {
 #endif
 }
 
+// In-place transpose of W vectors of W lanes (the tiled-vector form, 8.2): log2(W) stages, each
+// exchanging one bit of the row number with the same bit of the lane number.
+template <typename V> inline void transpose(V* rows) {
+  typedef decltype(rows[0] < rows[0]) mask;
+#pragma GCC unroll 8
+  for (int b = 1; b < STAX_W; b <<= 1) {
+    mask low, high;
+#pragma GCC unroll 16
+    for (int j = 0; j < STAX_W; ++j) {
+      low[j] = (j & b) ? STAX_W + j - b : j;
+      high[j] = (j & b) ? STAX_W + j : j + b;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < STAX_W; ++i)
+      if (!(i & b)) {
+        V a = rows[i], c = rows[i + b];
+        rows[i] = __builtin_shuffle(a, c, low);
+        rows[i + b] = __builtin_shuffle(a, c, high);
+      }
+  }
+}
+
 // --- lane-wise fallback ------------------------------------------------------------------------
 template <typename V, typename F> inline V lanes(V x, F f) { V r; for (int i = 0; i < STAX_W; ++i) r[i] = f(x[i]); return r; }
 template <typename V, typename F> inline V lanes2(V x, V y, F f) { V r; for (int i = 0; i < STAX_W; ++i) r[i] = f(x[i], y[i]); return r; }

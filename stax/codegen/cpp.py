@@ -691,10 +691,15 @@ class BlockKernel:
         long_row = self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width
         unroll = ACCUMULATORS if inner_vector and only_reductions and long_row else 1
         acc = {}
+        # a scalar float32 sum (the none ISA, strided rows) accumulates in double: one float
+        # accumulator over a million elements loses five digits
+        wide = {m.buf.name for m in reductions if not inner_vector and not outer_vector
+                and m.buf.reduction == "sum" and m.buf.dtype == "float32"}
         for m in reductions:
             acc[m.buf.name] = self.state.fresh("tmp_acc")
             init = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, outer_vector)
-            lines.append(f"{ind}{'auto' if outer_vector else CPP_TYPE[m.buf.dtype]} {acc[m.buf.name]} = {init};")
+            kind = "double" if m.buf.name in wide else "auto" if outer_vector else CPP_TYPE[m.buf.dtype]
+            lines.append(f"{ind}{kind} {acc[m.buf.name]} = {init};")
             for lane in range(unroll if inner_vector else 0):
                 lines.append(f"{ind}auto {acc[m.buf.name]}_vec{lane} = "
                              f"{literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, True)};")
@@ -715,6 +720,7 @@ class BlockKernel:
                 value = printer(expr)
                 if m.buf.reduction:
                     target = f"{acc[m.buf.name]}_vec{lane}" if vec_loop and not outer_vector else acc[m.buf.name]
+                    value = f"double({value})" if m.buf.name in wide else value
                     out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
                     continue
                 self._store(m, value, vec_loop, vvar, bind, out, row_pass=not outer_vector)
@@ -731,6 +737,9 @@ class BlockKernel:
                 for lane in range(1, unroll):
                     vectors = f"stax::r_{op}({vectors}, {name}_vec{lane})"
                 lines.append(f"{ind}{name} = stax::r_{op}({name}, stax::hreduce_{op}<{CPP_TYPE[m.buf.dtype]}>({vectors}));")
+            if m.buf.name in wide:
+                lines.append(f"{ind}const float {name}_narrow = float({name});")
+                name += "_narrow"
             self._store(m, name, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = name
             if outer_vector:

@@ -23,10 +23,12 @@ from stax.runtime import default_threads
 from stax.timing import time_call
 
 MEMORY_BOUND = ("softmax", "layernorm", "rmsnorm", "bias_gelu", "adam_step", "batchnorm_stats", "logsumexp",
-                "transposed_add", "example_7_2", "example_7_2/inline")
-#: variants measured beside the seed's behaviour: "/inline" inlines shared expensive ops instead of
-#: materializing them (the seed's example 7.2 rule), to decide the default by measurement
-VARIANTS = {"inline": {"cost_model": stax.CostModel(materialize_shared_expensive=False)}}
+                "transposed_add", "example_7_2", "example_7_2/inline", "example_7_2/split")
+#: variants measured beside the seed's behaviour, to decide the defaults by measurement: "/inline"
+#: inlines shared expensive ops instead of materializing them (the seed's example 7.2 rule);
+#: "/split" fuses under rule="cpu-split" (a pointwise loop split where a reduction's rows end)
+VARIANTS = {"inline": {"cost_model": stax.CostModel(materialize_shared_expensive=False)},
+            "split": {"rule": "cpu-split"}}
 
 
 def page_faults(fn, calls: int = 5) -> float:

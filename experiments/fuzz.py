@@ -40,7 +40,7 @@ def combos_for(index: int, seed: int, count: int, nodes: int) -> list[Combo]:
         if nodes > SMALL:
             fusion = "greedy" if fusion in EXACT_FUSIONS else fusion
             order = "best" if order in EXACT_ORDERS else order
-        result.append(Combo(fusion, order, rule=rng.choice(("cpu", "cpu", "gpu")), reuse=rng.random() < 0.7,
+        result.append(Combo(fusion, order, rule=rng.choice(("cpu", "cpu", "cpu-split", "gpu")), reuse=rng.random() < 0.7,
                             inplace=rng.random() < 0.7, memory_plan=rng.choice(("wrapper", "wrapper", "pool")),
                             group_kernels=rng.random() < 0.6, threads=rng.choice((1, 2)),
                             isa=rng.choice(("avx2", "avx2", "none"))))

@@ -31,7 +31,7 @@ from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
 from .runtime import Isa, build, default_threads, detect_isa, load_module
-from .scheduler.legality import DEPENDENCE_RULES
+from .scheduler.legality import DEPENDENCE_RULES, FUSION_RULES
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
 from .strategy import FusionResult, OrderResult, ordered_blocks, run_fusion, run_order
@@ -151,6 +151,10 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     threads = options.threads or default_threads()
     program = lower(graph, options.cost_model)
     scheduler = Scheduler(program)
+    if options.rule not in FUSION_RULES:
+        raise StaxError(f"rule={options.rule!r}: use 'cpu' (Definition 7.2's CPU rule, the seed's), 'cpu-split' "
+                        "(the CPU rule, splitting a pointwise loop where a reduction's outer loops end) or 'gpu' "
+                        "(element counts only)")
     if options.dependence not in DEPENDENCE_RULES:
         raise StaxError(f"dependence={options.dependence!r}: use 'parallel' (distance 0, the seed's rule) or "
                         "'sequential' (distances <= 0, kernels with sequential loops)")
@@ -220,7 +224,7 @@ def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "bes
     """Trace ``fn`` on ``specs`` (numpy arrays or ``TensorSpec``) and compile it.
 
     ``fusion`` / ``order``: a strategy name from the registries, a strategy object or a function.
-    Other keyword arguments are ``Options`` fields (rule="cpu"|"gpu", dependence="parallel"|"sequential",
+    Other keyword arguments are ``Options`` fields (rule="cpu"|"cpu-split"|"gpu", dependence="parallel"|"sequential",
     cost_model, threads, isa...).
     """
     return compile_graph(trace(fn, *specs), Options(fusion=fusion, order=order, **kwargs))

@@ -348,23 +348,28 @@ def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram
     return Lowering(graph, cost_model).run()
 
 
-def _rename(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int], memo: dict) -> Expr:
+def _rename(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int], buffers: dict[str, str],
+            memo: dict) -> Expr:
     if id(expr) in memo:
         return memo[id(expr)]
     if isinstance(expr, Load):
         guard = tuple((e.subs(mapping, ranges), n) for e, n in expr.guard)
-        out: Expr = Load(expr.buffer, expr.index.subs(mapping, ranges), expr.dtype, guard, expr.other)
+        out: Expr = Load(buffers.get(expr.buffer, expr.buffer), expr.index.subs(mapping, ranges), expr.dtype, guard,
+                         expr.other)
     elif isinstance(expr, Op):
-        out = Op(expr.name, tuple(_rename(a, mapping, ranges, memo) for a in expr.args), expr.dtype, expr.attrs)
+        out = Op(expr.name, tuple(_rename(a, mapping, ranges, buffers, memo) for a in expr.args), expr.dtype,
+                 expr.attrs)
     else:
         out = expr
     memo[id(expr)] = out
     return out
 
 
-def substitute(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int]) -> Expr:
-    """Rewrite every load index of ``expr`` by substituting loop variables."""
-    return _rename(expr, mapping, ranges, {})
+def substitute(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int],
+               buffers: dict[str, str] | None = None) -> Expr:
+    """Rewrite every load index of ``expr`` by substituting loop variables (and the loaded
+    buffers' names by ``buffers``)."""
+    return _rename(expr, mapping, ranges, buffers or {}, {})
 
 
 def _mergeable(indices: list[Index], outer: str, inner: str, inner_range: int) -> bool:

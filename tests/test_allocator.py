@@ -30,3 +30,15 @@ def test_disabled_and_empty_cache():
     allocator.empty((8,), "float64")
     allocator.empty_cache()
     assert allocator.stats.bytes_held == 64 and kept.nbytes == 64
+
+
+def test_storages_start_on_a_cache_line():
+    """Aligned rows let the kernels' non-temporal stores take their fast path; the array still
+    keeps its storage busy (a reshaped view too)."""
+    allocator = CachingAllocator()
+    arrays = [allocator.empty((n, 3), dtype) for n in (1, 5, 1000) for dtype in ("float32", "float64", "bool")]
+    assert all(a.ctypes.data % 64 == 0 for a in arrays)
+    flat = arrays[0].reshape(-1)
+    del arrays
+    again = allocator.empty((1, 3), "float32")
+    assert not np.shares_memory(again, flat)

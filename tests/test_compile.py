@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import stax
+from stax.codegen.cpp import OUTER_VECTOR_BYTES, STREAM_MIN_BYTES
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
@@ -164,6 +165,13 @@ def test_long_reductions_match_float64(isa, check):
     x = sample((4, 1 << 15), "float32", 0, 1, seed=20)
     y = sample((1 << 15, 8), "float32", 0, 1, seed=21)
     check(fn, x, y, rtol=1e-5, atol=0)
+
+
+def test_million_element_float32_sums_keep_six_digits(isa, check):
+    """The scalar form accumulates float32 sums in double, the vector forms in 4 x W float lanes:
+    a sum of 2**20 values in [0, 1) stays within 1e-6 of float64's (one float accumulator: 2e-5)."""
+    x = sample((1 << 20,), "float32", 0, 1, seed=24)
+    check(lambda t: (t.sum(), (t * 2).mean()), x, rtol=1e-6, atol=0)
 
 
 def test_amax_amin_propagate_nan(isa, check):
@@ -381,10 +389,62 @@ def test_kernel_forms(monkeypatch, check):
     assert _forms(check(lambda a: a * 2 + 1, x)) == ["vector"]
     assert _forms(check(lambda a: a.sum(-1), x)) == ["vector"]
     assert _forms(check(lambda a: a.sum(0), x)) == ["outer-vector"]
-    assert _forms(check(lambda a, b: a + b.t(), x, y)) == ["tiled"]
+    assert _forms(check(lambda a, b: a + b.t(), x, y)) == ["tiled-vector"]
+    assert _forms(check(lambda a, m: a * m.t(), x, sample((24, 40), "bool", seed=53))) == ["tiled"]
     monkeypatch.setenv("STAX_ISA", "none")
     assert _forms(check(lambda a: a * 2 + 1, x)) == ["scalar"]
     assert _forms(check(lambda a: a.sum(0), x)) == ["scalar"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("shape", [(2, 8, 8), (3, 19, 21), (1, 70, 133)])
+def test_transposed_reads_in_register_tiles(isa, dtype, shape, check):
+    """W x W tiles with the transposed operand transposed in registers, in blocks, and scalar
+    nests for the rows and columns past the last whole tile (none when the sizes divide)."""
+    x, y = sample(shape, dtype, seed=60), sample((shape[0], shape[2], shape[1]), dtype, seed=61)
+    compiled = check(lambda a, b: a * 2 + b.transpose(1, 2) - b.transpose(1, 2) * a, x, y)
+    if isa == "avx2":
+        assert _forms(compiled) == ["tiled-vector"]
+        source = compiled.block_kernels[0].source
+        assert "stax::transpose(" in source
+        assert bool(re.search(r"int64_t x\d = [1-9]", source)) == (shape[1:] != (8, 8))  # tail nests
+
+
+def _column_statistics(x):
+    mean = x.mean(0)
+    centered = x - mean
+    return mean, (centered * centered).mean(0), x.amax(0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_column_reductions_step_several_vectors(isa, dtype, check):
+    """The outer-vector form reads OUTER_VECTOR_BYTES of each row per step (one accumulator per
+    vector), then single vectors, then a scalar tail: 150 columns exercise all three."""
+    x = sample((37, 150), dtype, seed=59)
+    compiled = check(_column_statistics, x, atol=1e-5)
+    if isa == "avx2":
+        assert _forms(compiled) == ["outer-vector"]
+        lanes = OUTER_VECTOR_BYTES // (8 * np.dtype(dtype).itemsize)
+        assert f"x0 += {lanes * 8}" in compiled.block_kernels[0].source
+
+
+def _softmax(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("columns", [2048, 2051])
+def test_large_row_outputs_stream_past_the_caches(monkeypatch, columns, check):
+    """An output of STREAM_MIN_BYTES or more written by a row pass takes non-temporal stores (rows
+    of 2051 floats start misaligned three times in four: those stores fall back to plain ones) and
+    a fence, and the later passes prefetch the next row: the values still match the reference."""
+    monkeypatch.setenv("STAX_ISA", "avx2")
+    x = sample((STREAM_MIN_BYTES // (4 * 2048), columns), seed=58)
+    source = check(_softmax, x, threads=2).block_kernels[0].source
+    assert "stax::vstore_stream(out_ptr0" in source and "stax::store_fence();" in source
+    assert "__builtin_prefetch(in_ptr0" in source
+    small = check(_softmax, x[:64], threads=2).block_kernels[0].source
+    assert "vstore_stream" not in small and "store_fence" not in small
 
 
 def _softmax_and_friends(x, w):

@@ -1,5 +1,6 @@
 """The seed's examples 7.1 and 7.2 reproduced: scheduler nodes, fusion log, kernel shape."""
 import numpy as np
+import pytest
 
 import stax
 from stax.examples import example_7_1, example_7_2
@@ -56,6 +57,23 @@ def test_element_count_rule_fuses_what_the_cpu_rule_rejects():
     s, m = f(X)
     np.testing.assert_allclose(s, np.exp(X.astype(np.float64)).sum(-1), rtol=1e-5)
     np.testing.assert_allclose(m, np.exp(X).max(-1), rtol=1e-6)
+
+
+def test_split_rule_fuses_example_7_2_in_one_pass():
+    """``rule="cpu-split"`` splits exp's flat loop where the row reductions' outer loop ends: one
+    kernel reading X once, exp computed once per element."""
+    f = stax.compile(example_7_2, X, rule="cpu-split")
+    assert [k.nodes for k in f.block_kernels] == [["op0", "op1", "op2"]]
+    assert f.modeled_traffic() == X.nbytes + 2 * 64 * 4
+    assert f.kernels[0].source.count("stax::v_exp(") == 1
+    s, m = f(X)
+    np.testing.assert_allclose(s, np.exp(X.astype(np.float64)).sum(-1), rtol=1e-5)
+    np.testing.assert_allclose(m, np.exp(X).max(-1), rtol=1e-6)
+
+
+def test_unknown_rule_is_refused_by_name():
+    with pytest.raises(stax.StaxError, match="rule='GPU'.*'cpu-split'"):
+        stax.compile(example_7_2, X, rule="GPU")
 
 
 def test_inlining_exp_instead_of_materializing_it():

@@ -12,7 +12,9 @@ Kernel forms (8.3), chosen from the access pattern:
   reductions keep W accumulators combined at the end (Proposition 8.1 (2));
 - ``outer-vector``: reductions whose rows are strided (column sums) vectorize across W
   neighbouring outputs instead;
-- ``tiled``: pointwise blocks with transposed accesses run in B x B tiles (8.2);
+- ``tiled-vector``: pointwise blocks with transposed reads run in W x W tiles whose transposed
+  rows are loaded as W vectors and transposed in registers (8.2); scalar nests past the last tile;
+- ``tiled``: the same blocks in B x B scalar tiles when that does not apply (bool reads);
 - ``scalar``: everything else (and the ``none`` ISA level).
 
 Sequential blocks (Proposition 7.3 (1), ``dependence="sequential"``): when a member reads a
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Sequence
 
-from ..dtypes import CPP_TYPE
+from ..dtypes import CPP_TYPE, ITEMSIZE, nbytes
 from ..indexing import Index, contiguous_strides, linear_index
 from ..ir import ComputedBuffer, Expr, Load, loads
 from ..lowering import substitute
@@ -46,7 +48,24 @@ from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identi
 
 BLOCKED_SCAN_MIN = 1 << 14  # a 1-D scan shorter than this runs on one thread
 TILE = 32  # B >= cache line / element size, and a B x B tile of two operands fits in L1 (8.2)
+#: the tiled-vector form visits its W x W register tiles in blocks of this many points per side, so
+#: that the lines a tile's rows share with the next tile (misaligned rows) are still cached
+#: (transposed add at 4096 on one thread: 40 ms unblocked, 22 ms in 64 x 64 blocks)
+VECTOR_TILE_BLOCK = 64
 ACCUMULATORS = 4  # independent vector accumulators in a long reduction (hides the add latency)
+#: an output at least this large (half the last-level cache), which its kernel does not read, is
+#: written with non-temporal stores by the passes over a row: it would not stay in the caches, and
+#: they skip the read of every line before its write.  Streaming pointwise loops keep plain
+#: stores: there the stores interleave with the loads and the computation, and non-temporal ones
+#: measured slower (bias+GELU 16 -> 24 ms, the Adam step 20 -> 35 ms at 4096 x 4096, one thread)
+STREAM_MIN_BYTES = 16 << 20
+#: the next outer point's input rows are prefetched while a later pass of the current one computes
+#: (the first pass of a row then finds them in L2), when they take at most this many bytes
+PREFETCH_MAX_BYTES = 256 << 10
+CACHE_LINE = 64
+#: bytes of a row one step of the outer-vector form reads (several vectors of neighbouring
+#: columns): whole cache lines per row of a column walk, and independent accumulators
+OUTER_VECTOR_BYTES = 256
 
 
 def parallel_depth(ranges: Sequence[int], threads: int, total: int, min_chunk: int = 512) -> int:
@@ -129,7 +148,7 @@ class BlockKernel:
         self.memory_read, self.sequential_reason = self._memory_reads() if sequential else (set(), None)
         self.carried = self.memory_read & internal  # kept in a kernel-local array
         self.scans = [m for m in self.members if m.buf.scan]
-        self.storage = storage
+        self.storage = dict(storage)  # extended by the outer-vector lanes' buffer names
         reads = [ld.buffer for m in self.members for ld in _loads(m.body) if ld.buffer not in self.produced]
         writes = [storage.get(m.buf.name, m.buf.name) for m in self.members if not m.internal]
         self.params = list(dict.fromkeys([storage.get(b, b) for b in reads] + writes))
@@ -143,6 +162,9 @@ class BlockKernel:
                 self.pointer[p], n_in = f"in_ptr{n_in}", n_in + 1
         self.dtypes = {ld.buffer: ld.dtype for m in self.members for ld in _loads(m.body)}
         self.dtypes |= {storage.get(m.buf.name, m.buf.name): m.buf.dtype for m in self.members}
+        self.streamed = self._streamed_outputs(reads)
+        self.fenced = False  # set by region_body when the streamed outputs are stored by vectors
+        self.transposed_values: dict[Load, str] = {}  # a tile's transposed rows (tiled-vector form)
         self.state = PrintState()
 
     # --- access classification ----------------------------------------------------------------
@@ -160,6 +182,16 @@ class BlockKernel:
                     reason = reason or (f"{m.name} reads {ld.buffer} at {ld.index}, written by {writer.name} at "
                                         f"{writer.store} at an earlier point (Proposition 7.3 (1))")
         return read, reason
+
+    def _streamed_outputs(self, reads: list[str]) -> set[str]:
+        """Storages written with non-temporal stores: large, and not read by this block."""
+        if self.counting or self.width == 1:
+            return set()
+        read = {self.storage.get(b, b) for b in reads}
+        return {self.storage.get(m.buf.name, m.buf.name) for m in self.members
+                if not m.internal and m.buf.name not in self.carried
+                and nbytes(m.buf.shape, m.buf.dtype) >= STREAM_MIN_BYTES
+                and self.storage.get(m.buf.name, m.buf.name) not in read}
 
     def _external_loads(self, member: _Member) -> list[Load]:
         return [ld for ld in _loads(member.body) if ld.buffer not in self.produced]
@@ -187,7 +219,7 @@ class BlockKernel:
             if self._vectorizable(last, self.members, with_store=True):
                 return "vector", last
             if in_order and len(f.outer) >= 2 and all(m.store.is_affine_in(last) for m in self.members):
-                return "tiled", None
+                return ("tiled-vector", last) if self._transposed_loads() is not None else ("tiled", None)
             return "scalar", None
         inner_last = f.inner_vars[-1]
         looped = [m for m in self.members if m.inner]
@@ -214,7 +246,15 @@ class BlockKernel:
         if self._blocked_scan():
             self.form = "blocked-scan"
             return 1, body + self._blocked_scan_body()
-        body += self._tiled(depth) if self.form == "tiled" else self._outer_loops(self.form, vvar, depth)
+        self.fenced = bool(self.streamed) and self.form == "vector" and bool(f.inner)
+        if self.form == "tiled":
+            body += self._tiled(depth)
+        elif self.form == "tiled-vector":
+            body += self._tiled_vector(depth)
+        else:
+            body += self._outer_loops(self.form, vvar, depth)
+        if self.fenced:  # non-temporal stores are visible to other threads after a fence
+            body += ["stax::store_fence();"] + (["#pragma omp barrier"] if depth > 0 else [])
         return depth, body
 
     def shared_lines(self) -> list[str]:
@@ -260,30 +300,55 @@ class BlockKernel:
         vector_outer = form == "vector" and not f.inner or form == "outer-vector"
         if not vector_outer:
             return self._nest(vars_, ranges, depth, lambda ind: self._point(form, vvar, ind, outer_vector=False))
-        # the last outer loop is strip-mined: a vector nest and a scalar tail nest
+        # the last outer loop is strip-mined: a vector nest (in the outer-vector form first one of
+        # several vectors per step) and a scalar tail nest
         n = ranges[-1]
+        lanes = self._outer_lanes() if form == "outer-vector" else 1
+        wide_end = n - n % (lanes * self.width) if lanes > 1 else 0
         main_end = n - n % self.width
         lines: list[str] = []
-        for start, stop, step, is_vec in ((0, main_end, self.width, True), (main_end, n, 1, False)):
+        for start, stop, count in ((0, wide_end, lanes), (wide_end, main_end, 1), (main_end, n, 0)):
             if stop <= start:
                 continue
             lines += self._nest(vars_, ranges, depth,
-                                lambda ind, v=is_vec: self._point("vector" if v else "scalar",
-                                                                  vvar if v else None, ind, outer_vector=v),
-                                last_loop=(start, stop, step))
+                                lambda ind, c=count: self._point("vector" if c else "scalar", vvar if c else None,
+                                                                 ind, outer_vector=c > 0, lanes=max(c, 1)),
+                                bounds={vars_[-1]: (start, stop, count * self.width or 1)})
         return lines
 
-    def _nest(self, vars_: list[str], ranges: list[int], depth: int, body, last_loop=None) -> list[str]:
+    def _outer_lanes(self) -> int:
+        itemsize = max(ITEMSIZE[m.buf.dtype] for m in self.members)
+        return max(1, OUTER_VECTOR_BYTES // (self.width * itemsize))
+
+    def _lane_members(self, vvar: str, lanes: int) -> list[_Member]:
+        """Every member once per lane of an outer-vector step (its vector variable shifted by a
+        vector per lane, its buffer renamed), member by member, so that one pass over a row
+        updates every lane's accumulator."""
+        if lanes == 1:
+            return self.members
+        ranges = self.frame.var_ranges
+        names = [{m.buf.name: f"{m.buf.name}_lane{lane}" for m in self.members} for lane in range(lanes)]
+        members = []
+        for m in self.members:
+            for lane in range(lanes):
+                shift = {vvar: Index.var(vvar) + lane * self.width}
+                name = names[lane][m.buf.name]
+                members.append(_Member(m.name, replace(m.buf, name=name), substitute(m.body, shift, ranges, names[lane]),
+                                       m.store.subs(shift, ranges), m.internal, m.inner))
+                self.storage[name] = self.storage.get(m.buf.name, m.buf.name)
+                self.produced.add(name)
+        return members
+
+    def _nest(self, vars_: list[str], ranges: list[int], depth: int, body,
+              bounds: dict[str, tuple[int, int, int]] | None = None) -> list[str]:
+        """A loop nest over ``vars_`` (``bounds`` gives some of them a start, stop and step)."""
         lines: list[str] = []
         ind = ""
-        if depth > 0:
-            lines.append(f"#pragma omp for{f' collapse({depth})' if depth > 1 else ''}")
-        for i, (v, r) in enumerate(zip(vars_, ranges)):
-            if last_loop is not None and i == len(vars_) - 1:
-                start, stop, step = last_loop
-                lines.append(ind + self._loop(v, str(start), str(stop), step))
-            else:
-                lines.append(ind + self._loop(v, "0", str(r)))
+        if depth > 0:  # a fenced block waits at its own barrier, after the fence
+            lines.append(f"#pragma omp for{f' collapse({depth})' if depth > 1 else ''}{' nowait' if self.fenced else ''}")
+        for v, r in zip(vars_, ranges):
+            start, stop, step = (bounds or {}).get(v, (0, r, 1))
+            lines.append(ind + self._loop(v, str(start), str(stop), step))
             lines.append(ind + "{")
             ind += "    "
         lines += body(ind)
@@ -313,15 +378,81 @@ class BlockKernel:
             return lines
         return self._nest(outer_vars, tile_ranges, depth, body)
 
+    def _transposed_loads(self) -> list[Load] | None:
+        """The loads a W x W tile transposes in registers (strided along the last outer variable,
+        contiguous along the one before), or None when the block cannot run in such tiles."""
+        f = self.frame
+        u, v = f.outer_vars[-2], f.outer_vars[-1]
+        if min(f.outer[-2:]) < self.width or any(_access(m.store, v) != "contiguous" for m in self.members
+                                                   if not m.internal):
+            return None
+        transposed = []
+        for m in self.members:
+            for ld in self._memory_loads(m):
+                if _access(ld.index, v) != "strided":
+                    continue
+                if _access(ld.index, u) != "contiguous" or ld.dtype == "bool":
+                    return None
+                transposed.append(ld)
+        return list(dict.fromkeys(transposed))
+
+    def _tiled_vector(self, depth: int) -> list[str]:
+        """W x W tiles of the two innermost outer loops (8.2) whose transposed reads are W vector
+        loads along the first of them, transposed in registers: every access is a vector access.
+        The tiles run in VECTOR_TILE_BLOCK blocks; the rows and columns past the last whole tile
+        run in scalar nests."""
+        f, w = self.frame, self.width
+        vars_, ranges = f.outer_vars, list(f.outer)
+        u, v = vars_[-2], vars_[-1]
+        whole_u, whole_v = ranges[-2] - ranges[-2] % w, ranges[-1] - ranges[-1] % w
+
+        def tile(ind: str) -> list[str]:
+            lines, values = [], {}
+            for ld in self._transposed_loads():
+                name = self.state.fresh("tmp_rows")
+                values[ld] = f"{name}[lane]"
+                lines += [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
+                          f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
+                          f"{ind}    const int64_t {u} = {u}_tile * {w}, {v} = {v}_tile * {w} + lane;",
+                          f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
+                          f"{ind}stax::transpose({name});"]
+            lines += [f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
+                      f"{ind}    const int64_t {u} = {u}_tile * {w} + lane, {v} = {v}_tile * {w};"]
+            self.transposed_values = values
+            lines += self._point("vector", v, ind + "    ", outer_vector=True)
+            self.transposed_values = {}
+            return lines + [ind + "}"]
+
+        def block(ind: str) -> list[str]:
+            lines = []
+            per_block = VECTOR_TILE_BLOCK // w
+            for var, whole in ((u, whole_u), (v, whole_v)):
+                lines += [ind + f"for (int64_t {var}_tile = {var}_block * {per_block}; {var}_tile < std::min<int64_t>("
+                                f"{var}_block * {per_block} + {per_block}, {whole // w}); {var}_tile += 1)", ind + "{"]
+                ind += "    "
+            lines += tile(ind)
+            return lines + [ind[:-4] + "}", ind[:-8] + "}"]
+
+        def scalar(ind: str) -> list[str]:
+            return self._point("scalar", None, ind, outer_vector=False)
+        blocks = vars_[:-2] + [f"{u}_block", f"{v}_block"]
+        lines = self._nest(blocks, ranges[:-2] + [-(-whole_u // VECTOR_TILE_BLOCK), -(-whole_v // VECTOR_TILE_BLOCK)],
+                           depth, block)
+        if whole_v < ranges[-1]:
+            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (0, whole_u, 1), v: (whole_v, ranges[-1], 1)})
+        if whole_u < ranges[-2]:
+            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (whole_u, ranges[-2], 1)})
+        return lines
+
     # --- one outer point ----------------------------------------------------------------------------
-    def _phases(self) -> list[list[_Member]]:
+    def _phases(self, members: list[_Member]) -> list[list[_Member]]:
         """Members grouped into passes over the inner loop: consecutive inner-loop members share
         one pass unless one needs a reduction finished earlier in the same pass; a member
         without an inner loop is a step of its own (one pass per row: the sum and the max of
         example 7.2 read the row once)."""
         phases: list[list[_Member]] = []
         finished_in_phase: set[str] = set()
-        for m in self.members:
+        for m in members:
             reads = {ld.buffer for ld in _loads(m.body)}
             if not m.inner or not phases or not phases[-1][0].inner or reads & finished_in_phase:
                 phases.append([m])
@@ -332,8 +463,9 @@ class BlockKernel:
                 finished_in_phase.add(m.buf.name)
         return phases
 
-    def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool) -> list[str]:
-        """Code for every member at one outer point (or W neighbouring points when outer_vector)."""
+    def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool, lanes: int = 1) -> list[str]:
+        """Code for every member at one outer point (or ``lanes`` x W neighbouring points when
+        outer_vector)."""
         lines: list[str] = []
         if self.scans:
             identity = {m.name: literal(reduction_identity(m.buf.scan, m.buf.dtype), m.buf.dtype, False)
@@ -342,10 +474,15 @@ class BlockKernel:
             return lines
         ctx = _Ctx()
         point_printer = self._printer(outer_vector, vvar, ctx, lines, ind)
-        for phase in self._phases():
-            lines.append(f"{ind}// {', '.join(m.name for m in phase)}")
+        phases = self._phases(self._lane_members(vvar, lanes))
+        passes = [phase for phase in phases if phase[0].inner]
+        second = passes[1] if len(passes) > 1 and form == "vector" and not outer_vector else None
+        prefetch = self._next_point_rows(passes[0], vvar) if second else []
+        for phase in phases:
+            lines.append(f"{ind}// {', '.join(dict.fromkeys(m.name for m in phase))}")
             if phase[0].inner:
-                self._inner_pass(phase, form, vvar, ind, lines, ctx, outer_vector)
+                self._inner_pass(phase, form, vvar, ind, lines, ctx, outer_vector,
+                                 prefetch if phase is second else [])
                 continue
             m = phase[0]
             guard = self.frame.guard(m.buf)
@@ -364,8 +501,29 @@ class BlockKernel:
                 ctx.vector_point.add(m.buf.name)
         return lines
 
+    def _next_point_rows(self, first_pass: list[_Member], vvar: str | None) -> list[tuple[str, str]]:
+        """The rows ``first_pass`` reads from memory, at the next outer point (pointer expression
+        along ``vvar``, dtype): the first pass of a row waits on memory, the later passes compute
+        on cached data, so they prefetch the next row meanwhile and the two overlap."""
+        f = self.frame
+        if not f.outer_vars:
+            return []
+        last = f.outer_vars[-1]
+        step = {last: Index.var(last) + 1}
+        rows = {}
+        for m in first_pass:
+            for ld in self._external_loads(m):
+                if _access(ld.index, vvar) == "contiguous":
+                    ptr = self.pointer[self.storage.get(ld.buffer, ld.buffer)]
+                    rows[f"{ptr} + {ld.index.subs(step, f.var_ranges)}"] = ld.dtype
+        if sum(prod(f.inner) * ITEMSIZE[dtype] for dtype in rows.values()) > PREFETCH_MAX_BYTES:
+            return []
+        return list(rows.items())
+
     def _printer(self, vector: bool, vvar: str | None, ctx: _Ctx, lines: list[str], ind: str) -> BodyPrinter:
         def load(ld: Load) -> str:
+            if ld in self.transposed_values:
+                return self.transposed_values[ld]
             if ld.buffer in self.produced:
                 return self._internal_value(ld, vector, vvar, ctx)
             return self._load_text(ld, vector, vvar)
@@ -412,7 +570,8 @@ class BlockKernel:
         cast = "(int8_t)" if ld.dtype == "bool" else ""
         return f"stax::splat<{lane_type(ld.dtype)}>({cast}{element})"
 
-    def _store(self, m: _Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str]) -> None:
+    def _store(self, m: _Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str],
+               row_pass: bool = False) -> None:
         if m.buf.name in self.carried:
             target = f"{m.buf.name}_carried"
             lines.append(f"{ind}stax::vstore({target}.get() + {m.store}, {value});" if vector
@@ -426,7 +585,8 @@ class BlockKernel:
             line = (f"stax::count_vstore({ptr} + {m.store}, {value}, {slot})" if vector
                     else f"stax::count_store({ptr}, {m.store}, {value}, {slot})")
         else:
-            line = f"stax::vstore({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
+            write = "stax::vstore_stream" if row_pass and storage in self.streamed else "stax::vstore"
+            line = f"{write}({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
         lines.append(f"{ind}{line};")
 
     # --- scans (seed 7.7) ---------------------------------------------------------------------
@@ -522,10 +682,11 @@ class BlockKernel:
         return lines
 
     def _inner_pass(self, phase: list[_Member], form: str, vvar: str | None, ind: str, lines: list[str],
-                    ctx: _Ctx, outer_vector: bool) -> None:
+                    ctx: _Ctx, outer_vector: bool, prefetch: list[tuple[str, str]]) -> None:
         """One pass of the inner loop computing every member of ``phase``.  Reductions keep W
         accumulators per vector (Proposition 8.1 (2)), and ``ACCUMULATORS`` vectors of them on
-        long rows so consecutive additions do not wait on each other."""
+        long rows so consecutive additions do not wait on each other.  The vector loop prefetches
+        ``prefetch`` rows (L2), a cache line at a time."""
         inner_vector = form == "vector" and not outer_vector
         reductions = [m for m in phase if m.buf.reduction]
         only_reductions = len(reductions) == len(phase) and not any(
@@ -533,12 +694,17 @@ class BlockKernel:
         long_row = self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width
         unroll = ACCUMULATORS if inner_vector and only_reductions and long_row else 1
         acc = {}
+        # a scalar float32 sum (the none ISA, strided rows) accumulates in double: one float
+        # accumulator over a million elements loses five digits
+        wide = {m.buf.name for m in reductions if not inner_vector and not outer_vector
+                and m.buf.reduction == "sum" and m.buf.dtype == "float32"}
         for m in reductions:
-            acc[m.name] = self.state.fresh("tmp_acc")
+            acc[m.buf.name] = self.state.fresh("tmp_acc")
             init = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, outer_vector)
-            lines.append(f"{ind}{'auto' if outer_vector else CPP_TYPE[m.buf.dtype]} {acc[m.name]} = {init};")
+            kind = "double" if m.buf.name in wide else "auto" if outer_vector else CPP_TYPE[m.buf.dtype]
+            lines.append(f"{ind}{kind} {acc[m.buf.name]} = {init};")
             for lane in range(unroll if inner_vector else 0):
-                lines.append(f"{ind}auto {acc[m.name]}_vec{lane} = "
+                lines.append(f"{ind}auto {acc[m.buf.name]}_vec{lane} = "
                              f"{literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, True)};")
         rows = self._scratch_rows()
         row_index = self._row_index()
@@ -546,16 +712,21 @@ class BlockKernel:
 
         def body(bind: str, vec_loop: bool, out: list[str], lane: int) -> None:
             vector = vec_loop or outer_vector
+            for address, dtype in prefetch if vec_loop else []:
+                offset = lane * self.width
+                if offset * ITEMSIZE[dtype] % CACHE_LINE == 0:
+                    out.append(f"{bind}__builtin_prefetch({address}{f' + {offset}' if offset else ''}, 0, 2);")
             local = ctx.inner()
             printer = self._printer(vector, vvar, local, out, bind)
             for m in phase:
                 expr = m.body if lane == 0 else substitute(m.body, {vvar: Index.var(vvar) + lane * self.width}, ranges)
                 value = printer(expr)
                 if m.buf.reduction:
-                    target = f"{acc[m.name]}_vec{lane}" if vec_loop and not outer_vector else acc[m.name]
+                    target = f"{acc[m.buf.name]}_vec{lane}" if vec_loop and not outer_vector else acc[m.buf.name]
+                    value = f"double({value})" if m.buf.name in wide else value
                     out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
                     continue
-                self._store(m, value, vec_loop, vvar, bind, out)
+                self._store(m, value, vec_loop, vvar, bind, out, row_pass=not outer_vector)
                 local.local[m.buf.name] = value
                 if m.buf.name in rows:
                     row = f"{m.buf.name}_row"
@@ -563,12 +734,15 @@ class BlockKernel:
                                else f"{bind}{row}[{row_index}] = {value};")
         lines += self._inner_nest(ind, inner_vector, vvar, body, unroll)
         for m in reductions:
-            name, op = acc[m.name], m.buf.reduction
+            name, op = acc[m.buf.name], m.buf.reduction
             if inner_vector:
                 vectors = f"{name}_vec0"
                 for lane in range(1, unroll):
                     vectors = f"stax::r_{op}({vectors}, {name}_vec{lane})"
                 lines.append(f"{ind}{name} = stax::r_{op}({name}, stax::hreduce_{op}<{CPP_TYPE[m.buf.dtype]}>({vectors}));")
+            if m.buf.name in wide:
+                lines.append(f"{ind}const float {name}_narrow = float({name});")
+                name += "_narrow"
             self._store(m, name, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = name
             if outer_vector:

@@ -16,7 +16,8 @@ inline bool get_buffers(PyObject* const* args, Py_ssize_t nargs, int n, const bo
     return false;
   }
   for (int i = 0; i < n; ++i) {
-    if (PyObject_GetBuffer(args[i], &views[i], writable[i] ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0) {
+    // strides, no format: the wrapper has checked the dtypes, and numpy builds no format string
+    if (PyObject_GetBuffer(args[i], &views[i], writable[i] ? PyBUF_STRIDES | PyBUF_WRITABLE : PyBUF_STRIDES) < 0) {
       for (int j = 0; j < i; ++j) PyBuffer_Release(&views[j]);
       return false;
     }

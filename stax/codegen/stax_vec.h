@@ -35,6 +35,56 @@ inline vec<int8_t> vload(const bool* p) { vec<int8_t> v; std::memcpy(&v, p, size
 template <typename T> inline void vstore(T* p, vec<T> v) { std::memcpy(p, &v, sizeof v); }
 inline void vstore(bool* p, vec<int8_t> v) { std::memcpy(p, &v, sizeof v); }
 template <typename T> inline vec<T> splat(T s) { vec<T> v = {}; return v + s; }
+// Non-temporal store of a large output: no read of the line before its write, no cache pollution.
+// It needs an address aligned to the store's width; elsewhere it is a plain store.
+#if defined(__AVX512F__) && STAX_W == 16
+typedef __m512i stream_piece;
+inline void stream_store(stream_piece* p, stream_piece v) { _mm512_stream_si512(p, v); }
+#elif defined(__AVX2__) && STAX_W == 8
+typedef __m256i stream_piece;
+inline void stream_store(stream_piece* p, stream_piece v) { _mm256_stream_si256(p, v); }
+#endif
+template <typename T> inline void vstore_stream(T* p, vec<T> v) {
+#if (defined(__AVX512F__) && STAX_W == 16) || (defined(__AVX2__) && STAX_W == 8)
+  constexpr size_t pieces = sizeof v / sizeof(stream_piece);
+  if (pieces > 0 && sizeof v % sizeof(stream_piece) == 0 && reinterpret_cast<uintptr_t>(p) % sizeof(stream_piece) == 0) {
+    stream_piece part[pieces > 0 ? pieces : 1];
+    std::memcpy(part, &v, sizeof v);
+    for (size_t i = 0; i < pieces; ++i) stream_store(reinterpret_cast<stream_piece*>(p) + i, part[i]);
+    return;
+  }
+#endif
+  vstore(p, v);
+}
+inline void vstore_stream(bool* p, vec<int8_t> v) { vstore(p, v); }
+// Orders this thread's non-temporal stores before the stores and barriers that follow.
+inline void store_fence() {
+#if defined(__AVX2__) || defined(__AVX512F__)
+  _mm_sfence();
+#endif
+}
+
+// In-place transpose of W vectors of W lanes (the tiled-vector form, 8.2): log2(W) stages, each
+// exchanging one bit of the row number with the same bit of the lane number.
+template <typename V> inline void transpose(V* rows) {
+  typedef decltype(rows[0] < rows[0]) mask;
+#pragma GCC unroll 8
+  for (int b = 1; b < STAX_W; b <<= 1) {
+    mask low, high;
+#pragma GCC unroll 16
+    for (int j = 0; j < STAX_W; ++j) {
+      low[j] = (j & b) ? STAX_W + j - b : j;
+      high[j] = (j & b) ? STAX_W + j : j + b;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < STAX_W; ++i)
+      if (!(i & b)) {
+        V a = rows[i], c = rows[i + b];
+        rows[i] = __builtin_shuffle(a, c, low);
+        rows[i + b] = __builtin_shuffle(a, c, high);
+      }
+  }
+}
 
 // --- lane-wise fallback ------------------------------------------------------------------------
 template <typename V, typename F> inline V lanes(V x, F f) { V r; for (int i = 0; i < STAX_W; ++i) r[i] = f(x[i]); return r; }

@@ -1,8 +1,10 @@
 """Which pairs of scheduler nodes may share a kernel (``can_fuse``'s legality, never a heuristic).
 
-- Definition 7.2, iteration-space compatibility, in two variants: ``"gpu"`` compares element
+- Definition 7.2, iteration-space compatibility, in three variants: ``"gpu"`` compares element
   counts only; ``"cpu"`` keeps full ranges and requires the loops to nest (outer-loop fusion,
-  examples 7.1 and 7.2).
+  examples 7.1 and 7.2); ``"cpu-split"`` also lets a pointwise node's loop be split where a
+  reduction's outer loops end (TorchInductor's CPU backend re-splits such loops): example 7.2's
+  flat ``exp`` over (8192,) then joins the row reductions over (64 | 128).
 - Propositions 7.2/7.3: a consumer may join its producer only when, in the common loop frame,
   every read of the producer's buffer uses exactly the producer's write index (distance 0: the
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old
@@ -40,6 +42,7 @@ from ..ir import ComputedBuffer
 from .frame import Frame, boundaries, make_frame, refinement, shape_frame, shape_groups
 
 DEPENDENCE_RULES = ("parallel", "sequential")
+FUSION_RULES = ("cpu", "cpu-split", "gpu")
 
 if TYPE_CHECKING:
     from .nodes import Scheduler, SchedulerNode
@@ -96,20 +99,24 @@ def compatible(a: ComputedBuffer, b: ComputedBuffer, rule: str, dependence: str 
         return f"incompatible_groups: {(a.ranges, a.reduction_ranges)} vs {(b.ranges, b.reduction_ranges)} (Definition 7.2)"
     if rule == "gpu":
         return None
-    if not _loops_nest(a, b):
+    if not _loops_nest(a, b, split=rule == "cpu-split"):
         return (f"outer_loops_differ: {(a.ranges, a.reduction_ranges)} vs {(b.ranges, b.reduction_ranges)} "
                 "have no common loop nest (outer-loop fusion depth 0)")
     return None
 
 
-def _loops_nest(a: ComputedBuffer, b: ComputedBuffer) -> bool:
-    """CPU rule: the two loop nests have a common refinement, outer and inner separately."""
+def _loops_nest(a: ComputedBuffer, b: ComputedBuffer, split: bool) -> bool:
+    """CPU rule: the two loop nests have a common refinement, outer and inner separately; with
+    ``split``, a pointwise loop may be split at the reduction's outer element count."""
     reds = [x for x in (a, b) if x.reduction]
     if not reds:
         return refinement([a.ranges, b.ranges]) is not None
     n = prod(reds[0].ranges)
     for x in (a, b):
-        if not x.reduction and prod(x.ranges) != n and n not in boundaries(x.ranges) and n != 1:
+        if x.reduction or prod(x.ranges) == n or n in boundaries(x.ranges) or n == 1:
+            continue
+        total = prod(x.ranges)
+        if not (split and total % n == 0 and refinement([x.ranges, (n, total // n)]) is not None):
             return False
     frame_outer = [x.ranges for x in (a, b) if x.reduction or prod(x.ranges) == n]
     return refinement(frame_outer) is not None and refinement([x.reduction_ranges for x in reds]) is not None

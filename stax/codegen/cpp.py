@@ -389,6 +389,8 @@ class BlockKernel:
         transposed = []
         for m in self.members:
             for ld in self._memory_loads(m):
+                if any({u, v} & e.variables() for e, _ in ld.guard):  # padding: scalar tiles test it per point
+                    return None
                 if _access(ld.index, v) != "strided":
                     continue
                 if _access(ld.index, u) != "contiguous" or ld.dtype == "bool":

@@ -428,6 +428,17 @@ def test_column_reductions_step_several_vectors(isa, dtype, check):
         assert f"x0 += {lanes * 8}" in compiled.block_kernels[0].source
 
 
+def test_small_kernels_do_not_fork(check):
+    """Algorithm 8.1 still picks the parallel loop, but a kernel with less weighted work than
+    PARALLEL_MIN_WORK opens no parallel region: its ``omp for`` runs orphaned on one thread."""
+    small = check(lambda a: a * 2 + 1, sample((64, 128), seed=62), threads=2).kernels[0].source
+    assert "#pragma omp for" in small and "#pragma omp parallel" not in small
+    large = check(lambda a: a * 2 + 1, sample((256, 512), seed=63), threads=2).kernels[0].source
+    assert "#pragma omp for" in large and "#pragma omp parallel" in large
+    exp_heavy = check(lambda a: a.exp() + 1, sample((64, 128), seed=64), threads=2).kernels[0].source
+    assert "#pragma omp parallel" in exp_heavy  # 8192 iterations of exp: worth two threads
+
+
 def _softmax(x):
     e = (x - x.amax(-1, keepdim=True)).exp()
     return e / e.sum(-1, keepdim=True)
@@ -461,9 +472,9 @@ def test_fusion_none_and_greedy_agree(isa, threads, check):
     unfused = check(_softmax_and_friends, x, w, fusion="none", threads=threads)
     assert len(fused.block_kernels) < len(unfused.block_kernels)
     pragmas = "\n".join(k.source for k in fused.block_kernels if k.form != "extern")
-    assert ("#pragma omp" in pragmas) == (threads > 1)
-    if threads > 1:
-        assert f"num_threads({threads})" in pragmas
+    assert ("#pragma omp for" in pragmas) == (threads > 1)  # Algorithm 8.1's parallel loops
+    regions = [line for line in pragmas.splitlines() if "#pragma omp parallel" in line]
+    assert all(f"num_threads({threads})" in line for line in regions)
     for a, b in zip(fused(x, w), unfused(x, w)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 

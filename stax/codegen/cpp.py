@@ -41,8 +41,8 @@ from typing import Sequence
 
 from ..dtypes import CPP_TYPE, ITEMSIZE, nbytes
 from ..indexing import Index, contiguous_strides, linear_index
-from ..ir import ComputedBuffer, Expr, Load, loads
-from ..lowering import substitute
+from ..ir import ComputedBuffer, Expr, Load, Op, loads, walk
+from ..lowering import EXPENSIVE_OPS, substitute
 from ..scheduler.frame import Frame, make_frame
 from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identity
 
@@ -66,6 +66,15 @@ CACHE_LINE = 64
 #: bytes of a row one step of the outer-vector form reads (several vectors of neighbouring
 #: columns): whole cache lines per row of a column walk, and independent accumulators
 OUTER_VECTOR_BYTES = 256
+
+
+#: a kernel opens its parallel region only when it has this much work (iterations, an expensive
+#: op such as exp counting EXPENSIVE_WEIGHT times): below it the region's fixed cost o of 8.4
+#: (about 2 us on two cores) outweighs the time it saves (x * 2 + 1 on 64 x 128: 5.6 us a call
+#: with two threads, 3.3 us with one).  Algorithm 8.1's loops keep their ``omp for``, which then
+#: runs orphaned on the calling thread
+PARALLEL_MIN_WORK = 1 << 16
+EXPENSIVE_WEIGHT = 8
 
 
 def parallel_depth(ranges: Sequence[int], threads: int, total: int, min_chunk: int = 512) -> int:
@@ -256,6 +265,11 @@ class BlockKernel:
         if self.fenced:  # non-temporal stores are visible to other threads after a fence
             body += ["stax::store_fence();"] + (["#pragma omp barrier"] if depth > 0 else [])
         return depth, body
+
+    def work(self) -> int:
+        """Iterations of the block, weighted by its expensive ops (8.4's N t, in units of t)."""
+        expensive = sum(1 for m in self.members for e in walk(m.body) if isinstance(e, Op) and e.name in EXPENSIVE_OPS)
+        return prod(self.frame.outer) * prod(self.frame.inner) * (1 + EXPENSIVE_WEIGHT * expensive)
 
     def shared_lines(self) -> list[str]:
         """Declarations at function scope, shared by the threads (the blocked scan's chunk totals)."""
@@ -779,8 +793,11 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
             inner += body
         else:  # a scope per block: blocks reuse temporary names
             inner += (["#pragma omp single"] if parallel and depth == 0 else []) + ["{", *("    " + line for line in body), "}"]
-    if parallel:
-        inner = [f"#pragma omp parallel num_threads({blocks[0].threads})", "{", *("    " + line for line in inner), "}"]
+    if parallel:  # below PARALLEL_MIN_WORK the worksharing constructs run orphaned, on the calling thread
+        work = sum(b.work() for b in blocks)
+        region = (f"#pragma omp parallel num_threads({blocks[0].threads})" if work >= PARALLEL_MIN_WORK
+                  else f"// work {work} < PARALLEL_MIN_WORK: no parallel region (one thread)")
+        inner = [region, "{", *("    " + line for line in inner), "}"]
     inner = [line for b in blocks for line in b.shared_lines()] + inner
     lines += ["    " + line for line in inner]
     lines.append("}")

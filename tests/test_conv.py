@@ -102,6 +102,29 @@ def test_padded_reads_stay_inside_the_input(isa):
     np.testing.assert_array_equal(padded[1:-1, 2:-3], x * 2)
 
 
+def test_padded_rows_are_read_by_vectors_lane_by_lane(isa):
+    """At a vector ISA a padded row is read by vectors that test the guard per lane: the lanes
+    outside the input never read it (its border here is NaN), the others read it in place."""
+    border = np.full((6, 43), np.nan, np.float32)
+    border[1:-1, 1:-1] = sample((4, 41), seed=102)
+    x = border[1:-1, 1:-1]
+    compiled = stax.compile(lambda t: nn.pad(t, (3, 5, 0, 0)) + 1, x)
+    got = compiled(x)
+    assert not np.isnan(got).any() and (got[:, :3] == 1).all() and (got[:, -5:] == 1).all()
+    np.testing.assert_array_equal(got[:, 3:-5], x + 1)
+    assert ("stax::vload_guarded(" in compiled.kernels[0].source) == (isa == "avx2")
+
+
+def test_padded_convolution_runs_across_neighbouring_outputs(monkeypatch):
+    """A stride-1 convolution's kernel rows are shorter than a vector: it runs in the outer-vector
+    form along the output width, its padded reads tested lane by lane."""
+    monkeypatch.setenv("STAX_ISA", "avx2")
+    x, w = sample((2, 3, 12, 21), seed=103), sample((4, 3, 3, 3), seed=104)
+    compiled = stax.compile(lambda x, w: nn.conv2d(x, w, padding=1), x, w)
+    assert [k.form for k in compiled.block_kernels] == ["outer-vector"]
+    np.testing.assert_allclose(compiled(x, w), loops_conv(x, w, (1, 1), (1, 1), (1, 1)), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("x_shape, w_shape, stride, padding, dilation", CASES)
 def test_conv2d_matches_explicit_loops(isa, check, x_shape, w_shape, stride, padding, dilation):
     x, w, b = sample(x_shape, seed=93), sample(w_shape, seed=94), sample(w_shape[:1], seed=95)

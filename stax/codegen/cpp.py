@@ -63,6 +63,7 @@ STREAM_MIN_BYTES = 16 << 20
 #: (the first pass of a row then finds them in L2), when they take at most this many bytes
 PREFETCH_MAX_BYTES = 256 << 10
 CACHE_LINE = 64
+WIDE_SUM_MIN = 1 << 12  # a scalar float32 sum at least this long accumulates in double
 #: bytes of a row one step of the outer-vector form reads (several vectors of neighbouring
 #: columns): whole cache lines per row of a column walk, and independent accumulators
 OUTER_VECTOR_BYTES = 256
@@ -211,11 +212,19 @@ class BlockKernel:
     def _vectorizable(self, var: str, members: list[_Member], with_store: bool) -> bool:
         for m in members:
             for ld in self._memory_loads(m):
-                if _access(ld.index, var) == "strided" or any(var in e.variables() for e, _ in ld.guard):
+                if _access(ld.index, var) == "strided" or not self._lane_guards(ld, var):
                     return False
             if with_store and not m.internal and _access(m.store, var) != "contiguous":
                 return False
         return True
+
+    def _lane_guards(self, ld: Load, var: str) -> bool:
+        """Whether a vector along ``var`` can test ``ld``'s guards lane by lane: each guard affine
+        in ``var`` and the load contiguous along it (padding read by ``stax::vload_guarded``).
+        The counting build reads guarded elements one at a time."""
+        along = [e for e, _ in ld.guard if var in e.variables()]
+        return not along or not self.counting and ld.dtype != "bool" and _access(ld.index, var) == "contiguous" \
+            and all(e.is_affine_in(var) for e in along)
 
     def choose_form(self) -> tuple[str, str | None]:
         """The kernel form and its vector variable (seed 8.3)."""
@@ -233,13 +242,15 @@ class BlockKernel:
         inner_last = f.inner_vars[-1]
         looped = [m for m in self.members if m.inner]
         pointwise_rows = [m for m in looped if not m.buf.reduction]
-        if self._vectorizable(inner_last, looped, with_store=False) and \
-                all(m.internal or _access(m.store, inner_last) == "contiguous" for m in pointwise_rows):
+        inner_vector = self._vectorizable(inner_last, looped, with_store=False) and \
+            all(m.internal or _access(m.store, inner_last) == "contiguous" for m in pointwise_rows)
+        if inner_vector and f.inner[-1] >= self.width:
             return "vector", inner_last
-        if in_order and f.outer and not pointwise_rows and \
+        # rows shorter than a vector (a convolution's kernel width): across neighbouring outputs
+        if in_order and f.outer and f.outer[-1] >= self.width and not pointwise_rows and \
                 self._vectorizable(f.outer_vars[-1], self.members, with_store=True):
             return "outer-vector", f.outer_vars[-1]
-        return "scalar", None
+        return ("vector", inner_last) if inner_vector else ("scalar", None)
 
     # --- emission -------------------------------------------------------------------------------
     def region_body(self) -> tuple[int, list[str]]:
@@ -572,9 +583,17 @@ class BlockKernel:
         return linear_index([Index.var(v) for v in self.frame.inner_vars], contiguous_strides(self.frame.inner))
 
     def _load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
-        if ld.guard:  # padding: memory is read only where the guard holds (never along a vector, _vectorizable)
+        if ld.guard:  # padding: memory is read only where the guard holds
+            lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables()]  # tested lane by lane
+            points = [(e, n) for e, n in ld.guard if (e, n) not in lanes]  # the same for every lane
             inner = self._load_text(replace(ld, guard=()), vector, vvar)
-            return f"({guard_condition(ld.guard, self.frame.var_ranges)} ? {inner} : {literal(ld.other, ld.dtype, vector)})"
+            if lanes:
+                tests = ", ".join(f"stax::LaneGuard{{{e}, {e.coeff(vvar)}, {n}}}" for e, n in lanes)
+                ptr = self.pointer[self.storage.get(ld.buffer, ld.buffer)]
+                inner = f"stax::vload_guarded({ptr} + {ld.index}, {literal(ld.other, ld.dtype, False)}, {{{tests}}})"
+            if not points:
+                return inner
+            return f"({guard_condition(points, self.frame.var_ranges)} ? {inner} : {literal(ld.other, ld.dtype, vector)})"
         storage = self.storage.get(ld.buffer, ld.buffer)
         ptr, slot = self.pointer[storage], self.params.index(storage)
         element = f"stax::count_load({ptr}, {ld.index}, {slot})" if self.counting else f"{ptr}[{ld.index}]"
@@ -710,10 +729,10 @@ class BlockKernel:
         long_row = self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width
         unroll = ACCUMULATORS if inner_vector and only_reductions and long_row else 1
         acc = {}
-        # a scalar float32 sum (the none ISA, strided rows) accumulates in double: one float
+        # a long scalar float32 sum (the none ISA, strided rows) accumulates in double: one float
         # accumulator over a million elements loses five digits
         wide = {m.buf.name for m in reductions if not inner_vector and not outer_vector
-                and m.buf.reduction == "sum" and m.buf.dtype == "float32"}
+                and m.buf.reduction == "sum" and m.buf.dtype == "float32" and prod(self.frame.inner) >= WIDE_SUM_MIN}
         for m in reductions:
             acc[m.buf.name] = self.state.fresh("tmp_acc")
             init = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, outer_vector)

@@ -6,9 +6,11 @@
 // loops call glibc's libmvec (AVX-512: _ZGVeN16v_*, AVX2: _ZGVdN8v_*), never a scalar libm
 // call per lane.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <type_traits>
@@ -35,6 +37,24 @@ inline vec<int8_t> vload(const bool* p) { vec<int8_t> v; std::memcpy(&v, p, size
 template <typename T> inline void vstore(T* p, vec<T> v) { std::memcpy(p, &v, sizeof v); }
 inline void vstore(bool* p, vec<int8_t> v) { std::memcpy(p, &v, sizeof v); }
 template <typename T> inline vec<T> splat(T s) { vec<T> v = {}; return v + s; }
+// A guarded contiguous load (padding): lane i reads p[i] where every guard holds for it
+// (0 <= e + c * i < n), else ``other``; when they hold for every lane, one vector load.
+struct LaneGuard { int64_t e, c, n; };
+template <typename T> inline vec<T> vload_guarded(const T* p, T other, std::initializer_list<LaneGuard> guards) {
+  bool all = true;
+  for (const LaneGuard& g : guards) {
+    int64_t first = g.e, last = g.e + g.c * (STAX_W - 1);
+    all = all && std::min(first, last) >= 0 && std::max(first, last) < g.n;
+  }
+  if (all) return vload(p);
+  vec<T> r;
+  for (int i = 0; i < STAX_W; ++i) {
+    bool ok = true;
+    for (const LaneGuard& g : guards) ok = ok && g.e + g.c * i >= 0 && g.e + g.c * i < g.n;
+    r[i] = ok ? p[i] : other;
+  }
+  return r;
+}
 // Non-temporal store of a large output: no read of the line before its write, no cache pollution.
 // It needs an address aligned to the store's width; elsewhere it is a plain store.
 #if defined(__AVX512F__) && STAX_W == 16

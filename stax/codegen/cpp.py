@@ -198,10 +198,10 @@ class BlockKernel:
         if self.counting or self.width == 1:
             return set()
         read = {self.storage.get(b, b) for b in reads}
-        return {self.storage.get(m.buf.name, m.buf.name) for m in self.members
-                if not m.internal and m.buf.name not in self.carried
-                and nbytes(m.buf.shape, m.buf.dtype) >= STREAM_MIN_BYTES
-                and self.storage.get(m.buf.name, m.buf.name) not in read}
+        large = {self.storage.get(m.buf.name, m.buf.name) for m in self.members
+                 if not m.internal and m.buf.name not in self.carried
+                 and nbytes(m.buf.shape, m.buf.dtype) >= STREAM_MIN_BYTES}
+        return large - read
 
     def _external_loads(self, member: _Member) -> list[Load]:
         return [ld for ld in _loads(member.body) if ld.buffer not in self.produced]
@@ -541,8 +541,7 @@ class BlockKernel:
         for m in first_pass:
             for ld in self._external_loads(m):
                 if _access(ld.index, vvar) == "contiguous":
-                    ptr = self.pointer[self.storage.get(ld.buffer, ld.buffer)]
-                    rows[f"{ptr} + {ld.index.subs(step, f.var_ranges)}"] = ld.dtype
+                    rows[f"{self._pointer(ld.buffer)} + {ld.index.subs(step, f.var_ranges)}"] = ld.dtype
         if sum(prod(f.inner) * ITEMSIZE[dtype] for dtype in rows.values()) > PREFETCH_MAX_BYTES:
             return []
         return list(rows.items())
@@ -582,15 +581,20 @@ class BlockKernel:
     def _row_index(self) -> Index:
         return linear_index([Index.var(v) for v in self.frame.inner_vars], contiguous_strides(self.frame.inner))
 
+    def _pointer(self, buffer: str) -> str:
+        """The kernel parameter holding ``buffer``'s storage."""
+        return self.pointer[self.storage.get(buffer, buffer)]
+
     def _load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
         if ld.guard:  # padding: memory is read only where the guard holds
             lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables()]  # tested lane by lane
             points = [(e, n) for e, n in ld.guard if (e, n) not in lanes]  # the same for every lane
-            inner = self._load_text(replace(ld, guard=()), vector, vvar)
             if lanes:
                 tests = ", ".join(f"stax::LaneGuard{{{e}, {e.coeff(vvar)}, {n}}}" for e, n in lanes)
-                ptr = self.pointer[self.storage.get(ld.buffer, ld.buffer)]
-                inner = f"stax::vload_guarded({ptr} + {ld.index}, {literal(ld.other, ld.dtype, False)}, {{{tests}}})"
+                inner = (f"stax::vload_guarded({self._pointer(ld.buffer)} + {ld.index}, "
+                         f"{literal(ld.other, ld.dtype, False)}, {{{tests}}})")
+            else:
+                inner = self._load_text(replace(ld, guard=()), vector, vvar)
             if not points:
                 return inner
             return f"({guard_condition(points, self.frame.var_ranges)} ? {inner} : {literal(ld.other, ld.dtype, vector)})"

@@ -6,11 +6,11 @@ For each random program (:mod:`experiments.fuzz_programs`) the fuzzer runs the s
 cross-checks (:func:`~experiments.fuzz_check.cross_check`) and compiles and runs a few
 combinations of options chosen by the seed: the fusion and order strategies rotate so every
 strategy is exercised evenly, the exact ones (CP-SAT, multiway cut, down-set DP) only on small
-programs with short time limits; rule, reuse, in-place reuse, pool planning, kernel grouping,
-threads and ISA level are drawn at random.  Every failure is shrunk and written to
-``OUT/regressions/<name>.json`` in the format ``tests/test_regressions.py`` replays (copy a file
-to ``tests/regressions/`` once it passes).  The last line is the summary:
-``fuzz: programs=N combinations=M failures=F ...``.
+programs with short time limits; rule (the default twice as often as each other rule), reuse,
+in-place reuse, pool planning, kernel grouping, threads and ISA level are drawn at random.
+Every failure is shrunk and written to ``OUT/regressions/<name>.json`` in the format
+``tests/test_regressions.py`` replays (copy a file to ``tests/regressions/`` once it passes).
+The last line is the summary: ``fuzz: programs=N combinations=M failures=F ...``.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from .fuzz_check import FUSIONS, ORDERS, SMALL, Combo, cross_check, run_case
 from instances.random_programs import FuzzProgram, generate
+from stax.scheduler.legality import DEFAULT_FUSION_RULE, FUSION_RULES
 from .fuzz_shrink import shrink
 
 EXACT_FUSIONS, EXACT_ORDERS = {"cpsat", "mwc"}, {"cpsat", "dp"}
@@ -40,7 +41,7 @@ def combos_for(index: int, seed: int, count: int, nodes: int) -> list[Combo]:
         if nodes > SMALL:
             fusion = "greedy" if fusion in EXACT_FUSIONS else fusion
             order = "best" if order in EXACT_ORDERS else order
-        result.append(Combo(fusion, order, rule=rng.choice(("cpu", "cpu", "cpu-split", "gpu")), reuse=rng.random() < 0.7,
+        result.append(Combo(fusion, order, rule=rng.choice((DEFAULT_FUSION_RULE, *FUSION_RULES)), reuse=rng.random() < 0.7,
                             inplace=rng.random() < 0.7, memory_plan=rng.choice(("wrapper", "wrapper", "pool")),
                             group_kernels=rng.random() < 0.6, threads=rng.choice((1, 2)),
                             isa=rng.choice(("avx2", "avx2", "none"))))

@@ -19,6 +19,7 @@ from stax.lowering import lower
 from stax.problems import kernel_order_problem
 from stax.reference import evaluate
 from stax.runtime import ISA_LEVELS
+from stax.scheduler.legality import DEFAULT_FUSION_RULE
 from stax.scheduler.nodes import Scheduler
 from stax.strategy import ordered_blocks, run_fusion, run_order
 
@@ -38,7 +39,7 @@ class Combo:
 
     fusion: str = "greedy"
     order: str = "best"
-    rule: str = "cpu"
+    rule: str = DEFAULT_FUSION_RULE
     reuse: bool = True
     inplace: bool = True
     memory_plan: str = "wrapper"
@@ -127,7 +128,7 @@ def close(got: np.ndarray, want: np.ndarray) -> bool:
     return bool(_close_mask(got, want).all())
 
 
-def cross_check(program: FuzzProgram, rule: str = "cpu") -> tuple[list[str], int]:
+def cross_check(program: FuzzProgram, rule: str = DEFAULT_FUSION_RULE) -> tuple[list[str], int]:
     """Solver cross-checks (exact <= heuristic, brute force = exact, every answer validates) on the
     program's fusion problem and on the kernel order problem of its greedy partition; returns the
     problems found and the number of fusion nodes."""

@@ -74,12 +74,14 @@ class Family:
 
 
 def program_fusion_problem(program: Program, size: int, seed: int = 0, name: str = "") -> FusionProblem:
-    """The FusionProblem the compiler's scheduler derives from ``program`` (no C++ is built)."""
+    """The FusionProblem ``stax.compile`` solves for ``program`` with its default options (rule
+    ``DEFAULT_FUSION_RULE``), without building C++; its content keys a sweep's program cells."""
     from stax.frontend import trace
     from stax.lowering import lower
+    from stax.scheduler.legality import DEFAULT_FUSION_RULE
     from stax.scheduler.nodes import Scheduler
     graph = trace(program.fn, *program.inputs(size, seed))
-    return Scheduler(lower(graph, program.cost_model)).fusion_problem("cpu", name=name)
+    return Scheduler(lower(graph, program.cost_model)).fusion_problem(DEFAULT_FUSION_RULE, name=name)
 
 
 def _program_family(program: Program) -> Family:

@@ -31,7 +31,7 @@ from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
 from .runtime import Isa, build, default_threads, detect_isa, load_module
-from .scheduler.legality import DEPENDENCE_RULES, FUSION_RULES
+from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
 from .strategy import FusionResult, OrderResult, ordered_blocks, run_fusion, run_order
@@ -43,7 +43,7 @@ class Options:
 
     fusion: Any = "greedy"
     order: Any = "best"
-    rule: str = "cpu"
+    rule: str = DEFAULT_FUSION_RULE  # Definition 7.2's CPU rule splitting pointwise loops; "cpu" is the seed's
     dependence: str = "parallel"  # Proposition 7.3 (2), or "sequential": (1), blocks keep loops sequential
     cost_model: CostModel = field(default_factory=CostModel)
     fusion_params: dict[str, Any] = field(default_factory=dict)
@@ -152,9 +152,9 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     program = lower(graph, options.cost_model)
     scheduler = Scheduler(program)
     if options.rule not in FUSION_RULES:
-        raise StaxError(f"rule={options.rule!r}: use 'cpu' (Definition 7.2's CPU rule, the seed's), 'cpu-split' "
-                        "(the CPU rule, splitting a pointwise loop where a reduction's outer loops end) or 'gpu' "
-                        "(element counts only)")
+        raise StaxError(f"rule={options.rule!r}: use 'cpu-split' (the default: Definition 7.2's CPU rule, splitting "
+                        "a pointwise loop where a reduction's outer loops end), 'cpu' (the CPU rule as the seed "
+                        "states it) or 'gpu' (element counts only)")
     if options.dependence not in DEPENDENCE_RULES:
         raise StaxError(f"dependence={options.dependence!r}: use 'parallel' (distance 0, the seed's rule) or "
                         "'sequential' (distances <= 0, kernels with sequential loops)")
@@ -224,7 +224,7 @@ def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "bes
     """Trace ``fn`` on ``specs`` (numpy arrays or ``TensorSpec``) and compile it.
 
     ``fusion`` / ``order``: a strategy name from the registries, a strategy object or a function.
-    Other keyword arguments are ``Options`` fields (rule="cpu"|"cpu-split"|"gpu", dependence="parallel"|"sequential",
+    Other keyword arguments are ``Options`` fields (rule="cpu-split"|"cpu"|"gpu", dependence="parallel"|"sequential",
     cost_model, threads, isa...).
     """
     return compile_graph(trace(fn, *specs), Options(fusion=fusion, order=order, **kwargs))

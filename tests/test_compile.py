@@ -486,7 +486,10 @@ def _several_kernels(x, y):
 
 @pytest.mark.parametrize("order", ["original", "lpmf", "bfs", "dfs"])
 def test_every_kernel_order_computes_the_same(order, check):
-    compiled = check(_several_kernels, sample((24, 40), seed=56), sample((40, 24), seed=57), order=order, atol=1e-5)
+    # the seed's rule keeps the flat pointwise loops out of the row reductions' kernel, which leaves
+    # kernels to order (the default, "cpu-split", fuses all but the column sum into one)
+    compiled = check(_several_kernels, sample((24, 40), seed=56), sample((40, 24), seed=57), order=order,
+                     rule="cpu", atol=1e-5)
     assert len(compiled.block_kernels) >= 3
 
 

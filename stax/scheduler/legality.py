@@ -1,10 +1,13 @@
 """Which pairs of scheduler nodes may share a kernel (``can_fuse``'s legality, never a heuristic).
 
 - Definition 7.2, iteration-space compatibility, in three variants: ``"gpu"`` compares element
-  counts only; ``"cpu"`` keeps full ranges and requires the loops to nest (outer-loop fusion,
-  examples 7.1 and 7.2); ``"cpu-split"`` also lets a pointwise node's loop be split where a
-  reduction's outer loops end (TorchInductor's CPU backend re-splits such loops): example 7.2's
-  flat ``exp`` over (8192,) then joins the row reductions over (64 | 128).
+  counts only; ``"cpu"``, the seed's, keeps full ranges and requires the loops to nest
+  (outer-loop fusion, examples 7.1 and 7.2); ``"cpu-split"``, the default
+  (``DEFAULT_FUSION_RULE``), also lets a pointwise node's loop be split where a reduction's
+  outer loops end (TorchInductor's CPU backend re-splits such loops): example 7.2's flat ``exp``
+  over (8192,) then joins the row reductions over (64 | 128), one pass over the input where the
+  seed's rule materializes ``exp`` (measured faster, issue 8; both are in
+  ``experiments/bench_suite.py``).
 - Propositions 7.2/7.3: a consumer may join its producer only when, in the common loop frame,
   every read of the producer's buffer uses exactly the producer's write index (distance 0: the
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old
@@ -43,6 +46,7 @@ from .frame import Frame, boundaries, make_frame, refinement, shape_frame, shape
 
 DEPENDENCE_RULES = ("parallel", "sequential")
 FUSION_RULES = ("cpu", "cpu-split", "gpu")
+DEFAULT_FUSION_RULE = "cpu-split"  # what stax.compile, Scheduler.fusion_problem and the instance store use
 
 if TYPE_CHECKING:
     from .nodes import Scheduler, SchedulerNode
@@ -178,7 +182,7 @@ def _sequential_dependence_ok(writer: ComputedBuffer, reader: ComputedBuffer, bu
     return all(sequentially_legal(f, writer, reader, buffer) for f in frames)
 
 
-def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", rule: str = "cpu",
+def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", rule: str = DEFAULT_FUSION_RULE,
                 dependence: str = "parallel") -> str | None:
     """The reason ``a`` and ``b`` may not share a kernel, or None when they may."""
     if a.kind == "extern" or b.kind == "extern":

@@ -16,7 +16,7 @@ from ..dtypes import nbytes
 from ..ir import Buffer, ComputedBuffer, LoweredProgram
 from ..problems import Buffer as ProblemBuffer
 from ..problems import ForbiddenPair, FusionProblem
-from .legality import why_no_fuse
+from .legality import DEFAULT_FUSION_RULE, why_no_fuse
 
 
 @dataclass
@@ -103,7 +103,8 @@ class Scheduler:
             shape, dtype = buf.shape, buf.dtype
         return nbytes(shape, dtype)
 
-    def fusion_problem(self, rule: str = "cpu", name: str = "", dependence: str = "parallel") -> FusionProblem:
+    def fusion_problem(self, rule: str = DEFAULT_FUSION_RULE, name: str = "",
+                       dependence: str = "parallel") -> FusionProblem:
         """The seam (Definition 7.3): nodes, buffers with sizes, forbidden pairs with reasons, under
         Definition 7.2's ``rule`` and Proposition 7.3's ``dependence`` case (``legality``)."""
         outputs = set(self.program.outputs) | set(self.program.mutations.values())

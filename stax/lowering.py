@@ -44,6 +44,12 @@ class CostModel:
 
     materialize_shared_expensive: bool = True
     max_inline_ops: int = 96
+    #: a value of at least min_replicated_size elements whose inlining would evaluate more than
+    #: max_recomputed_ops extra ops per element (its ops times the times a broadcast or a
+    #: convolution window repeats it, minus one) is materialized; smaller values (a row's
+    #: statistics) stay inlined, where the C++ compiler hoists them out of the inner loop
+    max_recomputed_ops: int = 32
+    min_replicated_size: int = 1 << 14
     native_scans: bool = True  # False: scans call numpy (the extern fallback)
 
 
@@ -86,12 +92,29 @@ class Lowering:
                     must.update(node.inputs)
         return must
 
+    def _replication(self, name: str) -> float:
+        """How many times the elementwise users of ``name`` (looking through views and padding)
+        evaluate each of its elements when it is inlined: a broadcast or an unfold window
+        repeats elements (a convolution's input is read once per output channel and tap)."""
+        size = max(1, prod(self.graph.nodes[name].shape))
+        factor = 1.0
+        for user in self.users[name]:
+            node = self.graph.nodes[user]
+            if node.op in g.VIEW_OPS or node.op == "pad":
+                factor = max(factor, self._replication(user) * prod(node.shape) / size)
+            elif node.op in g.ELEMENTWISE_OPS:
+                factor = max(factor, prod(node.shape) / size)
+        return factor
+
     def _should_materialize(self, node: g.Node, value: TensorValue) -> bool:
         if node.op not in g.ELEMENTWISE_OPS or value.buffer is not None:
             return False
         probe = value.load([Index.constant(0)] * len(node.shape))
         ops = [e for e in walk(probe) if isinstance(e, Op)]
         if len(ops) > self.cost_model.max_inline_ops:
+            return True
+        if prod(node.shape) >= self.cost_model.min_replicated_size and \
+                len(ops) * (self._replication(node.name) - 1) > self.cost_model.max_recomputed_ops:
             return True
         expensive = any(e.name in EXPENSIVE_OPS for e in ops)
         shared = len(self._effective_users(node.name)) >= 2

@@ -2,6 +2,8 @@
 with PyTorch; ops without a translation raise an error naming the ATen op."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="the PyTorch front end needs torch: pip install 'stax[torch]'")
@@ -126,3 +128,16 @@ def test_in_place_update_is_unsupported():
     net = torch.nn.BatchNorm1d(4)
     with pytest.raises(UnsupportedError, match=r"aten\.add_\.Tensor .* in place .*BatchNorm"):
         import_training_step(net, lambda y: y.sum(), [torch.randn(3, 4)])
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_shipped_files_are_what_the_exporter_writes(model, tmp_path):
+    """instances/data/torch/ matches the front end and the default fusion rule today (rebuild with
+    ``python -m experiments.export_torch_instances``); skipped under another torch version."""
+    from experiments.export_torch_instances import OUT, export
+    made_with = json.loads((OUT / f"{model}.fusion.json").read_text())["provenance"]["torch"]
+    if made_with != torch.__version__:
+        pytest.skip(f"shipped files made with torch {made_with}, this is {torch.__version__}")
+    for path, _ in export(model, small=False, out=tmp_path):
+        same = path.read_text() == (OUT / path.name).read_text()
+        assert same, f"instances/data/torch/{path.name} differs from a fresh export: rebuild it"

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import stax
+from stax import nn
 from stax.codegen.cpp import OUTER_VECTOR_BYTES, STREAM_MIN_BYTES
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
@@ -211,6 +212,23 @@ def test_views(isa, check):
                 z[:, 1:5:2].sum(0), x.t()[2:9:3, ::2] * z[1, :3, 1:2])
     x, z = sample((6, 10), seed=25), sample((3, 6, 10), seed=26)
     check(fn, x, z)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_strided_reads_in_vector_loops(isa, dtype, check):
+    """Reads every 2nd, 3rd and 4th element (``stax::vload_strided``; every 5th stays scalar),
+    in bodies and tails, in a row sum, and padded (a guarded strided read, tested lane by lane);
+    the generated code uses the strided vector loads at vector ISA levels."""
+    def fn(x, y):
+        padded = nn.pad(y, (1, 1))
+        return (x[:, :82:2] + x[:, 1::2], x[:, ::3] * 2, x[:, 1::4].sum(-1), x[:, ::5] - 1,
+                padded[:, ::2][:, :20] + y[:, :20])
+    x, y = sample((5, 83), dtype, seed=80), sample((5, 41), dtype, seed=81)
+    compiled = check(fn, x, y)
+    if isa != "none":
+        source = compiled.kernel_source
+        assert all(f"stax::vload_strided<{s}>" in source for s in (2, 3, 4)), source
+        assert "vload_strided<5>" not in source and "vload_guarded<2>" in source, source
 
 
 def test_non_contiguous_inputs(isa, check):

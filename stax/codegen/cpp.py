@@ -69,6 +69,11 @@ WIDE_SUM_MIN = 1 << 12  # a scalar float32 sum at least this long accumulates in
 OUTER_VECTOR_BYTES = 256
 
 
+#: the widest element stride a vector loop reads with ``stax::vload_strided`` (a gather of W
+#: elements; stride 2 is two vector loads and a shuffle)
+MAX_VECTOR_STRIDE = 4
+
+
 #: a kernel opens its parallel region only when it has this much work (iterations, an expensive
 #: op such as exp counting EXPENSIVE_WEIGHT times): below it the region's fixed cost o of 8.4
 #: (about 2 us on two cores) outweighs the time it saves (x * 2 + 1 on 64 x 128: 5.6 us a call
@@ -212,18 +217,31 @@ class BlockKernel:
     def _vectorizable(self, var: str, members: list[_Member], with_store: bool) -> bool:
         for m in members:
             for ld in self._memory_loads(m):
-                if _access(ld.index, var) == "strided" or not self._lane_guards(ld, var):
+                if self._vector_stride(ld, var) is None or not self._lane_guards(ld, var):
                     return False
             if with_store and not m.internal and _access(m.store, var) != "contiguous":
                 return False
         return True
 
+    def _vector_stride(self, ld: Load, var: str) -> int | None:
+        """The element stride of a vector load of ``ld`` along ``var``: 0 (one value for every
+        lane), 1 (contiguous), 2 to MAX_VECTOR_STRIDE (``stax::vload_strided``: a stride-2
+        convolution's input), or None where a vector cannot read it (the counting build
+        counts strided elements one at a time)."""
+        kind = _access(ld.index, var)
+        if kind != "strided":
+            return 0 if kind == "invariant" else 1
+        if self.counting or ld.dtype == "bool" or not ld.index.is_affine_in(var):
+            return None
+        stride = ld.index.coeff(var)
+        return stride if 2 <= stride <= MAX_VECTOR_STRIDE else None
+
     def _lane_guards(self, ld: Load, var: str) -> bool:
         """Whether a vector along ``var`` can test ``ld``'s guards lane by lane: each guard affine
-        in ``var`` and the load contiguous along it (padding read by ``stax::vload_guarded``).
+        in ``var`` and the load advancing along it (padding read by ``stax::vload_guarded``).
         The counting build reads guarded elements one at a time."""
         along = [e for e, _ in ld.guard if var in e.variables()]
-        return not along or not self.counting and ld.dtype != "bool" and _access(ld.index, var) == "contiguous" \
+        return not along or not self.counting and ld.dtype != "bool" and bool(self._vector_stride(ld, var)) \
             and all(e.is_affine_in(var) for e in along)
 
     def choose_form(self) -> tuple[str, str | None]:
@@ -591,8 +609,9 @@ class BlockKernel:
             points = [(e, n) for e, n in ld.guard if (e, n) not in lanes]  # the same for every lane
             if lanes:
                 tests = ", ".join(f"stax::LaneGuard{{{e}, {e.coeff(vvar)}, {n}}}" for e, n in lanes)
-                inner = (f"stax::vload_guarded({self._pointer(ld.buffer)} + {ld.index}, "
-                         f"{literal(ld.other, ld.dtype, False)}, {{{tests}}})")
+                stride = self._vector_stride(ld, vvar)
+                inner = (f"stax::vload_guarded{f'<{stride}>' if stride > 1 else ''}({self._pointer(ld.buffer)} + "
+                         f"{ld.index}, {literal(ld.other, ld.dtype, False)}, {{{tests}}})")
             else:
                 inner = self._load_text(replace(ld, guard=()), vector, vvar)
             if not points:
@@ -606,6 +625,8 @@ class BlockKernel:
         kind = _access(ld.index, vvar)
         if kind == "contiguous":
             return f"stax::count_vload({ptr} + {ld.index}, {slot})" if self.counting else f"stax::vload({ptr} + {ld.index})"
+        if kind == "strided":
+            return f"stax::vload_strided<{self._vector_stride(ld, vvar)}>({ptr} + {ld.index})"
         cast = "(int8_t)" if ld.dtype == "bool" else ""
         return f"stax::splat<{lane_type(ld.dtype)}>({cast}{element})"
 

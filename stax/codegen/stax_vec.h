@@ -37,21 +37,40 @@ inline vec<int8_t> vload(const bool* p) { vec<int8_t> v; std::memcpy(&v, p, size
 template <typename T> inline void vstore(T* p, vec<T> v) { std::memcpy(p, &v, sizeof v); }
 inline void vstore(bool* p, vec<int8_t> v) { std::memcpy(p, &v, sizeof v); }
 template <typename T> inline vec<T> splat(T s) { vec<T> v = {}; return v + s; }
-// A guarded contiguous load (padding): lane i reads p[i] where every guard holds for it
-// (0 <= e + c * i < n), else ``other``; when they hold for every lane, one vector load.
+// Every S-th element from p (a strided read: a stride-2 convolution's input).  Stride 2 is two
+// vector loads, the second ending at the last element read, and a shuffle of the even elements;
+// wider strides are gathered lane by lane.
+template <typename M, size_t... J> constexpr M even_elements(std::index_sequence<J...>) {
+  return M{(J < STAX_W / 2 ? 2 * J : 2 * J + 1)...};
+}
+template <int S, typename T> inline vec<T> vload_strided(const T* p) {
+  if constexpr (S == 2 && STAX_W >= 2) {
+    vec<T> low = vload(p), high = vload(p + STAX_W - 1);
+    typedef decltype(low < low) mask;
+    return __builtin_shuffle(low, high, even_elements<mask>(std::make_index_sequence<STAX_W>()));
+  } else {
+    vec<T> r;
+    for (int i = 0; i < STAX_W; ++i) r[i] = p[i * S];
+    return r;
+  }
+}
+// A guarded load of every S-th element (padding): lane i reads p[i * S] where every guard holds
+// for it (0 <= e + c * i < n), else ``other``; when they hold for every lane, one vector load.
 struct LaneGuard { int64_t e, c, n; };
-template <typename T> inline vec<T> vload_guarded(const T* p, T other, std::initializer_list<LaneGuard> guards) {
+template <int S = 1, typename T> inline vec<T> vload_guarded(const T* p, T other, std::initializer_list<LaneGuard> guards) {
   bool all = true;
   for (const LaneGuard& g : guards) {
     int64_t first = g.e, last = g.e + g.c * (STAX_W - 1);
     all = all && std::min(first, last) >= 0 && std::max(first, last) < g.n;
   }
-  if (all) return vload(p);
+  if (all) {
+    if constexpr (S == 1) return vload(p); else return vload_strided<S>(p);
+  }
   vec<T> r;
   for (int i = 0; i < STAX_W; ++i) {
     bool ok = true;
     for (const LaneGuard& g : guards) ok = ok && g.e + g.c * i >= 0 && g.e + g.c * i < g.n;
-    r[i] = ok ? p[i] : other;
+    r[i] = ok ? p[i * S] : other;
   }
   return r;
 }

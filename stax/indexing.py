@@ -18,6 +18,7 @@ buffer ``128*i0 + i1`` becomes ``c0`` over 8192.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 from typing import Mapping, Sequence, Union
 
 
@@ -164,26 +165,39 @@ def _split(expr: Index, k: int) -> tuple[Index, Index]:
     return Index.build(q, expr.const // k), Index.build(r, expr.const % k)
 
 
+def _split_below(expr: Index, k: int, ranges: Mapping[str, int]) -> tuple[int, Index, Index] | None:
+    """``expr = d*quotient + rest`` with ``0 <= rest < d`` for the largest divisor ``d > 1`` of
+    ``k`` that allows it (``d`` is ``k`` or shared by a coefficient and ``k``), or None."""
+    for d in sorted({k} | {gcd(c, k) for _, c in expr.terms}, reverse=True):
+        if d > 1:
+            quotient, rest = _split(expr, d)
+            lo, hi = rest.bounds(ranges)
+            if 0 <= lo and hi < d:
+                return d, quotient, rest
+    return None
+
+
 def floordiv(expr: Index, k: int, ranges: Mapping[str, int]) -> Index:
-    """``expr // k``, exact when the non-divisible remainder stays within ``[0, k)``."""
+    """``expr // k``, exact: with ``expr = d*q + r`` (``0 <= r < d``, ``d`` divides ``k``) it is
+    ``q // (k / d)``: ``(1024*x0 + x1) // 131072 -> x0 // 128`` when ``x1 < 1024``."""
     if k == 1:
         return expr
-    quotient, rest = _split(expr, k)
-    lo, hi = rest.bounds(ranges)
-    if 0 <= lo and hi < k:
-        return quotient
-    return Index(((FloorDiv(expr, k), 1),), 0)
+    split = _split_below(expr, k, ranges)
+    if split is None:
+        return Index(((FloorDiv(expr, k), 1),), 0)
+    d, quotient, _ = split
+    return quotient if d == k else floordiv(quotient, k // d, ranges)
 
 
 def mod(expr: Index, k: int, ranges: Mapping[str, int]) -> Index:
-    """``expr % k``, exact when the non-divisible remainder stays within ``[0, k)``."""
+    """``expr % k``, exact: with ``expr = d*q + r`` as in ``floordiv`` it is ``d*(q % (k / d)) + r``."""
     if k == 1:
         return Index.constant(0)
-    _, rest = _split(expr, k)
-    lo, hi = rest.bounds(ranges)
-    if 0 <= lo and hi < k:
-        return rest
-    return Index(((Mod(expr, k), 1),), 0)
+    split = _split_below(expr, k, ranges)
+    if split is None:
+        return Index(((Mod(expr, k), 1),), 0)
+    d, quotient, rest = split
+    return rest if d == k else mod(quotient, k // d, ranges) * d + rest
 
 
 def _cancel_div_mod(expr: Index) -> Index:

@@ -3,8 +3,9 @@
 A multi-threaded BLAS (OpenBLAS, MKL) leaves its helper threads spinning for a while after each
 call, on the cores that the next generated kernel's OpenMP team needs: on two cores a training
 step of ``norm_net_train`` took 112 ms with two BLAS threads and 7 ms with one, and
-``transformer_train`` 221 ms and 88 ms.  Within the call the thread count is 1; the caller's
-setting comes back when the last concurrent call ends.
+``transformer_train`` 221 ms and 88 ms.  Within the call the thread count is 1 (``stax.matmul``
+runs a large matmul's gemm calls on the OpenMP team instead); the caller's setting comes back
+when the last concurrent call ends.
 """
 from __future__ import annotations
 

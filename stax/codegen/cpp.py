@@ -886,7 +886,9 @@ def _access(index: Index, var: str | None) -> str:
     return "strided"
 
 
-def generate_extern(name: str, node_name: str, buf, storage: dict[str, str]) -> Kernel:
-    """An extern call has no C++ source; the wrapper calls the library directly."""
+def generate_extern(name: str, node_name: str, buf, storage: dict[str, str], threads: int) -> Kernel:
+    """An extern call has no C++ source; the wrapper calls the library directly (a matmul on
+    ``threads`` OpenMP threads, ``stax.matmul``)."""
     return Kernel(name, [node_name], [buf.name], [storage.get(i, i) for i in buf.inputs] + [buf.name], "", "extern",
-                  extern={"op": buf.op, "inputs": list(buf.inputs), "output": buf.name, "attrs": dict(buf.attrs)})
+                  extern={"op": buf.op, "inputs": list(buf.inputs), "output": buf.name, "attrs": dict(buf.attrs),
+                          "threads": threads})

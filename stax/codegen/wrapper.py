@@ -16,6 +16,7 @@ import numpy as np
 
 from ..blas_threads import one_blas_thread
 from ..errors import CallError, KernelError
+from ..matmul import parallel_matmul
 from ..ir import InputBuffer
 from ..memory.allocator import allocator
 from ..memory.plan import MemoryPlan
@@ -125,8 +126,9 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
         if kernel.extern:
             ext = kernel.extern
             attrs = "".join(f"{k}={v!r}, " for k, v in ext.get("attrs", {}).items())
-            lines.append(f"    with one_blas_thread():")
-            lines.append(f"        np.{ext['op']}({', '.join(ext['inputs'])}, {attrs}out={ext['output']})")
+            call = (f"parallel_matmul({', '.join(ext['inputs'])}, out={ext['output']}, threads={ext['threads']})"
+                    if ext["op"] == "matmul" else f"np.{ext['op']}({', '.join(ext['inputs'])}, {attrs}out={ext['output']})")
+            lines += ["    with one_blas_thread():", f"        {call}"]
         else:
             call = f"{kernel.name}({', '.join(kernel.params)})"
             if kernel.uses_error_flag:
@@ -161,7 +163,7 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType) -> 
         "np": np, "ndarray": np.ndarray, **{d: np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")},
         "alloc": tracker.alloc, "release": tracker.release, "memory": tracker, "pool_view": pool_view,
         "check_arguments": check_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
-        "one_blas_thread": one_blas_thread,
+        "one_blas_thread": one_blas_thread, "parallel_matmul": parallel_matmul,
     }
     namespace.update({k.name: getattr(module, k.name) for k in plan.steps if not k.extern})
     exec(compile(source, "<stax wrapper>", "exec"), namespace)

@@ -1,0 +1,89 @@
+"""Extern matmuls on the program's OpenMP team (the library calls of seed 8.5).
+
+The wrapper's ``np.matmul`` ran numpy's BLAS on one thread (``stax.blas_threads``: a
+multi-threaded BLAS leaves helper threads spinning on the cores the next kernel needs).  Here
+the same BLAS ``gemm`` is called from every thread of an OpenMP parallel loop, each on its share
+of the rows (or of the batch), so a matmul uses both cores and the team that runs the kernels
+is the only one.  It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's
+wheels bundle it); otherwise, and for shapes it does not cover (broadcast batches, vectors),
+it is ``np.matmul`` on one BLAS thread.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+
+import numpy as np
+
+from .runtime import build, detect_isa, load
+
+#: a matmul with fewer multiply-adds runs on the calling thread (a parallel region costs a few us)
+PARALLEL_MATMUL_MIN = 1 << 16
+
+_SOURCE = r"""
+// gemm from every thread of an OpenMP team (stax/matmul.py): C = A B, row-major, contiguous.
+#include <cstdint>
+template <typename I, typename T>
+using gemm_fn = void (*)(int, int, int, I, I, I, T, const T*, I, const T*, I, T, T*, I);
+
+template <typename I, typename T>
+static void team_gemm(void* fn, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n, int64_t k,
+                      int64_t b_step, int threads) {
+  auto gemm = reinterpret_cast<gemm_fn<I, T>>(fn);
+  const int64_t parts = batch >= threads ? 1 : threads;  // a short batch splits its rows
+  #pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t task = 0; task < batch * parts; ++task) {
+    const int64_t p = task / parts, lo = m * (task % parts) / parts, hi = m * (task % parts + 1) / parts;
+    if (hi > lo)
+      gemm(101, 111, 111, I(hi - lo), I(n), I(k), T(1), a + (p * m + lo) * k, I(k), b + p * b_step, I(n), T(0),
+           c + (p * m + lo) * n, I(n));  // CblasRowMajor, CblasNoTrans, CblasNoTrans
+  }
+}
+#define STAX_GEMM(name, I, T) \
+  extern "C" void name(void* fn, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n, int64_t k, \
+                       int64_t b_step, int threads) { team_gemm<I, T>(fn, a, b, c, batch, m, n, k, b_step, threads); }
+STAX_GEMM(stax_gemm_f32_i32, int32_t, float)
+STAX_GEMM(stax_gemm_f64_i32, int32_t, double)
+STAX_GEMM(stax_gemm_f32_i64, int64_t, float)
+STAX_GEMM(stax_gemm_f64_i64, int64_t, double)
+"""
+
+
+@functools.cache
+def _team_gemm(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
+    """The team entry point for ``dtype`` and the address of the BLAS ``gemm`` it calls, or None
+    when no CBLAS gemm of a known integer width is loaded."""
+    from threadpoolctl import ThreadpoolController
+    for lib in ThreadpoolController().select(internal_api="openblas").lib_controllers:
+        prefix, suffix = getattr(lib, "_symbol_prefix", ""), getattr(lib, "_symbol_suffix", "")
+        config = lib.dynlib[f"{prefix}openblas_get_config{suffix}"]
+        config.restype = ctypes.c_char_p
+        width = "i64" if b"USE64BITINT" in config() else "i32"
+        try:
+            gemm = lib.dynlib[f"{prefix}cblas_{'s' if dtype == 'float32' else 'd'}gemm{suffix}"]
+        except AttributeError:
+            continue
+        entry = getattr(load(build(_SOURCE, detect_isa())), f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{width}")
+        entry.restype = None
+        return entry, ctypes.cast(gemm, ctypes.c_void_p).value
+    return None
+
+
+def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int) -> None:
+    """``np.matmul(a, b, out=out)`` for contiguous operands; on ``threads`` OpenMP threads when
+    the BLAS is reachable and ``b`` is one matrix or has ``out``'s batch."""
+    flat = b.ndim == 2 and a.ndim >= 2
+    batched = a.ndim == b.ndim == out.ndim >= 3 and a.shape[:-2] == b.shape[:-2] == out.shape[:-2]
+    m, k, n = (out.shape[-2] if out.ndim >= 2 else 1), a.shape[-1], out.shape[-1]
+    team = _team_gemm(str(out.dtype)) if out.dtype in (np.float32, np.float64) else None
+    if team is None or threads < 2 or not (flat or batched) or out.size * k < PARALLEL_MATMUL_MIN or \
+            not all(x.flags.c_contiguous for x in (a, b, out)) or a.dtype != out.dtype or b.dtype != out.dtype:
+        np.matmul(a, b, out=out)
+        return
+    entry, gemm = team
+    batch = 1 if flat else math.prod(out.shape[:-2])
+    rows = math.prod(out.shape[:-1]) if flat else m
+    entry(ctypes.c_void_p(gemm), ctypes.c_void_p(a.ctypes.data), ctypes.c_void_p(b.ctypes.data),
+          ctypes.c_void_p(out.ctypes.data), ctypes.c_int64(batch), ctypes.c_int64(rows), ctypes.c_int64(n),
+          ctypes.c_int64(k), ctypes.c_int64(0 if flat else k * n), ctypes.c_int(threads))

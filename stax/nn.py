@@ -145,8 +145,10 @@ def conv2d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], 
     """d loss / d x of ``conv2d(x, weight)`` given ``grad`` = d loss / d output (a transposed
     convolution: see the module docstring)."""
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
-    if stride != (1, 1) and dilation == (1, 1):
-        return _input_grad_by_phases(grad, weight, input_shape, stride, padding)
+    phased = _input_grad_by_phases(grad, weight, input_shape, stride, padding) if stride != (1, 1) and \
+        dilation == (1, 1) else None
+    if phased is not None:
+        return phased
     reach = [dilation[d] * (weight.shape[2 + d] - 1) for d in (0, 1)]
     low = [reach[d] - padding[d] for d in (0, 1)]
     high = [input_shape[2 + d] - 1 + padding[d] - (grad.shape[2 + d] - 1) * stride[d] for d in (0, 1)]
@@ -155,13 +157,14 @@ def conv2d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], 
 
 
 def _input_grad_by_phases(grad: Tensor, weight: Tensor, input_shape: Sequence[int], stride: Pair,
-                          padding: Pair) -> Tensor:
+                          padding: Pair) -> Tensor | None:
     """The input gradient of a strided, undilated convolution without the spread's interior
     zeros: the padded input position ``a = q * s + r`` receives ``grad[q - m] * w[r + m * s]`` for
     ``m = 0, 1, ...``, a stride-1 convolution of the gradient with the taps ``w[r::s]`` per phase
     ``r``, computed for the positions inside the input only; the phases are interleaved by
     ``pad`` (interior ``s - 1``, ``-0.0`` elsewhere, as in ``cat``) and summed.  At stride 2 it
-    computes a quarter of the spread formula's products."""
+    computes a quarter of the spread formula's products.  None when no tap reaches the input
+    (a kernel narrower than the stride), where the spread formula gives the zeros."""
     total = None
     for phase in itertools.product(*(range(min(stride[d], weight.shape[2 + d])) for d in (0, 1))):
         first = [-(-(padding[d] - phase[d]) // stride[d]) for d in (0, 1)]  # first q inside the input

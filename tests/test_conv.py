@@ -17,7 +17,8 @@ from stax.traffic import count_traffic
 CASES = [((2, 3, 7, 9), (4, 3, 3, 3), 1, 1, 1), ((2, 3, 8, 8), (5, 3, 3, 3), 2, 1, 1),
          ((1, 2, 9, 7), (3, 2, 3, 2), (2, 1), (0, 2), (2, 1)), ((2, 2, 5, 6), (3, 2, 3, 3), 3, 4, 1),
          ((3, 4, 5, 5), (2, 4, 1, 1), 1, 0, 1), ((1, 1, 11, 4), (2, 1, 5, 3), (1, 2), (2, 1), (2, 1)),
-         ((2, 2, 7, 6), (3, 2, 1, 2), (2, 3), (0, 1), 1)]  # kernels narrower than the stride: phases without taps
+         ((2, 2, 7, 6), (3, 2, 1, 2), (2, 3), (0, 1), 1),  # kernels narrower than the stride: phases without taps
+         ((1, 2, 1, 3), (2, 2, 1, 1), 2, 1, 1)]  # no tap reaches the input row: its gradient is zero
 
 
 def pairs(*values):

@@ -106,6 +106,14 @@ class Lowering:
                 factor = max(factor, prod(node.shape) / size)
         return factor
 
+    def _reads_interior_padding(self, node: g.Node, value: TensorValue) -> bool:
+        """Whether the value reads a dilated source (``pad`` with interior zeros: a guard with a
+        floor division or modulo), which keeps every loop that inlines it out of vector form."""
+        ranges = {f"p{i}": n for i, n in enumerate(node.shape)}
+        expr = self._with_vars(ranges, lambda: value.load([Index.var(v) for v in ranges]))
+        return any(isinstance(e, Load) and any(not isinstance(atom, str) for guard, _ in e.guard for atom, _ in guard.terms)
+                   for e in walk(expr))
+
     def _should_materialize(self, node: g.Node, value: TensorValue) -> bool:
         if node.op not in g.ELEMENTWISE_OPS or value.buffer is not None:
             return False
@@ -116,8 +124,10 @@ class Lowering:
         if prod(node.shape) >= self.cost_model.min_replicated_size and \
                 len(ops) * (self._replication(node.name) - 1) > self.cost_model.max_recomputed_ops:
             return True
-        expensive = any(e.name in EXPENSIVE_OPS for e in ops)
         shared = len(self._effective_users(node.name)) >= 2
+        if shared and self._reads_interior_padding(node, value):  # computed once, its users vectorize
+            return True
+        expensive = any(e.name in EXPENSIVE_OPS for e in ops)
         return self.cost_model.materialize_shared_expensive and expensive and shared
 
     # --- main loop ------------------------------------------------------------------------

@@ -136,7 +136,8 @@ class Lowering:
         for node in self.graph.nodes.values():
             value = self._lower(node)
             if node.op not in ("input", "constant") and (node.name in must or self._should_materialize(node, value)):
-                if node.op not in g.REDUCTION_OPS and node.op not in g.EXTERN_OPS and node.op not in g.SCAN_OPS:
+                if node.op not in g.REDUCTION_OPS and node.op not in g.EXTERN_OPS and node.op not in g.SCAN_OPS \
+                        and not self._matmul_reads_in_place(node, value):
                     value = self._materialize(node.name, value)
             self.values[node.name] = value
         outputs = []
@@ -223,11 +224,13 @@ class Lowering:
         if op in g.SCAN_OPS:
             return self._scan(node, ins[0])
         if op in g.EXTERN_OPS:
-            operands = [self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v) else v
-                        for name, v in zip(node.inputs, ins)]
+            stored = [self._transposed_storage(v) for v in ins]  # matmul reads a transposed operand in place
+            operands = [t or (self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v) else v)
+                        for name, v, t in zip(node.inputs, ins, stored)]
             name = self._new_name()
+            attrs = {"transposed": tuple(t is not None for t in stored)} if any(stored) else {}
             self.buffers.append(ExternBuffer(name, node.shape, node.dtype, op, tuple(v.buffer for v in operands),
-                                             origin=node.name))
+                                             origin=node.name, attrs=attrs))
             return self._buffer_value(name, node.shape, node.dtype)
         raise UnsupportedError(f"the lowering has no rule for op {op!r} (node {node.name}); "
                                "this is a stax bug if the front end produced it")
@@ -240,6 +243,31 @@ class Lowering:
                 self._memo[key] = loader(idx)
             return self._memo[key]
         return load
+
+    def _matmul_reads_in_place(self, node: g.Node, value: TensorValue) -> bool:
+        """A transposed view read only by matmuls, which take its storage with a transpose flag."""
+        users = self.users[node.name]
+        return node.op in g.VIEW_OPS and bool(users) and node.name not in self.graph.outputs and \
+            node.name not in self.graph.mutations.values() and \
+            all(self.graph.nodes[u].op == "matmul" for u in users) and self._transposed_storage(value) is not None
+
+    def _transposed_storage(self, value: TensorValue) -> TensorValue | None:
+        """The contiguous buffer of which ``value`` is the transpose of the last two dims (a
+        matmul operand ``w.t()``), read in place by BLAS as a transposed matrix, or None."""
+        if value.buffer is not None or len(value.shape) < 2:
+            return None
+        shape = value.shape[:-2] + (value.shape[-1], value.shape[-2])
+        ranges = {f"t{i}": n for i, n in enumerate(value.shape)}
+        idx = [Index.var(v) for v in ranges]
+        probe = self._with_vars(ranges, lambda: value.load(idx))
+        source = next((b for b in self.buffers if b.name == getattr(probe, "buffer", None)), None) or \
+            next((i for i in self.inputs if i.name == getattr(probe, "buffer", None)), None)
+        if not isinstance(probe, Load) or probe.guard or source is None or source.shape != shape or \
+                getattr(source, "aliases", None) or \
+                isinstance(source, InputBuffer) and source.strides != contiguous_strides(shape) or \
+                probe.index != linear_index(idx[:-2] + [idx[-1], idx[-2]], contiguous_strides(shape)):
+            return None
+        return self._buffer_value(probe.buffer, shape, value.dtype)
 
     def _contiguous_input(self, value: TensorValue) -> bool:
         inp = next((i for i in self.inputs if i.name == value.buffer), None)

@@ -8,6 +8,7 @@ program where they can, to keep the number of distinct builds small.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -335,18 +336,21 @@ def test_matmul(isa, dtype, check):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_on_the_openmp_team_equals_numpy(dtype, monkeypatch):
     """stax.matmul.parallel_matmul calls the BLAS gemm from every thread of an OpenMP loop (rows of
-    one matrix, or the batch); shapes it does not cover (a broadcast batch, small products) are
-    np.matmul's."""
+    one matrix, or the batch), also with operands stored transposed; shapes it does not cover (a
+    broadcast batch, small products) are np.matmul's."""
     from stax import matmul
 
     rng = np.random.default_rng(40)
     cases = [((300, 70), (70, 90)), ((3, 50, 64), (64, 40)), ((5, 64, 33), (5, 33, 48)), ((1, 130, 64), (1, 64, 7)),
              ((2, 3, 40, 20), (2, 3, 20, 30)), ((4, 40, 20), (1, 20, 30)), ((6, 5), (5, 4))]
-    for shape_a, shape_b in cases:
+    for (shape_a, shape_b), transposed in itertools.product(cases, [(False, False), (True, False), (False, True),
+                                                                     (True, True)]):
         a, b = rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
+        stored = [np.ascontiguousarray(x.swapaxes(-1, -2)) if t else x for x, t in zip((a, b), transposed)]
         out = np.full(np.matmul(a, b).shape, np.nan, dtype)
-        matmul.parallel_matmul(a, b, out=out, threads=2)
-        np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-5, atol=1e-5, err_msg=f"{shape_a} @ {shape_b}")
+        matmul.parallel_matmul(*stored, out=out, threads=2, transposed=transposed)
+        np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{shape_a} @ {shape_b}, transposed {transposed}")
     if matmul._team_gemm(dtype) is None:
         pytest.skip("numpy's BLAS has no CBLAS gemm that threadpoolctl finds; np.matmul is used")
     monkeypatch.setattr(matmul.np, "matmul", None)  # the team path must not fall back
@@ -692,3 +696,16 @@ def test_example_7_1_before_fusion(monkeypatch):
     assert "// in_ptr0=arg0, in_ptr1=buf0, out_ptr0=buf1" in division
     assert "buf0 = alloc((64, 1), 'float32')" in compiled.wrapper_source
     assert "release(buf0); del buf0" in compiled.wrapper_source
+
+
+def test_a_transposed_matmul_operand_is_read_in_place(check):
+    """``x @ w.t()`` and ``g.t() @ x`` hand BLAS the stored matrices with a transpose flag: no
+    kernel copies ``w.t()`` or ``g.t()``, and a column sum of ``g`` fused beside it stays a
+    plain reduction."""
+    def fn(x, w, g):
+        return x @ w.t(), g.t() @ x, g.sum(0)
+    x, w, g = sample((64, 48), seed=41), sample((32, 48), seed=42), sample((64, 40), seed=43)
+    compiled = check(fn, x, w, g, rtol=1e-5, atol=1e-5)
+    externs = [k.extern for k in compiled.block_kernels if k.extern]
+    assert sorted(e["attrs"].get("transposed") for e in externs) == [(False, True), (True, False)], externs
+    assert len(compiled.block_kernels) == 3, [k.nodes for k in compiled.block_kernels]

@@ -126,7 +126,7 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
         if kernel.extern:
             ext = kernel.extern
             attrs = "".join(f"{k}={v!r}, " for k, v in ext.get("attrs", {}).items())
-            call = (f"parallel_matmul({', '.join(ext['inputs'])}, out={ext['output']}, threads={ext['threads']})"
+            call = (f"parallel_matmul({', '.join(ext['inputs'])}, {attrs}out={ext['output']}, threads={ext['threads']})"
                     if ext["op"] == "matmul" else f"np.{ext['op']}({', '.join(ext['inputs'])}, {attrs}out={ext['output']})")
             lines += ["    with one_blas_thread():", f"        {call}"]
         else:

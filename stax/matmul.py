@@ -1,10 +1,9 @@
 """Extern matmuls on the program's OpenMP team (the library calls of seed 8.5).
 
-The wrapper's ``np.matmul`` ran numpy's BLAS on one thread (``stax.blas_threads``: a
-multi-threaded BLAS leaves helper threads spinning on the cores the next kernel needs).  Here
-the same BLAS ``gemm`` is called from every thread of an OpenMP parallel loop, each on its share
-of the rows (or of the batch), so a matmul uses both cores and the team that runs the kernels
-is the only one.  It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's
+A multi-threaded BLAS leaves its helper threads spinning on the cores the next kernel needs, so
+the wrapper holds numpy's BLAS at one thread during a call (``stax.blas_threads``).  To still
+use every core, the BLAS ``gemm`` is called from every thread of an OpenMP parallel loop, each
+on its share of the rows (or of the batch): the team that runs the kernels is the only one.  It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's
 wheels bundle it); otherwise, and for shapes it does not cover (broadcast batches, vectors),
 it is ``np.matmul`` on one BLAS thread.
 """
@@ -60,13 +59,13 @@ def _team_gemm(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
     from threadpoolctl import ThreadpoolController
     for lib in ThreadpoolController().select(internal_api="openblas").lib_controllers:
         prefix, suffix = getattr(lib, "_symbol_prefix", ""), getattr(lib, "_symbol_suffix", "")
-        config = lib.dynlib[f"{prefix}openblas_get_config{suffix}"]
+        try:
+            config = lib.dynlib[f"{prefix}openblas_get_config{suffix}"]
+            gemm = lib.dynlib[f"{prefix}cblas_{'s' if dtype == 'float32' else 'd'}gemm{suffix}"]
+        except AttributeError:  # a build without these symbols: np.matmul
+            continue
         config.restype = ctypes.c_char_p
         width = "i64" if b"USE64BITINT" in config() else "i32"
-        try:
-            gemm = lib.dynlib[f"{prefix}cblas_{'s' if dtype == 'float32' else 'd'}gemm{suffix}"]
-        except AttributeError:
-            continue
         entry = getattr(load(build(_SOURCE, detect_isa())), f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{width}")
         entry.restype = None
         return entry, ctypes.cast(gemm, ctypes.c_void_p).value

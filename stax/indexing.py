@@ -179,25 +179,34 @@ def _split_below(expr: Index, k: int, ranges: Mapping[str, int]) -> tuple[int, I
 
 def floordiv(expr: Index, k: int, ranges: Mapping[str, int]) -> Index:
     """``expr // k``, exact: with ``expr = d*q + r`` (``0 <= r < d``, ``d`` divides ``k``) it is
-    ``q // (k / d)``: ``(1024*x0 + x1) // 131072 -> x0 // 128`` when ``x1 < 1024``."""
+    ``q // (k / d)``: ``(1024*x0 + x1) // 131072 -> x0 // 128`` when ``x1 < 1024``; otherwise the
+    terms that ``k`` divides come out when the rest is never negative (the kernels print floor
+    division as C's truncating ``/``): ``(x0 + 768*y0) // 256 -> 3*y0 + x0 // 256``."""
     if k == 1:
         return expr
     split = _split_below(expr, k, ranges)
-    if split is None:
-        return Index(((FloorDiv(expr, k), 1),), 0)
-    d, quotient, _ = split
-    return quotient if d == k else floordiv(quotient, k // d, ranges)
+    if split is not None:
+        d, quotient, _ = split
+        return quotient if d == k else floordiv(quotient, k // d, ranges)
+    multiple, rest = _split(expr, k)
+    if multiple != Index.constant(0) and rest.bounds(ranges)[0] >= 0:  # C's / truncates: keep bases >= 0
+        return multiple + floordiv(rest, k, ranges)
+    return Index(((FloorDiv(expr, k), 1),), 0)
 
 
 def mod(expr: Index, k: int, ranges: Mapping[str, int]) -> Index:
-    """``expr % k``, exact: with ``expr = d*q + r`` as in ``floordiv`` it is ``d*(q % (k / d)) + r``."""
+    """``expr % k``, exact: with ``expr = d*q + r`` as in ``floordiv`` it is ``d*(q % (k / d)) + r``;
+    otherwise the terms that ``k`` divides drop out when the rest is never negative."""
     if k == 1:
         return Index.constant(0)
     split = _split_below(expr, k, ranges)
-    if split is None:
-        return Index(((Mod(expr, k), 1),), 0)
-    d, quotient, rest = split
-    return rest if d == k else mod(quotient, k // d, ranges) * d + rest
+    if split is not None:
+        d, quotient, rest = split
+        return rest if d == k else mod(quotient, k // d, ranges) * d + rest
+    multiple, rest = _split(expr, k)
+    if multiple != Index.constant(0) and rest.bounds(ranges)[0] >= 0:  # C's % truncates: keep bases >= 0
+        return mod(rest, k, ranges)
+    return Index(((Mod(expr, k), 1),), 0)
 
 
 def _cancel_div_mod(expr: Index) -> Index:

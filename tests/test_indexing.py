@@ -26,6 +26,9 @@ def test_floordiv_and_mod_equal_python_at_every_point(ranges, coefficients, cons
     bounds = dict(zip(names, ranges))
     expr = Index.build(dict(zip(names, coefficients)), const)
     quotient, remainder = floordiv(expr, k, bounds), mod(expr, k, bounds)
+    if expr.bounds(bounds)[0] >= 0:  # the kernels print floor division as C's truncating / and %
+        atoms = [a for result in (quotient, remainder) for a, _ in result.terms if not isinstance(a, str)]
+        assert all(a.base.bounds(bounds)[0] >= 0 for a in atoms), (expr, k, quotient, remainder)
     for point in product(*(range(n) for n in ranges)):
         values = dict(zip(names, point))
         assert quotient.evaluate(values) == expr.evaluate(values) // k, (expr, k, quotient, values)
@@ -43,3 +46,14 @@ def test_a_reshape_of_a_split_head_folds_back_to_affine():
     assert floordiv(x0 * 1024 + x1, 131072, ranges) == Index(((FloorDiv(x0, 128), 1),), 0)
     assert mod(x0 * 1024 + x1, 131072, ranges) == mod(x0, 128, ranges) * 1024 + x1
     assert mod(x0 * 3 + x1, 8, ranges) == Index(((Mod(x0 * 3 + x1, 8), 1),), 0)  # no divisor of 8 splits it
+
+
+def test_terms_the_divisor_divides_come_out_of_a_floor_division():
+    """``(x0 + 6144*y0 + 768*y1) // 256 % 3`` (the q/k/v part of a fused in-projection, x0 < 768)
+    is ``x0 // 256``: invariant in the reduction's y0 and y1."""
+    x0, y0, y1 = Index.var("x0"), Index.var("y0"), Index.var("y1")
+    ranges = {"x0": 768, "y0": 128, "y1": 8}
+    quotient = floordiv(x0 + y0 * 6144 + y1 * 768, 256, ranges)
+    assert quotient == y0 * 24 + y1 * 3 + floordiv(x0, 256, ranges)
+    assert mod(quotient, 3, ranges) == floordiv(x0, 256, ranges)
+    assert mod(x0 + y0 * 6144 + -1, 256, ranges) == mod(x0 + -1, 256, ranges)

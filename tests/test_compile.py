@@ -543,19 +543,6 @@ def test_large_row_outputs_stream_past_the_caches(monkeypatch, columns, check):
     assert "vstore_stream" not in small and "store_fence" not in small
 
 
-@pytest.mark.parametrize("columns", [2048, 2056])
-def test_large_transposed_outputs_stream_whole_lines(monkeypatch, columns, check):
-    """In the tiled-vector form an output of STREAM_MIN_BYTES or more takes non-temporal stores,
-    two AVX2 tiles side by side so that each row store fills a cache line, and a fence; with an
-    odd number of whole tiles per row (2056 columns: 257) it is stored normally."""
-    monkeypatch.setenv("STAX_ISA", "avx2")
-    x = sample((STREAM_MIN_BYTES // (4 * 2048), columns), seed=59)
-    y = sample((columns, STREAM_MIN_BYTES // (4 * 2048)), seed=60)
-    source = check(lambda a, b: a + b.t(), x, y, threads=2).block_kernels[0].source
-    streamed = "stax::vstore_stream(out_ptr0" in source
-    assert "stax::transpose(" in source and streamed == (columns == 2048), source
-    assert ("x1_tile += 2" in source and "stax::store_fence();" in source) == streamed
-
 def _softmax_and_friends(x, w):
     m = x.amax(-1, keepdim=True)
     e = (x - m).exp()

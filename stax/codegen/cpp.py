@@ -284,8 +284,7 @@ class BlockKernel:
         if self._blocked_scan():
             self.form = "blocked-scan"
             return 1, body + self._blocked_scan_body()
-        self.fenced = bool(self.streamed) and (self.form == "vector" and bool(f.inner) or
-                                               self.form == "tiled-vector" and self._streamed_tiles() > 0)
+        self.fenced = bool(self.streamed) and self.form == "vector" and bool(f.inner)
         if self.form == "tiled":
             body += self._tiled(depth)
         elif self.form == "tiled-vector":
@@ -442,59 +441,39 @@ class BlockKernel:
                 transposed.append(ld)
         return list(dict.fromkeys(transposed))
 
-    def _streamed_tiles(self) -> int:
-        """Tiles a step of the tiled-vector form writes side by side along each output row: enough
-        for whole cache lines when its outputs are streamed (a non-temporal store of part of a
-        line costs the whole line), or 0 when they are stored normally."""
-        f, w = self.frame, self.width
-        row_bytes = w * max(ITEMSIZE[m.buf.dtype] for m in self.members)
-        tiles = max(1, CACHE_LINE // row_bytes)
-        whole_tiles = f.outer[-1] // w
-        fits = CACHE_LINE % row_bytes == 0 or row_bytes % CACHE_LINE == 0
-        return tiles if self.streamed and fits and (VECTOR_TILE_BLOCK // w) % tiles == 0 and whole_tiles % tiles == 0 \
-            else 0
-
     def _tiled_vector(self, depth: int) -> list[str]:
         """W x W tiles of the two innermost outer loops (8.2) whose transposed reads are W vector
         loads along the first of them, transposed in registers: every access is a vector access.
         The tiles run in VECTOR_TILE_BLOCK blocks; the rows and columns past the last whole tile
-        run in scalar nests.  Streamed outputs take non-temporal stores of whole lines, from
-        neighbouring tiles handled together."""
+        run in scalar nests."""
         f, w = self.frame, self.width
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
         whole_u, whole_v = ranges[-2] - ranges[-2] % w, ranges[-1] - ranges[-1] % w
-        streamed = self._streamed_tiles()
-        group = streamed or 1
 
         def tile(ind: str) -> list[str]:
-            lines, values = [], [{} for _ in range(group)]
-            for j in range(group):
-                for ld in self._transposed_loads():
-                    name = self.state.fresh("tmp_rows")
-                    values[j][ld] = f"{name}[lane]"
-                    lines += [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
-                              f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
-                              f"{ind}    const int64_t {u} = {u}_tile * {w}, {v} = {v}_tile * {w} + {f'{j * w} + ' if j else ''}lane;",
-                              f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
-                              f"{ind}stax::transpose({name});"]
+            lines, values = [], {}
+            for ld in self._transposed_loads():
+                name = self.state.fresh("tmp_rows")
+                values[ld] = f"{name}[lane]"
+                lines += [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
+                          f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
+                          f"{ind}    const int64_t {u} = {u}_tile * {w}, {v} = {v}_tile * {w} + lane;",
+                          f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
+                          f"{ind}stax::transpose({name});"]
             lines += [f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
-                      f"{ind}    const int64_t {u} = {u}_tile * {w} + lane;"]
-            for j in range(group):  # the tiles' rows side by side: whole lines for streamed stores
-                self.transposed_values = values[j]
-                lines += [ind + "    {", f"{ind}        const int64_t {v} = {v}_tile * {w}{f' + {j * w}' if j else ''};",
-                          *self._point("vector", v, ind + "        ", outer_vector=True, stream=bool(streamed)),
-                          ind + "    }"]
+                      f"{ind}    const int64_t {u} = {u}_tile * {w} + lane, {v} = {v}_tile * {w};"]
+            self.transposed_values = values
+            lines += self._point("vector", v, ind + "    ", outer_vector=True)
             self.transposed_values = {}
             return lines + [ind + "}"]
 
         def block(ind: str) -> list[str]:
             lines = []
             per_block = VECTOR_TILE_BLOCK // w
-            for var, whole, step in ((u, whole_u, 1), (v, whole_v, group)):
+            for var, whole in ((u, whole_u), (v, whole_v)):
                 lines += [ind + f"for (int64_t {var}_tile = {var}_block * {per_block}; {var}_tile < std::min<int64_t>("
-                                f"{var}_block * {per_block} + {per_block}, {whole // w}); {var}_tile += {step})",
-                          ind + "{"]
+                                f"{var}_block * {per_block} + {per_block}, {whole // w}); {var}_tile += 1)", ind + "{"]
                 ind += "    "
             lines += tile(ind)
             return lines + [ind[:-4] + "}", ind[:-8] + "}"]
@@ -529,10 +508,9 @@ class BlockKernel:
                 finished_in_phase.add(m.buf.name)
         return phases
 
-    def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool, lanes: int = 1,
-               stream: bool = False) -> list[str]:
+    def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool, lanes: int = 1) -> list[str]:
         """Code for every member at one outer point (or ``lanes`` x W neighbouring points when
-        outer_vector); ``stream``: streamed outputs take non-temporal stores."""
+        outer_vector)."""
         lines: list[str] = []
         if self.scans:
             identity = {m.name: literal(reduction_identity(m.buf.scan, m.buf.dtype), m.buf.dtype, False)
@@ -561,7 +539,7 @@ class BlockKernel:
                 lines += inner_lines + [ind + "}"]
                 continue
             value = point_printer(m.body)
-            self._store(m, value, outer_vector, vvar, ind, lines, row_pass=stream)
+            self._store(m, value, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = value
             ctx.local[m.buf.name] = value
             if outer_vector:

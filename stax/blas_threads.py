@@ -5,7 +5,9 @@ call, on the cores that the next generated kernel's OpenMP team needs: on two co
 step of ``norm_net_train`` took 112 ms with two BLAS threads and 7 ms with one, and
 ``transformer_train`` 221 ms and 88 ms.  Within the call the thread count is 1 (``stax.matmul``
 runs a large matmul's gemm calls on the OpenMP team instead); the caller's setting comes back
-when the last concurrent call ends.
+when the last concurrent call ends.  OpenBLAS (pthreads build) takes the setting only from the
+first thread that ever set it: a compiled program called from another thread then runs with
+the BLAS's own thread count, correct but with the contention above.
 """
 from __future__ import annotations
 

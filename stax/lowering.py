@@ -109,8 +109,7 @@ class Lowering:
     def _reads_interior_padding(self, node: g.Node, value: TensorValue) -> bool:
         """Whether the value reads a dilated source (``pad`` with interior zeros: a guard with a
         floor division or modulo), which keeps every loop that inlines it out of vector form."""
-        ranges = {f"p{i}": n for i, n in enumerate(node.shape)}
-        expr = self._with_vars(ranges, lambda: value.load([Index.var(v) for v in ranges]))
+        expr, _ = self._probe(value)
         return any(isinstance(e, Load) and any(not isinstance(atom, str) for guard, _ in e.guard for atom, _ in guard.terms)
                    for e in walk(expr))
 
@@ -160,6 +159,12 @@ class Lowering:
 
     def _new_name(self) -> str:
         return f"buf{len(self.buffers)}"
+
+    def _probe(self, value: TensorValue) -> tuple[Expr, list[Index]]:
+        """``value``'s expression at a symbolic point ``p0, p1, ...`` of its shape, and the point."""
+        ranges = {f"p{i}": n for i, n in enumerate(value.shape)}
+        idx = [Index.var(v) for v in ranges]
+        return self._with_vars(ranges, lambda: value.load(idx)), idx
 
     def _with_vars(self, ranges: dict[str, int], fn: Callable[[], Expr]) -> Expr:
         previous, self.var_ranges = self.var_ranges, ranges
@@ -257,9 +262,7 @@ class Lowering:
         if value.buffer is not None or len(value.shape) < 2:
             return None
         shape = value.shape[:-2] + (value.shape[-1], value.shape[-2])
-        ranges = {f"t{i}": n for i, n in enumerate(value.shape)}
-        idx = [Index.var(v) for v in ranges]
-        probe = self._with_vars(ranges, lambda: value.load(idx))
+        probe, idx = self._probe(value)
         source = next((b for b in self.buffers if b.name == getattr(probe, "buffer", None)), None) or \
             next((i for i in self.inputs if i.name == getattr(probe, "buffer", None)), None)
         if not isinstance(probe, Load) or probe.guard or source is None or source.shape != shape or \
@@ -311,8 +314,7 @@ class Lowering:
         source that is not one load (an inlined expression, or a load padded with another value)
         is materialized first, so that the guard keeps every read inside the buffer."""
         value = node.attr("value")
-        probe_ranges = {f"p{i}": n for i, n in enumerate(src.shape)}
-        probe = self._with_vars(probe_ranges, lambda: src.load([Index.var(v) for v in probe_ranges]))
+        probe, _ = self._probe(src)
         if not isinstance(probe, Load) or (probe.guard and repr(probe.other) != repr(value)):  # -0.0 is not 0.0
             src = self.values[node.inputs[0]] = self._materialize(node.inputs[0], src)
         dims = list(zip(node.attr("low"), node.attr("interior"), src.shape))

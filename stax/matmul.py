@@ -3,9 +3,10 @@
 A multi-threaded BLAS leaves its helper threads spinning on the cores the next kernel needs, so
 the wrapper holds numpy's BLAS at one thread during a call (``stax.blas_threads``).  To still
 use every core, the BLAS ``gemm`` is called from every thread of an OpenMP parallel loop, each
-on its share of the rows (or of the batch): the team that runs the kernels is the only one.  It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's
-wheels bundle it); otherwise, and for shapes it does not cover (broadcast batches, vectors),
-it is ``np.matmul`` on one BLAS thread.
+on its share of the rows (or of the batch): the team that runs the kernels is the only one.
+It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's wheels bundle it);
+otherwise, and for shapes it does not cover (broadcast batches), it is ``np.matmul`` on one
+BLAS thread.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import pytest
 
 import stax
 from stax import nn
-from stax.codegen.cpp import OUTER_VECTOR_BYTES, STREAM_MIN_BYTES
+from stax.codegen.cpp import OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, STREAM_MIN_BYTES
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
@@ -511,6 +511,30 @@ def test_column_reductions_step_several_vectors(isa, dtype, check):
         assert _forms(compiled) == ["outer-vector"]
         lanes = OUTER_VECTOR_BYTES // (8 * np.dtype(dtype).itemsize)
         assert f"x0 += {lanes * 8}" in compiled.block_kernels[0].source
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_column_reductions_start_vectors_on_cache_lines(isa, dtype):
+    """Rows of whole cache lines, long enough for OUTER_HEAD_MIN, read from an input that starts
+    at each element of a line in turn: a scalar head takes the columns before the first line
+    boundary (``stax::line_head``), so that the vectors read whole lines; every start agrees with
+    numpy."""
+    itemsize = np.dtype(dtype).itemsize
+    per_line = 64 // itemsize
+    rows, cols = 9, OUTER_HEAD_MIN + 16
+    storage = np.empty(rows * cols + 2 * per_line, dtype)
+    first = (-storage.ctypes.data % 64) // itemsize
+    views = [storage[first + k:first + k + rows * cols].reshape(rows, cols) for k in range(per_line)]
+    compiled = stax.compile(_column_statistics, views[0])
+    if isa == "avx2":
+        assert _forms(compiled) == ["outer-vector"]
+        assert "stax::line_head(" in compiled.block_kernels[0].source
+    for k, view in enumerate(views):
+        view[...] = sample((rows, cols), dtype, seed=100 + k)
+        wide = view.astype(np.float64)
+        expected = (wide.mean(0), ((wide - wide.mean(0)) ** 2).mean(0), wide.max(0))
+        for got, want in zip(compiled(view), expected):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"start {k} elements past a line")
 
 
 def test_small_kernels_do_not_fork(check):

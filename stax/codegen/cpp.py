@@ -67,6 +67,9 @@ WIDE_SUM_MIN = 1 << 12  # a scalar float32 sum at least this long accumulates in
 #: bytes of a row one step of the outer-vector form reads (several vectors of neighbouring
 #: columns): whole cache lines per row of a column walk, and independent accumulators
 OUTER_VECTOR_BYTES = 256
+#: the outer-vector form aligns its vectors to cache lines (a scalar head first) on rows at least
+#: this long: batch-norm statistics of a numpy-allocated 4096 x 4096 input, 7.8 -> 5.6 ms
+OUTER_HEAD_MIN = 256
 
 
 #: the widest element stride a vector loop reads with ``stax::vload_strided`` (a gather of W
@@ -347,17 +350,45 @@ class BlockKernel:
         # several vectors per step) and a scalar tail nest
         n = ranges[-1]
         lanes = self._outer_lanes() if form == "outer-vector" else 1
-        wide_end = n - n % (lanes * self.width) if lanes > 1 else 0
-        main_end = n - n % self.width
+        line = self._line_start(vvar, n) if lanes > 1 else None
+        if line is not None:  # the first lines' elements before the vectors, as a scalar head
+            head = f"{vvar}_head"
+            wide_end, main_end = (f"{head} + ({n} - {head}) / {lanes * self.width} * {lanes * self.width}",
+                                  f"{head} + ({n} - {head}) / {self.width} * {self.width}")
+            pieces = [(0, head, 0), (head, wide_end, lanes), (wide_end, main_end, 1), (main_end, n, 0)]
+        else:
+            wide_end = n - n % (lanes * self.width) if lanes > 1 else 0
+            main_end = n - n % self.width
+            pieces = [(start, stop, count) for start, stop, count in
+                      ((0, wide_end, lanes), (wide_end, main_end, 1), (main_end, n, 0)) if stop > start]
         lines: list[str] = []
-        for start, stop, count in ((0, wide_end, lanes), (wide_end, main_end, 1), (main_end, n, 0)):
-            if stop <= start:
-                continue
+        for start, stop, count in pieces:
             lines += self._nest(vars_, ranges, depth,
                                 lambda ind, c=count: self._point("vector" if c else "scalar", vvar if c else None,
                                                                  ind, outer_vector=c > 0, lanes=max(c, 1)),
                                 bounds={vars_[-1]: (start, stop, count * self.width or 1)})
-        return lines
+        if line is None:
+            return lines
+        return ["{", f"    const int64_t {vvar}_head = stax::line_head({line});"] + ["    " + t for t in lines] + ["}"]
+
+    def _line_start(self, vvar: str, n: int) -> str | None:
+        """A pointer whose cache-line alignment every row of the outer-vector form shares: the
+        row start of a load read contiguously along ``vvar`` whose other strides are whole lines
+        (a column walk down a matrix).  Its vectors then read whole lines, not one more per row
+        where the array does not start on a line (numpy's large arrays start 16 bytes past one),
+        once a scalar head has taken the elements before the first line boundary.  None when no
+        load qualifies or the rows are too short for a head to pay."""
+        if n < OUTER_HEAD_MIN or self.counting:
+            return None
+        for m in self.members:
+            for ld in self._external_loads(m):
+                size = ITEMSIZE[ld.dtype]
+                if ld.guard or ld.dtype == "bool" or _access(ld.index, vvar) != "contiguous" or \
+                        any(not isinstance(atom, str) for atom, _ in ld.index.terms):
+                    continue
+                if all(c * size % CACHE_LINE == 0 for atom, c in ld.index.terms if atom != vvar):
+                    return f"{self._pointer(ld.buffer)} + {ld.index.const}"
+        return None
 
     def _outer_lanes(self) -> int:
         itemsize = max(ITEMSIZE[m.buf.dtype] for m in self.members)

@@ -74,6 +74,11 @@ template <int S = 1, typename T> inline vec<T> vload_guarded(const T* p, T other
   }
   return r;
 }
+// Elements before the first cache-line boundary at or after p (a loop peels them, so that its
+// vectors of every row read whole lines).
+template <typename T> inline int64_t line_head(const T* p) {
+  return int64_t((-reinterpret_cast<uintptr_t>(p)) % 64 / sizeof(T));
+}
 // Non-temporal store of a large output: no read of the line before its write, no cache pollution.
 // It needs an address aligned to the store's width; elsewhere it is a plain store.
 #if defined(__AVX512F__) && STAX_W == 16

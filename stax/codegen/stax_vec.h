@@ -139,15 +139,15 @@ template <typename V, typename F> inline V lanes(V x, F f) { V r; for (int i = 0
 template <typename V, typename F> inline V lanes2(V x, V y, F f) { V r; for (int i = 0; i < STAX_W; ++i) r[i] = f(x[i], y[i]); return r; }
 
 // --- transcendental functions: scalar libm, vector libmvec -----------------------------------------
-#define STAX_SCALAR_FN(name, fn) \
-  inline float name(float x) { return fn(x); } \
-  inline double name(double x) { return fn(x); }
+#define STAX_SCALAR_FN_DOUBLE(name, fn) inline double name(double x) { return fn(x); }
+#define STAX_SCALAR_FN(name, fn) inline float name(float x) { return fn(x); } STAX_SCALAR_FN_DOUBLE(name, fn)
 
 #if defined(__AVX512F__) && STAX_W == 16
-#define STAX_VECTOR_FN(name, fn) \
+#define STAX_VECTOR_FN_FLOAT(name, fn) \
   extern "C" __m512 _ZGVeN16v_##fn##f(__m512); \
+  inline vec<float> name(vec<float> x) { return (vec<float>)_ZGVeN16v_##fn##f((__m512)x); }
+#define STAX_VECTOR_FN_DOUBLE(name, fn) \
   extern "C" __m512d _ZGVeN8v_##fn(__m512d); \
-  inline vec<float> name(vec<float> x) { return (vec<float>)_ZGVeN16v_##fn##f((__m512)x); } \
   inline vec<double> name(vec<double> x) { \
     __m512d h[2]; std::memcpy(h, &x, sizeof x); h[0] = _ZGVeN8v_##fn(h[0]); h[1] = _ZGVeN8v_##fn(h[1]); \
     std::memcpy(&x, h, sizeof x); return x; }
@@ -159,10 +159,11 @@ template <typename V, typename F> inline V lanes2(V x, V y, F f) { V r; for (int
     __m512d a[2], b[2]; std::memcpy(a, &x, sizeof x); std::memcpy(b, &y, sizeof y); \
     a[0] = _ZGVeN8vv_##fn(a[0], b[0]); a[1] = _ZGVeN8vv_##fn(a[1], b[1]); std::memcpy(&x, a, sizeof x); return x; }
 #elif defined(__AVX2__) && STAX_W == 8
-#define STAX_VECTOR_FN(name, fn) \
+#define STAX_VECTOR_FN_FLOAT(name, fn) \
   extern "C" __m256 _ZGVdN8v_##fn##f(__m256); \
+  inline vec<float> name(vec<float> x) { return (vec<float>)_ZGVdN8v_##fn##f((__m256)x); }
+#define STAX_VECTOR_FN_DOUBLE(name, fn) \
   extern "C" __m256d _ZGVdN4v_##fn(__m256d); \
-  inline vec<float> name(vec<float> x) { return (vec<float>)_ZGVdN8v_##fn##f((__m256)x); } \
   inline vec<double> name(vec<double> x) { \
     __m256d h[2]; std::memcpy(h, &x, sizeof x); h[0] = _ZGVdN4v_##fn(h[0]); h[1] = _ZGVdN4v_##fn(h[1]); \
     std::memcpy(&x, h, sizeof x); return x; }
@@ -174,15 +175,40 @@ template <typename V, typename F> inline V lanes2(V x, V y, F f) { V r; for (int
     __m256d a[2], b[2]; std::memcpy(a, &x, sizeof x); std::memcpy(b, &y, sizeof y); \
     a[0] = _ZGVdN4vv_##fn(a[0], b[0]); a[1] = _ZGVdN4vv_##fn(a[1], b[1]); std::memcpy(&x, a, sizeof x); return x; }
 #else
-#define STAX_VECTOR_FN(name, fn)
+#define STAX_VECTOR_FN_FLOAT(name, fn)
+#define STAX_VECTOR_FN_DOUBLE(name, fn)
 #define STAX_VECTOR_FN2(name, fn)
 #endif
 
-#define STAX_MATH(name, fn) STAX_SCALAR_FN(name, std::fn) STAX_VECTOR_FN(name, fn)
+#define STAX_MATH(name, fn) STAX_SCALAR_FN(name, std::fn) STAX_VECTOR_FN_FLOAT(name, fn) STAX_VECTOR_FN_DOUBLE(name, fn)
 STAX_MATH(v_exp, exp)
 STAX_MATH(v_log, log)
 STAX_MATH(v_tanh, tanh)
-STAX_MATH(v_erf, erf)
+// float32 erf, in vector bodies and scalar tails alike: x P(x^2) / Q(x^2) on [-4, 4], a rational
+// fit with relative error 2.5e-8 (experiments/fit_erf.py), and +-1 beyond, where erf rounds to 1.
+// Evaluated in float32 it is within 3.8e-7 relative of erf (6 ulps at most; the fuzzing and the
+// tests bound it); it runs at 2.5x the throughput of libmvec's erff, which bounded bias + GELU.
+// NaN passes through the clamp (both comparisons are false).
+template <typename T> inline T erf_float(T x) {
+  T c = x < -4.0f ? -4.0f : x;
+  c = c > 4.0f ? 4.0f : c;
+  const T z = c * c;
+  T p = z * 1.9867591163347242e-06f + 0.00028456529253162444f;
+  p = p * z + 0.0038833755534142256f;
+  p = p * z + 0.05310184136033058f;
+  p = p * z + 0.19354599714279175f;
+  p = p * z + 1.1283791065216064f;
+  T q = z * 3.741990076377988e-05f + 0.0011855761986225843f;
+  q = q * z + 0.015207315795123577f;
+  q = q * z + 0.11535035818815231f;
+  q = q * z + 0.5048581957817078f;
+  q = q * z + 1.0f;
+  return c * p / q;
+}
+inline float v_erf(float x) { return erf_float(x); }
+inline vec<float> v_erf(vec<float> x) { return erf_float(x); }
+STAX_SCALAR_FN_DOUBLE(v_erf, std::erf)
+STAX_VECTOR_FN_DOUBLE(v_erf, erf)
 STAX_MATH(v_log1p, log1p)
 STAX_MATH(v_expm1, expm1)
 STAX_MATH(v_sin, sin)

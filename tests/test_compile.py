@@ -68,24 +68,24 @@ def test_float_unary(isa, dtype, check):
 
 
 def test_float32_exp_over_its_whole_range(isa, check):
-    """The vector exp (libmvec) against float64's: within 2.5e-7 relative (2 ulp) on normal
-    results, one unit of 2**-149 on subnormal ones, and exact on 0, infinity and NaN, in vector
-    bodies and scalar tails; sigmoid is built on it."""
+    """stax::exp_float (stax_vec.h) against float64's exp rounded to float32: within 1.5e-7
+    relative on normal results, one unit of 2**-149 on subnormal ones, and exact on 0, infinity
+    and NaN, in vector bodies and scalar tails; sigmoid is built on it."""
     x = np.linspace(-110, 95, 20011, dtype=np.float32)
     x[[3, 500, 7001, 20010]] = [-np.inf, np.inf, np.nan, -0.0]
-    got = check(lambda t: t.exp(), x, rtol=2.5e-7, atol=2 ** -149)(x)
+    got = check(lambda t: t.exp(), x, rtol=1.5e-7, atol=2 ** -149)(x)
     check(lambda t: (t * 0.1).sigmoid(), x, rtol=1e-6, atol=0)
     assert got[3] == 0 and np.isposinf(got[500]) and np.isnan(got[7001]) and got[20010] == 1
     assert np.array_equal(np.isinf(got), np.exp(x.astype(np.float64)) > np.finfo(np.float32).max)
 
 
 def test_float32_erf_over_its_whole_range(isa, check):
-    """stax::erf_float (a rational fit, stax_vec.h) against float64's erf: within 3.8e-7 relative
-    wherever the result is normal, exact at +-0, +-infinity (+-1) and NaN, and 1 from |x| = 4
-    on, in vector bodies and scalar tails alike."""
+    """stax::erf_float (a rational fit, stax_vec.h) against float64's erf rounded to float32:
+    within 5e-7 relative wherever the result is normal, exact at +-0, +-infinity (+-1) and NaN,
+    and 1 from |x| = 4 on, in vector bodies and scalar tails alike."""
     x = np.concatenate([np.linspace(-6, 6, 20011, dtype=np.float32),
                         np.float32([1e-30, -3e-39, 4.0, 3.99999, -4.5, np.inf, -np.inf, np.nan, -0.0, 0.0])])
-    got = check(lambda t: t.erf(), x, rtol=3.8e-7, atol=2 ** -149)(x)
+    got = check(lambda t: t.erf(), x, rtol=5e-7, atol=2 ** -149)(x)
     assert np.array_equal(got[-5:-3], [1, -1]) and np.isnan(got[-3])  # +-infinity, NaN
     assert np.signbit(got[-2]) and got[-2] == 0 and not np.signbit(got[-1])  # -0.0, 0.0
     assert np.all(np.abs(got[np.abs(x) >= 4]) == 1)

@@ -507,6 +507,28 @@ def test_transposed_reads_in_register_tiles(isa, dtype, shape, check):
         assert bool(re.search(r"int64_t x\d = [1-9]", source)) == (shape[1:] != (8, 8))  # tail nests
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_register_tiles_start_on_the_transposed_operands_lines(isa, dtype):
+    """A transposed operand whose rows are whole cache lines, long enough for OUTER_HEAD_MIN,
+    starting at each element of a line in turn: the tiles start where its rows start a line,
+    after scalar head rows (``stax::line_head``), and end in scalar tail rows and columns; every
+    start agrees with numpy."""
+    itemsize = np.dtype(dtype).itemsize
+    per_line = 64 // itemsize
+    rows, cols = OUTER_HEAD_MIN + 16, 21
+    storage = np.empty(rows * cols + 2 * per_line, dtype)
+    first = (-storage.ctypes.data % 64) // itemsize
+    transposed = [storage[first + k:first + k + rows * cols].reshape(cols, rows) for k in range(per_line)]
+    x = sample((rows, cols), dtype, seed=120)
+    compiled = stax.compile(lambda a, b: a * 2 + b.t(), x, transposed[0])
+    if isa == "avx2":
+        assert _forms(compiled) == ["tiled-vector"]
+        assert "stax::line_head(" in compiled.block_kernels[0].source
+    for k, y in enumerate(transposed):
+        y[...] = sample((cols, rows), dtype, seed=121 + k)
+        np.testing.assert_array_equal(compiled(x, y), x * 2 + y.T, err_msg=f"start {k} elements past a line")
+
+
 def _column_statistics(x):
     mean = x.mean(0)
     centered = x - mean

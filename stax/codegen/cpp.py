@@ -350,7 +350,8 @@ class BlockKernel:
         # several vectors per step) and a scalar tail nest
         n = ranges[-1]
         lanes = self._outer_lanes() if form == "outer-vector" else 1
-        line = self._line_start(vvar, n) if lanes > 1 else None
+        line = self._line_start(vvar, n, [ld for m in self.members for ld in self._external_loads(m)]) \
+            if lanes > 1 else None
         if line is not None:  # the first lines' elements before the vectors, as a scalar head
             head = f"{vvar}_head"
             wide_end, main_end = (f"{head} + ({n} - {head}) / {lanes * self.width} * {lanes * self.width}",
@@ -367,27 +368,25 @@ class BlockKernel:
                                 lambda ind, c=count: self._point("vector" if c else "scalar", vvar if c else None,
                                                                  ind, outer_vector=c > 0, lanes=max(c, 1)),
                                 bounds={vars_[-1]: (start, stop, count * self.width or 1)})
-        if line is None:
-            return lines
-        return ["{", f"    const int64_t {vvar}_head = stax::line_head({line});"] + ["    " + t for t in lines] + ["}"]
+        return _with_line_head(vvar, line, lines)
 
-    def _line_start(self, vvar: str, n: int) -> str | None:
-        """A pointer whose cache-line alignment every row of the outer-vector form shares: the
-        row start of a load read contiguously along ``vvar`` whose other strides are whole lines
-        (a column walk down a matrix).  Its vectors then read whole lines, not one more per row
-        where the array does not start on a line (numpy's large arrays start 16 bytes past one),
-        once a scalar head has taken the elements before the first line boundary.  None when no
-        load qualifies or the rows are too short for a head to pay."""
+    def _line_start(self, var: str, n: int, candidates: list[Load]) -> str | None:
+        """A pointer whose cache-line alignment every row read along ``var`` shares: the row
+        start of a load among ``candidates`` read contiguously along ``var`` whose other strides
+        are whole lines (a column walk down a matrix, the transposed operand of a tile).  Its
+        vectors then read whole lines, not one more per row where the array does not start on a
+        line (numpy's large arrays start 16 bytes past one), once a scalar head has taken the
+        elements before the first line boundary.  None when no load qualifies or the rows are
+        too short for a head to pay."""
         if n < OUTER_HEAD_MIN or self.counting:
             return None
-        for m in self.members:
-            for ld in self._external_loads(m):
-                size = ITEMSIZE[ld.dtype]
-                if ld.guard or ld.dtype == "bool" or _access(ld.index, vvar) != "contiguous" or \
-                        any(not isinstance(atom, str) for atom, _ in ld.index.terms):
-                    continue
-                if all(c * size % CACHE_LINE == 0 for atom, c in ld.index.terms if atom != vvar):
-                    return f"{self._pointer(ld.buffer)} + {ld.index.const}"
+        for ld in candidates:
+            size = ITEMSIZE[ld.dtype]
+            if ld.guard or ld.dtype == "bool" or _access(ld.index, var) != "contiguous" or \
+                    any(not isinstance(atom, str) for atom, _ in ld.index.terms):
+                continue
+            if all(c * size % CACHE_LINE == 0 for atom, c in ld.index.terms if atom != var):
+                return f"{self._pointer(ld.buffer)} + {ld.index.const}"
         return None
 
     def _outer_lanes(self) -> int:
@@ -480,7 +479,15 @@ class BlockKernel:
         f, w = self.frame, self.width
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
-        whole_u, whole_v = ranges[-2] - ranges[-2] % w, ranges[-1] - ranges[-1] % w
+        whole_v = ranges[-1] - ranges[-1] % w
+        # the tiles along u start where the transposed rows start a cache line, after a scalar head
+        line = self._line_start(u, ranges[-2], self._transposed_loads())
+        first_u: int | str = f"{u}_head" if line else 0
+        tiles_u: int | str = f"({ranges[-2]} - {first_u}) / {w}" if line else ranges[-2] // w
+        end_u: int | str = f"{first_u} + {tiles_u} * {w}" if line else tiles_u * w
+        per_block = VECTOR_TILE_BLOCK // w
+        blocks_u: int | str = f"({tiles_u} + {per_block - 1}) / {per_block}" if line else -(-tiles_u // per_block)
+        tile_u = f"{first_u} + {u}_tile * {w}" if line else f"{u}_tile * {w}"
 
         def tile(ind: str) -> list[str]:
             lines, values = [], {}
@@ -489,11 +496,11 @@ class BlockKernel:
                 values[ld] = f"{name}[lane]"
                 lines += [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
                           f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
-                          f"{ind}    const int64_t {u} = {u}_tile * {w}, {v} = {v}_tile * {w} + lane;",
+                          f"{ind}    const int64_t {u} = {tile_u}, {v} = {v}_tile * {w} + lane;",
                           f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
                           f"{ind}stax::transpose({name});"]
             lines += [f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
-                      f"{ind}    const int64_t {u} = {u}_tile * {w} + lane, {v} = {v}_tile * {w};"]
+                      f"{ind}    const int64_t {u} = {tile_u} + lane, {v} = {v}_tile * {w};"]
             self.transposed_values = values
             lines += self._point("vector", v, ind + "    ", outer_vector=True)
             self.transposed_values = {}
@@ -501,10 +508,9 @@ class BlockKernel:
 
         def block(ind: str) -> list[str]:
             lines = []
-            per_block = VECTOR_TILE_BLOCK // w
-            for var, whole in ((u, whole_u), (v, whole_v)):
+            for var, tiles in ((u, tiles_u), (v, whole_v // w)):
                 lines += [ind + f"for (int64_t {var}_tile = {var}_block * {per_block}; {var}_tile < std::min<int64_t>("
-                                f"{var}_block * {per_block} + {per_block}, {whole // w}); {var}_tile += 1)", ind + "{"]
+                                f"{var}_block * {per_block} + {per_block}, {tiles}); {var}_tile += 1)", ind + "{"]
                 ind += "    "
             lines += tile(ind)
             return lines + [ind[:-4] + "}", ind[:-8] + "}"]
@@ -512,13 +518,14 @@ class BlockKernel:
         def scalar(ind: str) -> list[str]:
             return self._point("scalar", None, ind, outer_vector=False)
         blocks = vars_[:-2] + [f"{u}_block", f"{v}_block"]
-        lines = self._nest(blocks, ranges[:-2] + [-(-whole_u // VECTOR_TILE_BLOCK), -(-whole_v // VECTOR_TILE_BLOCK)],
-                           depth, block)
+        lines = self._nest(blocks, ranges[:-2] + [blocks_u, -(-whole_v // VECTOR_TILE_BLOCK)], depth, block)
         if whole_v < ranges[-1]:
-            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (0, whole_u, 1), v: (whole_v, ranges[-1], 1)})
-        if whole_u < ranges[-2]:
-            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (whole_u, ranges[-2], 1)})
-        return lines
+            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (first_u, end_u, 1), v: (whole_v, ranges[-1], 1)})
+        if line:
+            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (0, first_u, 1)})
+        if line or end_u < ranges[-2]:
+            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (end_u, ranges[-2], 1)})
+        return _with_line_head(u, line, lines)
 
     # --- one outer point ----------------------------------------------------------------------------
     def _phases(self, members: list[_Member]) -> list[list[_Member]]:
@@ -887,6 +894,14 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
                   params, "\n".join(lines), "+".join(b.form for b in blocks),
                   any(b.state.uses_error_flag for b in blocks), None, param_types, reads_at, writes_at,
                   generators=list(blocks))
+
+
+def _with_line_head(var: str, line: str | None, lines: list[str]) -> list[str]:
+    """``lines`` in a scope that first computes ``{var}_head``, the elements of ``line`` before
+    its first cache-line boundary (none when ``line`` is None)."""
+    if line is None:
+        return lines
+    return ["{", f"    const int64_t {var}_head = stax::line_head({line});"] + ["    " + t for t in lines] + ["}"]
 
 
 def _local_array(dtype: str, name: str, size: int) -> str:

@@ -182,14 +182,14 @@ template <typename V, typename F> inline V lanes2(V x, V y, F f) { V r; for (int
 
 #define STAX_MATH(name, fn) STAX_SCALAR_FN(name, std::fn) STAX_VECTOR_FN_FLOAT(name, fn) STAX_VECTOR_FN_DOUBLE(name, fn)
 // float32 exp, in vector bodies and scalar tails alike: exp(x) = 2^n exp(r) with |r| <= ln(2)/2,
-// r by a two-part ln(2) (Cody and Waite), exp(r) by a degree-6 polynomial (Cephes' expf), and 2^n
-// applied in two halves so that subnormal results round once.  Within 8.5e-8 relative of exp on
-// every normal result and 0.75 units of 2^-149 on subnormal ones (experiments/check_math.py);
-// x is clamped to [-104, 89], beyond which the result is 0 or infinity, and NaN passes through.
-template <typename T> inline T exp_float(T x) {
-  using I = std::conditional_t<std::is_same_v<T, float>, int32_t, vec<int32_t>>;
-  T c = x < -104.0f ? -104.0f : x;
-  c = c > 89.0f ? 89.0f : c;
+// r by a two-part ln(2) (Cody and Waite), exp(r) by a degree-6 polynomial (Cephes' expf).  Within
+// 8.5e-8 relative of exp on every normal result and 0.75 units of 2^-149 on subnormal ones
+// (experiments/check_math.py).  When every lane has |x| <= 86.9 (softmax's x - max, almost
+// always), each result is normal and 2^n is added to the polynomial's exponent bits; otherwise x
+// is clamped to [-104, 89] (beyond, the result is 0 or infinity; NaN passes through) and 2^n is
+// applied in two halves, so that subnormal results round once.
+template <typename T> struct exp_parts { T c, n, p, t; };
+template <typename T> inline exp_parts<T> exp_reduce(T c) {
   const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the low bits
   const T t = c * 1.44269504088896341f + shifter;
   const T n = t - shifter;
@@ -201,14 +201,34 @@ template <typename T> inline T exp_float(T x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  I bits;
-  std::memcpy(&bits, &t, sizeof bits);
-  const I k = bits - 0x4B400000, half = k >> 1;
-  const I low = (half + 127) << 23, high = (k - half + 127) << 23;
-  T scale_low, scale_high;
-  std::memcpy(&scale_low, &low, sizeof low);
-  std::memcpy(&scale_high, &high, sizeof high);
-  return p * scale_low * scale_high;
+  return {c, n, p, t};
+}
+template <typename T> using int_lanes = std::conditional_t<std::is_same_v<T, float>, int32_t, vec<int32_t>>;
+template <typename T> inline T bits_to_float(int_lanes<T> bits) { T v; std::memcpy(&v, &bits, sizeof v); return v; }
+template <typename T> inline int_lanes<T> float_bits(T v) { int_lanes<T> b; std::memcpy(&b, &v, sizeof b); return b; }
+// Whether every lane of a float comparison's mask is true.
+inline bool all_lanes(bool b) { return b; }
+inline bool all_lanes(vec<int32_t> mask) {
+#if defined(__AVX512F__) && STAX_W == 16
+  return _mm512_movepi32_mask((__m512i)mask) == 0xFFFF;
+#elif defined(__AVX2__) && STAX_W == 8
+  return _mm256_movemask_ps((__m256)mask) == 0xFF;
+#else
+  for (int i = 0; i < STAX_W; ++i) if (!mask[i]) return false;
+  return true;
+#endif
+}
+template <typename T> inline T exp_float(T x) {
+  const T magnitude = bits_to_float<T>(float_bits(x) & 0x7FFFFFFF);
+  if (all_lanes(magnitude <= 86.9f)) {  // t's low bits hold n, so t's bits << 23 are n << 23
+    const exp_parts<T> e = exp_reduce(x);
+    return bits_to_float<T>(float_bits(e.p) + (float_bits(e.t) << 23));
+  }
+  T c = x < -104.0f ? -104.0f : x;
+  c = c > 89.0f ? 89.0f : c;
+  const exp_parts<T> e = exp_reduce(c);
+  const int_lanes<T> k = float_bits(e.t) - 0x4B400000, half = k >> 1;
+  return e.p * bits_to_float<T>((half + 127) << 23) * bits_to_float<T>((k - half + 127) << 23);
 }
 inline float v_exp(float x) { return exp_float(x); }
 inline vec<float> v_exp(vec<float> x) { return exp_float(x); }

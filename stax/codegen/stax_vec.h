@@ -181,31 +181,23 @@ template <typename V, typename F> inline V lanes2(V x, V y, F f) { V r; for (int
 #endif
 
 #define STAX_MATH(name, fn) STAX_SCALAR_FN(name, std::fn) STAX_VECTOR_FN_FLOAT(name, fn) STAX_VECTOR_FN_DOUBLE(name, fn)
-// float32 exp, in vector bodies and scalar tails alike: exp(x) = 2^n exp(r) with |r| <= ln(2)/2,
-// r by a two-part ln(2) (Cody and Waite), exp(r) by a degree-6 polynomial (Cephes' expf).  Within
-// 8.5e-8 relative of exp on every normal result and 0.75 units of 2^-149 on subnormal ones
-// (experiments/check_math.py).  When every lane has |x| <= 86.9 (softmax's x - max, almost
-// always), each result is normal and 2^n is added to the polynomial's exponent bits; otherwise x
-// is clamped to [-104, 89] (beyond, the result is 0 or infinity; NaN passes through) and 2^n is
-// applied in two halves, so that subnormal results round once.
-template <typename T> struct exp_parts { T c, n, p, t; };
-template <typename T> inline exp_parts<T> exp_reduce(T c) {
-  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the low bits
-  const T t = c * 1.44269504088896341f + shifter;
-  const T n = t - shifter;
-  T r = c - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  T p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  return {c, n, p, t};
-}
+// Lane helpers of the inline float32 functions below: the lanes' bits as int32, and back.
 template <typename T> using int_lanes = std::conditional_t<std::is_same_v<T, float>, int32_t, vec<int32_t>>;
 template <typename T> inline T bits_to_float(int_lanes<T> bits) { T v; std::memcpy(&v, &bits, sizeof v); return v; }
 template <typename T> inline int_lanes<T> float_bits(T v) { int_lanes<T> b; std::memcpy(&b, &v, sizeof b); return b; }
+// x limited to [lo, hi], NaN passing through: one max and one min instruction (x86's max and
+// min return their second operand when either is NaN).
+inline float clamp_keep_nan(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
+inline vec<float> clamp_keep_nan(vec<float> x, float lo, float hi) {
+#if defined(__AVX512F__) && STAX_W == 16
+  return (vec<float>)_mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), (__m512)x));
+#elif defined(__AVX2__) && STAX_W == 8
+  return (vec<float>)_mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), (__m256)x));
+#else
+  const vec<float> c = x < lo ? lo : x;
+  return c > hi ? hi : c;
+#endif
+}
 // Whether every lane of a float comparison's mask is true.
 inline bool all_lanes(bool b) { return b; }
 inline bool all_lanes(vec<int32_t> mask) {
@@ -218,15 +210,35 @@ inline bool all_lanes(vec<int32_t> mask) {
   return true;
 #endif
 }
+// float32 exp, in vector bodies and scalar tails alike: exp(x) = 2^n exp(r) with |r| <= ln(2)/2,
+// r by a two-part ln(2) (Cody and Waite), exp(r) by a degree-6 polynomial (Cephes' expf).  Within
+// 8.5e-8 relative of exp on every normal result and 0.75 units of 2^-149 on subnormal ones
+// (experiments/check_math.py).  When every lane has |x| <= 86.9 (softmax's x - max, almost
+// always), each result is normal and 2^n is added to the polynomial's exponent bits; otherwise x
+// is clamped to [-104, 89] (beyond, the result is 0 or infinity; NaN passes through) and 2^n is
+// applied in two halves, so that subnormal results round once.
+template <typename T> struct exp_parts { T p, t; };  // exp(r), and t, whose low bits hold n
+template <typename T> inline exp_parts<T> exp_reduce(T c) {
+  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the low bits
+  const T t = c * 1.44269504088896341f + shifter;
+  const T n = t - shifter;
+  T r = c - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  T p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  return {p, t};
+}
 template <typename T> inline T exp_float(T x) {
   const T magnitude = bits_to_float<T>(float_bits(x) & 0x7FFFFFFF);
   if (all_lanes(magnitude <= 86.9f)) {  // t's low bits hold n, so t's bits << 23 are n << 23
     const exp_parts<T> e = exp_reduce(x);
     return bits_to_float<T>(float_bits(e.p) + (float_bits(e.t) << 23));
   }
-  T c = x < -104.0f ? -104.0f : x;
-  c = c > 89.0f ? 89.0f : c;
-  const exp_parts<T> e = exp_reduce(c);
+  const exp_parts<T> e = exp_reduce(clamp_keep_nan(x, -104.0f, 89.0f));
   const int_lanes<T> k = float_bits(e.t) - 0x4B400000, half = k >> 1;
   return e.p * bits_to_float<T>((half + 127) << 23) * bits_to_float<T>((k - half + 127) << 23);
 }
@@ -240,10 +252,9 @@ STAX_MATH(v_tanh, tanh)
 // fit with relative error 2.5e-8 (experiments/fit_erf.py), and +-1 beyond, where erf rounds to 1.
 // Rounded in float32 it is within 4.5e-7 relative of erf on every input (7.5 ulps at most, near
 // |x| = 3.7; experiments/check_math.py); it runs at 2.5x the throughput of libmvec's erff, which
-// bounded bias + GELU.  NaN passes through the clamp (both comparisons are false).
+// bounded bias + GELU.
 template <typename T> inline T erf_float(T x) {
-  T c = x < -4.0f ? -4.0f : x;
-  c = c > 4.0f ? 4.0f : c;
+  const T c = clamp_keep_nan(x, -4.0f, 4.0f);
   const T z = c * c;
   T p = z * 1.9867591163347242e-06f + 0.00028456529253162444f;
   p = p * z + 0.0038833755534142256f;

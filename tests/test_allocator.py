@@ -42,3 +42,24 @@ def test_storages_start_on_a_cache_line():
     del arrays
     again = allocator.empty((1, 3), "float32")
     assert not np.shares_memory(again, flat)
+
+
+def test_a_free_storage_hands_out_its_array_again_unless_changed():
+    """A hit of the same shape and dtype returns the array last made on the storage (making one
+    costs a microsecond); one its user reshaped in place or made read-only is made anew."""
+    allocator = CachingAllocator()
+    first = allocator.empty((4, 4), "float32")
+    first_id = id(first)
+    del first
+    again = allocator.empty((4, 4), "float32")
+    assert id(again) == first_id and allocator.stats.hits == 1
+    again.shape = (16,)
+    del again
+    reshaped = allocator.empty((4, 4), "float32")
+    assert reshaped.shape == (4, 4) and reshaped.flags.writeable
+    reshaped.flags.writeable = False
+    del reshaped
+    writable = allocator.empty((4, 4), "float32")
+    assert writable.flags.writeable and writable.shape == (4, 4)
+    other = allocator.empty((2, 8), "int32")  # the same bytes, another kind: writable is busy
+    assert not np.shares_memory(other, writable) and allocator.stats.misses == 2

@@ -38,8 +38,9 @@ class MemoryTracker:
 
     def alloc(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         array = allocator.empty(shape, dtype)
-        self.live += array.nbytes
-        self.peak = max(self.peak, self.live)
+        live = self.live = self.live + array.nbytes
+        if live > self.peak:
+            self.peak = live
         return array
 
     def release(self, array: np.ndarray) -> None:

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_IDLE_REFCOUNT = 3  # the pool entry, the loop variable, getrefcount's argument
-_DTYPES = {name: np.dtype(name) for name in ("float32", "float64", "int32", "int64", "bool")}  # np.dtype(str) is slow
 ALIGNMENT = 64  # a cache line: vector and non-temporal stores of aligned rows need no fallback
 
 
@@ -26,36 +24,68 @@ class AllocatorStats:
     bytes_held: int = 0
 
 
+class _Storage:
+    """Pooled memory (``ALIGNMENT`` spare bytes; ``offset``, computed once, of its first aligned
+    byte) and the array last handed out on it, which a hit of the same shape and dtype hands out
+    again: making an array on a buffer costs over a microsecond, the wrapper's whole budget."""
+    __slots__ = ("memory", "offset", "view")
+
+    def __init__(self, nbytes: int):
+        self.memory = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+        self.offset = -self.memory.ctypes.data % ALIGNMENT
+        self.view: np.ndarray | None = None
+
+    def idle(self) -> bool:
+        """No array but the kept view refers to the memory, and nothing refers to that view:
+        references from this object and from getrefcount's argument (the view's base is one
+        more on the memory); an array derived from the view has the memory as its base."""
+        view = self.view
+        if view is None:
+            return sys.getrefcount(self.memory) == 2
+        return sys.getrefcount(self.memory) == 3 and sys.getrefcount(view) == 3
+
+    def array(self, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+        view = self.view
+        if view is None or view.shape != shape or view.dtype is not dt or not view.flags.writeable:
+            view = self.view = np.ndarray(shape, dt, self.memory, self.offset)  # another kind, or changed by its user
+        return view
+
+
 class CachingAllocator:
-    """Pools of storages by byte size; an entry is ``(storage, offset)``: ``ALIGNMENT`` spare
-    bytes, and the offset of the first aligned byte (computed once: it costs microseconds)."""
+    """Pools of storages by byte size; ``kinds`` keeps, per (shape, dtype) asked for, its dtype
+    object, byte size and pool (the wrapper asks for the same few every call)."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
-        self.pools: dict[int, list[tuple[np.ndarray, int]]] = {}
+        self.pools: dict[int, list[_Storage]] = {}
+        self.kinds: dict[tuple[tuple[int, ...], str], tuple[np.dtype, int, list[_Storage]]] = {}
         self.stats = AllocatorStats()
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-        dt = _DTYPES.get(dtype) or np.dtype(dtype)
-        nbytes = math.prod(shape) * dt.itemsize
-        if not self.enabled or nbytes == 0:
+        if not self.enabled:
+            return np.empty(shape, dtype=dtype)
+        kind = self.kinds.get((shape, dtype))
+        if kind is None:
+            dt = np.dtype(dtype)
+            nbytes = math.prod(shape) * dt.itemsize
+            kind = self.kinds[(shape, dtype)] = (dt, nbytes, self.pools.setdefault(nbytes, []))
+        dt, nbytes, pool = kind
+        if nbytes == 0:
             return np.empty(shape, dtype=dt)
-        pool = self.pools.setdefault(nbytes, [])
-        for storage, offset in pool:  # an array made here has ``storage`` as its base
-            if sys.getrefcount(storage) == _IDLE_REFCOUNT:
+        for storage in pool:
+            if storage.idle():
                 self.stats.hits += 1
-                return np.ndarray(shape, dt, storage, offset)
-        storage = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-        offset = -storage.ctypes.data % ALIGNMENT
-        pool.append((storage, offset))
+                return storage.array(shape, dt)
+        storage = _Storage(nbytes)
+        pool.append(storage)
         self.stats.misses += 1
         self.stats.bytes_held += nbytes
-        return np.ndarray(shape, dt, storage, offset)
+        return storage.array(shape, dt)
 
     def empty_cache(self) -> None:
         """Forget every idle storage (arrays still in use keep theirs alive)."""
         for nbytes, pool in self.pools.items():
-            busy = [(s, offset) for s, offset in pool if sys.getrefcount(s) > _IDLE_REFCOUNT]
+            busy = [s for s in pool if not s.idle()]
             self.stats.bytes_held -= nbytes * (len(pool) - len(busy))
             pool[:] = busy
 

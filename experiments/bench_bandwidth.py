@@ -29,17 +29,34 @@ extern "C" void stream_triad(const float* a, const float* b, float* c, float s, 
 """
 
 
+class Stream:
+    """STREAM copy and triad over ``n`` floats on ``threads`` threads, built by the kernels'
+    toolchain; ``rates`` times them (bytes moved: 2n and 3n floats)."""
+
+    def __init__(self, n: int, threads: int):
+        import os
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        lib = load(build(STREAM_SOURCE, detect_isa()))
+        lib.stream_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        lib.stream_triad.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_int64]
+        a, b, c = (np.ones(n, np.float32) for _ in range(3))
+        self.n = n
+        self.copy = lambda: lib.stream_copy(a.ctypes.data, c.ctypes.data, n)
+        self.triad = lambda: lib.stream_triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n)
+
+    def rates(self, repeat: int = 5) -> dict[str, float]:
+        """GB/s of copy and triad, each the median of ``repeat`` timings."""
+        return {"copy": 8 * self.n / time_call(self.copy, repeat=repeat) / 1e9,
+                "triad": 12 * self.n / time_call(self.triad, repeat=repeat) / 1e9}
+
+    def best(self, repeat: int = 1) -> float:
+        """The larger of the two rates: the reference a kernel's bandwidth is a fraction of."""
+        return max(self.rates(repeat).values())
+
+
 def stream(n: int, threads: int) -> dict[str, float]:
-    """STREAM copy and triad in GB/s (bytes moved: 2n and 3n floats)."""
-    import os
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    lib = load(build(STREAM_SOURCE, detect_isa()))
-    lib.stream_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    lib.stream_triad.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_int64]
-    a, b, c = (np.ones(n, np.float32) for _ in range(3))
-    t_copy = time_call(lambda: lib.stream_copy(a.ctypes.data, c.ctypes.data, n), repeat=5)
-    t_triad = time_call(lambda: lib.stream_triad(a.ctypes.data, b.ctypes.data, c.ctypes.data, 3.0, n), repeat=5)
-    return {"copy": 8 * n / t_copy / 1e9, "triad": 12 * n / t_triad / 1e9}
+    """STREAM copy and triad in GB/s."""
+    return Stream(n, threads).rates()
 
 
 def main() -> None:

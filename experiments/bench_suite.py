@@ -1,7 +1,12 @@
 """Memory-bound programs of the suite at three sizes: kernels before and after fusion, modeled
 bytes (Definition 7.3), Stax's time against numpy (the op-by-op reference evaluator) and, when
-PyTorch is installed, TorchInductor; achieved bandwidth as a fraction of a STREAM run made in the
-same process; page faults per call; compile time.  Prints a table (a benchmark, not a test).
+PyTorch is installed, TorchInductor; achieved bandwidth as a fraction of STREAM; page faults per
+call; compile time.  Prints a table (a benchmark, not a test).
+
+The host's bandwidth drifts by tens of percent from one minute to the next, so the fraction of
+STREAM is taken pair by pair: each batch of calls is followed by one STREAM copy and triad, the
+pair's ratio is the program's GB/s over the better of the two, and the table shows the median
+ratio of PAIRS pairs (and the median time).
 
     python -m experiments.bench_suite [--sizes 64 1024 4096] [--programs softmax ...] [--inductor]
 """
@@ -10,13 +15,15 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import tempfile
 import time
+from typing import Callable
 
 import numpy as np
 
 import stax
-from experiments.bench_bandwidth import stream
+from experiments.bench_bandwidth import Stream
 from instances.programs import PROGRAMS
 from stax.reference import evaluate
 from stax.runtime import default_threads
@@ -52,7 +59,21 @@ def inductor_time(program, arrays) -> float | None:
         return time_call(lambda: compiled(*tensors), repeat=5)
 
 
-def measure(name: str, size: int, best_stream: float, inductor: bool) -> dict:
+PAIRS = 7
+
+
+def paired_with_stream(fn: Callable[[], object], nbytes: int, stream: Stream) -> tuple[float, float]:
+    """Median seconds per call of ``fn``, and the median over PAIRS pairs of its GB/s (moving
+    ``nbytes``) over STREAM's, STREAM timed right after each batch of calls."""
+    times, fractions = [], []
+    for _ in range(PAIRS):
+        t = time_call(fn, repeat=1)
+        times.append(t)
+        fractions.append(nbytes / t / 1e9 / stream.best())
+    return statistics.median(times), statistics.median(fractions)
+
+
+def measure(name: str, size: int, stream: Stream, inductor: bool) -> dict:
     base, _, variant = name.partition("/")
     options = VARIANTS[variant] if variant else {}
     program = PROGRAMS[base]
@@ -62,13 +83,13 @@ def measure(name: str, size: int, best_stream: float, inductor: bool) -> dict:
     compile_seconds = time.perf_counter() - start
     unfused = stax.compile(program.fn, *arrays, fusion="none", **options)
     calls = [a.copy() for a in arrays]  # in-place programs update these; the timing does not care
-    t_stax = time_call(lambda: fused(*calls), repeat=5)
-    t_numpy = time_call(lambda: evaluate(fused.graph, *calls), repeat=3)
     modeled = fused.modeled_traffic()
+    t_stax, of_stream = paired_with_stream(lambda: fused(*calls), modeled, stream)
+    t_numpy = time_call(lambda: evaluate(fused.graph, *calls), repeat=3)
     row = {"program": name, "size": size, "kernels none": len(unfused.block_kernels),
            "kernels greedy": len(fused.block_kernels), "modeled MB": modeled / 1e6,
            "stax ms": t_stax * 1e3, "numpy ms": t_numpy * 1e3, "numpy/stax": t_numpy / t_stax,
-           "GB/s": modeled / t_stax / 1e9, "of STREAM": modeled / t_stax / 1e9 / best_stream,
+           "GB/s": modeled / t_stax / 1e9, "of STREAM": of_stream,
            "faults/call": page_faults(lambda: fused(*calls)), "compile s": compile_seconds}
     if inductor:
         t_ind = inductor_time(program, arrays) if not variant else None
@@ -85,10 +106,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("STAX_CACHE_DIR", tempfile.mkdtemp(prefix="stax-bench-"))
     stax.compile(lambda x: x + 1, np.ones(4, np.float32))  # build the precompiled headers once
-    rates = stream(32 * 1024 * 1024, default_threads())
-    best = max(rates.values())
-    print(f"STREAM copy {rates['copy']:.1f} GB/s, triad {rates['triad']:.1f} GB/s; sizes are n x n inputs")
-    rows = [measure(name, size, best, args.inductor) for size in args.sizes for name in args.programs]
+    stream = Stream(32 * 1024 * 1024, default_threads())
+    rates = stream.rates()
+    print(f"STREAM copy {rates['copy']:.1f} GB/s, triad {rates['triad']:.1f} GB/s at the start (each row's "
+          f"fraction of STREAM pairs its own timings with STREAM runs); sizes are n x n inputs")
+    rows = [measure(name, size, stream, args.inductor) for size in args.sizes for name in args.programs]
     columns = list(rows[0])
     print(" ".join(f"{c:>14s}" for c in columns))
     for row in rows:

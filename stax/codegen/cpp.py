@@ -67,8 +67,9 @@ WIDE_SUM_MIN = 1 << 12  # a scalar float32 sum at least this long accumulates in
 #: bytes of a row one step of the outer-vector form reads (several vectors of neighbouring
 #: columns): whole cache lines per row of a column walk, and independent accumulators
 OUTER_VECTOR_BYTES = 256
-#: the outer-vector form aligns its vectors to cache lines (a scalar head first) on rows at least
-#: this long: batch-norm statistics of a numpy-allocated 4096 x 4096 input, 7.8 -> 5.6 ms
+#: the outer-vector and tiled-vector forms start their vectors on cache lines (after a scalar
+#: head) on rows at least this long: on numpy-allocated 4096 x 4096 inputs, batch-norm statistics
+#: 5.4 -> 4.5 ms and x + y.t() about 10% faster
 OUTER_HEAD_MIN = 256
 
 

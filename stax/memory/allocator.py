@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ class AllocatorStats:
 class _Storage:
     """Pooled memory (``ALIGNMENT`` spare bytes; ``offset``, computed once, of its first aligned
     byte) and the array last handed out on it, which a hit of the same shape and dtype hands out
-    again: making an array on a buffer costs over a microsecond, the wrapper's whole budget."""
+    again (making an array on a buffer costs a third of a microsecond)."""
     __slots__ = ("memory", "offset", "view")
 
     def __init__(self, nbytes: int):
@@ -53,10 +54,12 @@ class _Storage:
 
 class CachingAllocator:
     """Pools of storages by byte size; ``kinds`` keeps, per (shape, dtype) asked for, its dtype
-    object, byte size and pool (the wrapper asks for the same few every call)."""
+    object, byte size and pool (the wrapper asks for the same few every call).  A lock makes
+    finding a free storage and handing it out one step for threads calling compiled functions."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
+        self._lock = threading.Lock()
         self.pools: dict[int, list[_Storage]] = {}
         self.kinds: dict[tuple[tuple[int, ...], str], tuple[np.dtype, int, list[_Storage]]] = {}
         self.stats = AllocatorStats()
@@ -72,22 +75,24 @@ class CachingAllocator:
         dt, nbytes, pool = kind
         if nbytes == 0:
             return np.empty(shape, dtype=dt)
-        for storage in pool:
-            if storage.idle():
-                self.stats.hits += 1
-                return storage.array(shape, dt)
-        storage = _Storage(nbytes)
-        pool.append(storage)
-        self.stats.misses += 1
-        self.stats.bytes_held += nbytes
-        return storage.array(shape, dt)
+        with self._lock:
+            for storage in pool:
+                if storage.idle():
+                    self.stats.hits += 1
+                    return storage.array(shape, dt)
+            storage = _Storage(nbytes)
+            pool.append(storage)
+            self.stats.misses += 1
+            self.stats.bytes_held += nbytes
+            return storage.array(shape, dt)
 
     def empty_cache(self) -> None:
         """Forget every idle storage (arrays still in use keep theirs alive)."""
-        for nbytes, pool in self.pools.items():
-            busy = [s for s in pool if not s.idle()]
-            self.stats.bytes_held -= nbytes * (len(pool) - len(busy))
-            pool[:] = busy
+        with self._lock:
+            for nbytes, pool in self.pools.items():
+                busy = [s for s in pool if not s.idle()]
+                self.stats.bytes_held -= nbytes * (len(pool) - len(busy))
+                pool[:] = busy
 
 
 allocator = CachingAllocator(enabled=os.environ.get("STAX_CACHING_ALLOCATOR", "1") != "0")

@@ -20,7 +20,7 @@ import pytest
 
 import stax
 from stax import nn
-from stax.codegen.cpp import OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, STREAM_MIN_BYTES
+from stax.codegen.cpp import ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, STREAM_MIN_BYTES
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
@@ -535,6 +535,18 @@ def _column_statistics(x):
     mean = x.mean(0)
     centered = x - mean
     return mean, (centered * centered).mean(0), x.amax(0)
+
+
+def test_a_pass_shares_an_internal_value_across_its_unrolled_vectors(monkeypatch, check):
+    """Example 7.2 under the default rule: exp is materialized in the kernel but read only by
+    the sum and the amax of its own pass, so it stays a local (no row buffer) and the pass steps
+    ACCUMULATORS vectors, each reduction reading its own vector's exp (a printer cache keyed by
+    the id of a freed shifted expression once gave a later vector's amax its load of x)."""
+    monkeypatch.setenv("STAX_ISA", "avx2")
+    x = sample((6, 1024), seed=130)
+    compiled = check(lambda t: (t.exp().sum(-1), t.exp().amax(-1)), x, rtol=1e-6)
+    source = compiled.block_kernels[0].source
+    assert "_row" not in source and f"y0 += {ACCUMULATORS * 8}" in source
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -328,12 +328,16 @@ class BlockKernel:
         return merge_kernels(self.name, [self])
 
     def _scratch_rows(self) -> dict[str, str]:
-        """Pointwise rows of this block that a later inner loop of the block reads (kept in a
-        per-thread row buffer, in cache, whether or not the row is also stored for other kernels)."""
+        """Pointwise rows of this block that a later inner loop (a later pass) of the block reads
+        (kept in a per-thread row buffer, in cache, whether or not the row is also stored for
+        other kernels); a reader in the same pass takes the value from a local."""
         rows = {}
-        for i, m in enumerate(self.members):
-            if m.inner and not m.buf.reduction and not m.buf.scan and m.buf.name not in self.memory_read:
-                if any(ld.buffer == m.buf.name for later in self.members[i + 1:] for ld in _loads(later.body)):
+        phases = self._phases(self.members)
+        for i, phase in enumerate(phases):
+            later = {ld.buffer for p in phases[i + 1:] for m in p for ld in _loads(m.body)}
+            for m in phase:
+                if m.inner and not m.buf.reduction and not m.buf.scan and m.buf.name not in self.memory_read \
+                        and m.buf.name in later:
                     rows[m.buf.name] = m.buf.dtype
         return rows
 
@@ -788,10 +792,15 @@ class BlockKernel:
         ``prefetch`` rows (L2), a cache line at a time."""
         inner_vector = form == "vector" and not outer_vector
         reductions = [m for m in phase if m.buf.reduction]
-        only_reductions = len(reductions) == len(phase) and not any(
-            ld.buffer in self.produced and ld.buffer not in ctx.point for m in phase for ld in _loads(m.body))
+        rows = self._scratch_rows()
+        # several vectors per step need every value of the pass at the shifted point: reductions,
+        # and pointwise values kept in locals (no row buffer, no store, no read back from memory)
+        in_pass = {m.buf.name for m in phase} - self.memory_read
+        per_lane = all(m.buf.reduction or m.internal and m.buf.name not in rows for m in phase) and not any(
+            ld.buffer in self.produced and ld.buffer not in ctx.point and ld.buffer not in in_pass
+            for m in phase for ld in _loads(m.body))
         long_row = self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width
-        unroll = ACCUMULATORS if inner_vector and only_reductions and long_row else 1
+        unroll = ACCUMULATORS if inner_vector and reductions and per_lane and long_row else 1
         acc = {}
         # a long scalar float32 sum (the none ISA, strided rows) accumulates in double: one float
         # accumulator over a million elements loses five digits
@@ -805,7 +814,6 @@ class BlockKernel:
             for lane in range(unroll if inner_vector else 0):
                 lines.append(f"{ind}auto {acc[m.buf.name]}_vec{lane} = "
                              f"{literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, True)};")
-        rows = self._scratch_rows()
         row_index = self._row_index()
         ranges = self.frame.var_ranges
 

@@ -90,7 +90,9 @@ class BodyPrinter:
         self.vector, self.load_text = vector, load
         self.lines, self.indent, self.state = lines, indent, state
         self.error_flag = error_flag
-        self.cache: dict[int, str] = {}
+        # by identity: an expression object prints once; the entry holds the object too, so that
+        # its id is not reused by a later temporary (a member's body shifted to another lane)
+        self.cache: dict[int, tuple[Expr, str]] = {}
         self.emitted: dict[str, str] = {}
 
     def emit(self, line: str) -> str:
@@ -101,8 +103,8 @@ class BodyPrinter:
     def __call__(self, expr: Expr) -> str:
         key = id(expr)
         if key not in self.cache:
-            self.cache[key] = self._print(expr)
-        return self.cache[key]
+            self.cache[key] = (expr, self._print(expr))
+        return self.cache[key][1]
 
     def _print(self, expr: Expr) -> str:
         if isinstance(expr, Const):

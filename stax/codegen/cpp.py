@@ -166,6 +166,7 @@ class BlockKernel:
         self.produced = {m.buf.name for m in self.members}  # read through locals, points or rows
         self.memory_read, self.sequential_reason = self._memory_reads() if sequential else (set(), None)
         self.carried = self.memory_read & internal  # kept in a kernel-local array
+        self.scratch_rows = self._scratch_rows()
         self.scans = [m for m in self.members if m.buf.scan]
         self.storage = dict(storage)  # extended by the outer-vector lanes' buffer names
         reads = [ld.buffer for m in self.members for ld in _loads(m.body) if ld.buffer not in self.produced]
@@ -282,7 +283,7 @@ class BlockKernel:
         self.form, vvar = self.choose_form()
         f = self.frame
         depth = 0 if self.sequential_reason else parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
-        body = [_local_array(dtype, f"{name}_row", prod(f.inner)) for name, dtype in self._scratch_rows().items()]
+        body = [_local_array(dtype, f"{name}_row", prod(f.inner)) for name, dtype in self.scratch_rows.items()]
         body += [_local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape))
                  for m in self.members if m.buf.name in self.carried]
         if self._blocked_scan():
@@ -485,14 +486,18 @@ class BlockKernel:
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
         whole_v = ranges[-1] - ranges[-1] % w
-        # the tiles along u start where the transposed rows start a cache line, after a scalar head
-        line = self._line_start(u, ranges[-2], self._transposed_loads())
-        first_u: int | str = f"{u}_head" if line else 0
-        tiles_u: int | str = f"({ranges[-2]} - {first_u}) / {w}" if line else ranges[-2] // w
-        end_u: int | str = f"{first_u} + {tiles_u} * {w}" if line else tiles_u * w
         per_block = VECTOR_TILE_BLOCK // w
-        blocks_u: int | str = f"({tiles_u} + {per_block - 1}) / {per_block}" if line else -(-tiles_u // per_block)
-        tile_u = f"{first_u} + {u}_tile * {w}" if line else f"{u}_tile * {w}"
+        # the tiles along u start where the transposed rows start a cache line, after a scalar head:
+        # their bounds are then C++ expressions of the head, else numbers
+        line = self._line_start(u, ranges[-2], self._transposed_loads())
+        if line:
+            first_u, tiles_u = f"{u}_head", f"({ranges[-2]} - {u}_head) / {w}"
+            end_u, blocks_u = f"{first_u} + {tiles_u} * {w}", f"({tiles_u} + {per_block - 1}) / {per_block}"
+            tile_u = f"{first_u} + {u}_tile * {w}"
+        else:
+            first_u, tiles_u = 0, ranges[-2] // w
+            end_u, blocks_u = tiles_u * w, -(-tiles_u // per_block)
+            tile_u = f"{u}_tile * {w}"
 
         def tile(ind: str) -> list[str]:
             lines, values = [], {}
@@ -792,7 +797,7 @@ class BlockKernel:
         ``prefetch`` rows (L2), a cache line at a time."""
         inner_vector = form == "vector" and not outer_vector
         reductions = [m for m in phase if m.buf.reduction]
-        rows = self._scratch_rows()
+        rows = self.scratch_rows
         # several vectors per step need every value of the pass at the shifted point: reductions,
         # and pointwise values kept in locals (no row buffer, no store, no read back from memory)
         in_pass = {m.buf.name for m in phase} - self.memory_read

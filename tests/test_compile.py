@@ -20,7 +20,7 @@ import pytest
 
 import stax
 from stax import nn
-from stax.codegen.cpp import ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, STREAM_MIN_BYTES
+from stax.codegen.cpp import ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, SPLIT_MIN_ROWS, STREAM_MIN_BYTES
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
@@ -583,6 +583,40 @@ def test_column_reductions_start_vectors_on_cache_lines(isa, dtype):
         expected = (wide.mean(0), ((wide - wide.mean(0)) ** 2).mean(0), wide.max(0))
         for got, want in zip(compiled(view), expected):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"start {k} elements past a line")
+
+
+def _column_reductions(a):
+    """Every reduction op down the columns, with epilogues reading the combined results."""
+    return a.sum(0), a.amax(0) - a.amin(0), a.sum(0) * 2 + a.amax(0)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(SPLIT_MIN_ROWS + 44, 21), (SPLIT_MIN_ROWS + 1, 3, 5), (1024, 8)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_split_column_reductions(isa, dtype, shape, threads, check):
+    """Column reductions over many rows of few columns run as split reductions: one chunk of
+    rows per thread (uneven where the threads do not divide the rows) reduces into partial
+    results, combined column by column before the epilogue, in a vector body and a scalar tail;
+    a NaN in one chunk reaches the combined sum and max."""
+    x = sample(shape, dtype, seed=140)
+    if dtype.startswith("float"):
+        x[SPLIT_MIN_ROWS - 3, 1] = np.nan
+    compiled = check(_column_reductions, x, threads=threads, atol=1e-4)  # float32 sums of 300 terms
+    if isa == "avx2":
+        assert _forms(compiled) == ["split-reduction"]
+    products = check(lambda a: (a * 0.01 + 1).prod(0), sample(shape, dtype if dtype.startswith("float") else "float64",
+                                                               seed=141), threads=threads)
+    assert _forms(products) == (["split-reduction"] if isa == "avx2" else ["scalar"])
+
+
+def test_wide_cached_column_reductions_keep_the_column_walk(monkeypatch, check):
+    """Columns that make enough OUTER_VECTOR_BYTES strips for every thread, of an input smaller
+    than STREAM_MIN_BYTES, run in the outer-vector form (there it is the faster one); rows fewer
+    than SPLIT_MIN_ROWS never split."""
+    monkeypatch.setenv("STAX_ISA", "avx2")
+    wide, short = sample((SPLIT_MIN_ROWS + 44, 600), seed=142), sample((SPLIT_MIN_ROWS - 1, 8), seed=143)
+    assert _forms(check(lambda a: a.sum(0), wide, atol=1e-4)) == ["outer-vector"]
+    assert _forms(check(lambda a: a.sum(0), short, atol=1e-4)) == ["outer-vector"]
 
 
 def test_small_kernels_do_not_fork(check):

@@ -10,7 +10,7 @@ arguments among the live proxy tensors, tries it, and keeps it only if the front
 (so every program is valid by construction, whatever the mix of dtypes, broadcasting, views
 and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
 broadcasting, transposes, permutes, reshapes, slices, selects and expands, constant padding
-(guarded loads), concatenation, sliding windows and flips, reductions over one dim, several
+(guarded loads), concatenation, sliding windows and flips, reductions (variances too) over one dim, several
 dims or all, with and without ``keepdim``, casts, comparisons and ``where``,
 integer ``//`` (division by zero included), in-place updates of inputs and intermediates,
 ``matmul`` (an extern kernel), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
@@ -181,6 +181,7 @@ OPS: dict[str, Op] = {
     "mean": Op(1, lambda x, dim, keep: x.mean(dim, keep), _dims, weight=0.6),
     "amax": Op(1, lambda x, dim, keep: x.amax(dim, keep), _dims, weight=0.8),
     "amin": Op(1, lambda x, dim, keep: x.amin(dim, keep), _dims, weight=0.5),
+    "var": Op(1, lambda x, dim, keep: x.float().var(dim, unbiased=False, keepdim=keep), _dims, weight=0.4),
     "prod": Op(1, lambda x, dim, keep: x.sigmoid().prod(dim, keep) if x.is_floating_point() else x.bool().prod(dim, keep),
                lambda rng, args: (*_one_dim()(rng, args), rng.random() < 0.5), weight=0.3),
     "softmax": Op(1, lambda x, dim: x.float().softmax(dim), _one_dim(), weight=0.4),

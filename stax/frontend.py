@@ -498,8 +498,8 @@ class Tensor:
             src = self._cast(dtypes.canonical(dtype))
         elif op in ("sum", "prod") and not dtypes.is_floating(self.dtype):
             src = self._cast("int64")
-        if not dims:
-            return Tensor(self._tracer, src._name)
+        if not dims:  # a 0-d tensor: the element itself, which deviates from its mean by nothing
+            return Tensor(self._tracer, src._name) if op != "m2" else src * 0
         if op in ("amax", "amin") and any(self.shape[d] == 0 for d in dims):
             raise ShapeError(f"{op}: cannot reduce over a dimension of size 0 (shape {self.shape}, dims {dims})")
         shape = tuple(1 if d in dims else s for d, s in enumerate(self.shape) if keepdim or d not in dims)
@@ -533,6 +533,21 @@ class Tensor:
                                    f"dtype, got {src.dtype} (use x.float().mean() or mean(dtype='float32'))")
         count = math.prod(src.shape[d] for d in _dims_arg(dim, src.ndim, "mean"))
         return src.sum(dim, keepdim) / count
+
+    def var(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
+            correction: float | None = None) -> Tensor:
+        """torch.Tensor.var: ``m2 / (count - correction)``, the correction 1 unless ``unbiased=False``
+        (0) or given; the m2 reduction computes the squared deviations in one pass (Welford)."""
+        if not dtypes.is_floating(self.dtype):
+            raise UnsupportedError(f"var(): the input must be float32 or float64, got {self.dtype} (use x.float().var())")
+        if unbiased is not None and correction is not None:
+            raise UnsupportedError("var(): give either unbiased= or correction=, not both")
+        dims = _dims_arg(dim, self.ndim, "var")
+        if any(self.shape[d] == 0 for d in dims):
+            raise ShapeError(f"var: cannot reduce over a dimension of size 0 (shape {self.shape}, dims {dims})")
+        count = math.prod(self.shape[d] for d in dims)
+        correction = (1 if unbiased is None or unbiased else 0) if correction is None else correction
+        return self._reduce("m2", dim, keepdim, None) / max(count - correction, 0)
 
     def softmax(self, dim: int) -> Tensor:
         """``exp(x - amax) / sum``: the numerically stable form torch computes."""

@@ -13,7 +13,8 @@ Ops and their attributes:
 - unary elementwise (``UNARY_OPS``) and ``cast`` (``dtype``).
 - binary elementwise (``BINARY_OPS``); comparisons (``COMPARE_OPS``) return bool.
 - ``where``: inputs ``(cond, a, b)``.
-- reductions (``REDUCTION_OPS``): ``dims`` (sorted, non-negative), ``keepdim``.
+- reductions (``REDUCTION_OPS``): ``dims`` (sorted, non-negative), ``keepdim``; ``m2`` is the sum
+  of squared deviations from the mean over ``dims`` (variance's numerator, float only).
 - scans (``SCAN_OPS``: ``cumsum``, ``cumprod``): ``dim`` (non-negative); the output has the
   input's shape, and the input is already cast to the result dtype (int and bool scan in int64,
   as torch).  Seed 7.7: a loop-carried dependence along ``dim`` only.
@@ -41,7 +42,7 @@ UNARY_OPS = frozenset({
 BINARY_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
                         "logical_and", "logical_or"})
 COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
-REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin"})
+REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin", "m2"})
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
 VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}

@@ -5,7 +5,8 @@ whose body is a small expression DAG over the loop variables.
   the body's values; ``Op`` names are the graph's elementwise op names (``add``, ``exp``,
   ``cast``, ``where``, ``lt``...).
 - ``ComputedBuffer``: ``ranges`` (pointwise variables ``x0, x1, ...``) and, for a reduction,
-  ``reduction_ranges`` (variables ``r0, r1, ...``) and ``reduction`` (sum/prod/amax/amin).
+  ``reduction_ranges`` (variables ``r0, r1, ...``) and ``reduction`` (sum/prod/amax/amin, or m2:
+  Welford's sum of squared deviations from the mean, one pass).
   A *scan* (seed 7.7, ``cumsum``/``cumprod``) sets ``scan`` (the combine op, sum/prod) and
   ``scan_dim``: its ``ranges`` are the shape's other dims in order, its one reduction range
   ``r0`` is the carried dim, and every element is stored (the running value).
@@ -52,7 +53,7 @@ class Op:
 
 Expr = Union[Load, Const, Op]
 
-REDUCTION_INIT = {"sum": 0, "prod": 1, "amax": "-inf", "amin": "inf"}
+REDUCTION_INIT = {"sum": 0, "prod": 1, "amax": "-inf", "amin": "inf", "m2": 0}
 
 
 def walk(expr: Expr) -> Iterator[Expr]:

@@ -32,6 +32,7 @@ from . import graph as g
 from .errors import UnsupportedError
 from .indexing import Index, contiguous_strides, floordiv, linear_index, mod
 from .ir import REDUCTION_INIT, Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads, walk
+from .variance import one_pass_variances
 
 EXPENSIVE_OPS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "log1p", "expm1", "pow", "rsqrt", "sqrt"})
 
@@ -51,6 +52,9 @@ class CostModel:
     max_recomputed_ops: int = 32
     min_replicated_size: int = 1 << 14
     native_scans: bool = True  # False: scans call numpy (the extern fallback)
+    #: a two-pass variance whose second pass re-reads more than this (half of L2) becomes one
+    #: m2 reduction (``stax.variance``); None keeps every two-pass variance as written
+    cached_pass_bytes: int | None = 256 << 10
 
 
 @dataclass
@@ -382,7 +386,7 @@ class Lowering:
         """A reduction over one element is that element, over none the op's identity (as
         TorchInductor lowers them): a pointwise value that is inlined into its users."""
         dims, keepdim = node.attr("dims"), node.attr("keepdim")
-        if count == 0:
+        if count == 0 or node.op == "m2":  # one element deviates from its mean by nothing
             const = Const(REDUCTION_INIT[node.op], node.dtype)
             return TensorValue(node.shape, node.dtype, lambda idx: const)
 
@@ -407,7 +411,10 @@ def guarded(load: Load, guard: Sequence[tuple[Index, int]], other, ranges: dict[
 
 
 def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram:
-    """Lower a traced graph to loop IR (see the module docstring for the rules)."""
+    """Lower a traced graph to loop IR (see the module docstring for the rules), two-pass
+    variances that would re-read memory first made one pass (``stax.variance``)."""
+    if cost_model.cached_pass_bytes is not None:
+        graph = one_pass_variances(graph, cost_model.cached_pass_bytes)
     return Lowering(graph, cost_model).run()
 
 

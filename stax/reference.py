@@ -41,7 +41,13 @@ _BINARY: dict[str, Callable[[Array, Array], Array]] = {
     "eq": np.equal, "ne": np.not_equal,
 }
 _INTEGER_DIVISIONS = frozenset({"floordiv", "mod"})
-_REDUCTIONS: dict[str, Callable[..., Array]] = {"sum": np.sum, "prod": np.prod, "amax": np.max, "amin": np.min}
+def _m2(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
+    """The sum of squared deviations from the mean, by the two-pass formula."""
+    return ((x - x.mean(axis, keepdims=True)) ** 2).sum(axis, keepdims=keepdims)
+
+
+_REDUCTIONS: dict[str, Callable[..., Array]] = {"sum": np.sum, "prod": np.prod, "amax": np.max, "amin": np.min,
+                                                "m2": _m2}
 _SCANS: dict[str, Callable[..., Array]] = {"cumsum": np.cumsum, "cumprod": np.cumprod}
 
 

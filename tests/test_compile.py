@@ -619,6 +619,37 @@ def test_wide_cached_column_reductions_keep_the_column_walk(monkeypatch, check):
     assert _forms(check(lambda a: a.sum(0), short, atol=1e-4)) == ["outer-vector"]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape, dim, threads", [
+    ((7, 37), -1, 2), ((5, 300), 1, 2), ((40, 24), 0, 2), ((3, 4, 50), (0, 2), 2), ((6,), None, 2),
+    ((SPLIT_MIN_ROWS + 44, 21), 0, 2), ((SPLIT_MIN_ROWS + 1, 3, 5), 0, 3), ((SPLIT_MIN_ROWS + 1, 3, 5), 0, 1)])
+def test_variance_in_every_kernel_form(isa, dtype, shape, dim, threads, check):
+    """Tensor.var is one m2 reduction in every kernel form: row passes (several vector
+    accumulators merged by Chan's formula, lanes too, the scalar tail by Welford's update),
+    column walks, split reductions (each chunk's Welford state, merged), scalar loops; on values
+    around 10, where a difference of two sums of squares would lose digits."""
+    x = sample(shape, dtype, low=7, high=13, seed=150)
+    check(lambda a: (a.var(dim), a.var(dim, unbiased=False, keepdim=True) * 2, a.var(dim, correction=3)), x,
+          threads=threads, rtol=2e-5, atol=1e-6)
+
+
+def test_variance_rejects_what_torch_rejects():
+    with pytest.raises(UnsupportedError, match="must be float32 or float64"):
+        stax.compile(lambda a: a.var(), sample((3,), "int32"))
+    with pytest.raises(UnsupportedError, match="either unbiased= or correction="):
+        stax.compile(lambda a: a.var(0, unbiased=True, correction=1), sample((3, 4)))
+    with pytest.raises(ShapeError, match="size 0"):
+        stax.compile(lambda a: a.var(0), np.zeros((0, 3), np.float32))
+
+
+def test_a_reduction_joins_the_earliest_pass_it_can(monkeypatch, check):
+    """A reduction that reads nothing computed since an earlier pass joins that pass: the max of
+    each row shares the sum's pass although the sum's division comes between them."""
+    monkeypatch.setenv("STAX_ISA", "none")
+    source = check(lambda a: (a.sum(-1) / 7, a.amax(-1)), sample((5, 9), seed=151)).block_kernels[0].source
+    assert source.count("for (int64_t y0") == 1
+
+
 def test_small_kernels_do_not_fork(check):
     """Algorithm 8.1 still picks the parallel loop, but a kernel with less weighted work than
     PARALLEL_MIN_WORK opens no parallel region: its ``omp for`` runs orphaned on one thread."""

@@ -342,11 +342,10 @@ class BlockKernel:
         if self.form == "split-reduction":
             lines = []
             for m in self.members:
-                if m.inner:
-                    memory, size = f"{m.buf.name}_parts_memory", self.threads * self._part_stride(m.buf.dtype)
+                for array in self._partial_arrays(m):
+                    memory, size = f"{array}_memory", self.threads * self._part_stride(m.buf.dtype)
                     lines += [_local_array(m.buf.dtype, memory, size + CACHE_LINE // ITEMSIZE[m.buf.dtype]),
-                              f"{CPP_TYPE[m.buf.dtype]}* const {m.buf.name}_parts = {memory}.get() + "
-                              f"stax::line_head({memory}.get());"]
+                              f"{CPP_TYPE[m.buf.dtype]}* const {array} = {memory}.get() + stax::line_head({memory}.get());"]
             return lines
         if not self._blocked_scan():
             return []
@@ -583,19 +582,34 @@ class BlockKernel:
         """Members grouped into passes over the inner loop: consecutive inner-loop members share
         one pass unless one needs a reduction finished earlier in the same pass; a member
         without an inner loop is a step of its own (one pass per row: the sum and the max of
-        example 7.2 read the row once)."""
+        example 7.2 read the row once).  A reduction that reads nothing of the steps between an
+        earlier pass and itself joins the earliest such pass (a mean and an m2 of the same rows,
+        with the mean's division between them, read the rows once)."""
         phases: list[list[_Member]] = []
-        finished_in_phase: set[str] = set()
         for m in members:
             reads = {ld.buffer for ld in _loads(m.body)}
-            if not m.inner or not phases or not phases[-1][0].inner or reads & finished_in_phase:
+            target = self._earliest_pass(phases, reads) if m.inner and m.buf.reduction and not m.buf.aliases \
+                and not self.memory_read else None
+            if target is None and m.inner and phases and phases[-1][0].inner and \
+                    not reads & {p.buf.name for p in phases[-1] if p.buf.reduction}:
+                target = phases[-1]
+            if target is None:
                 phases.append([m])
-                finished_in_phase = set()
             else:
-                phases[-1].append(m)
-            if m.buf.reduction:
-                finished_in_phase.add(m.buf.name)
+                target.append(m)
         return phases
+
+    @staticmethod
+    def _earliest_pass(phases: list[list[_Member]], reads: set[str]) -> list[_Member] | None:
+        """The earliest pass that a member reading ``reads`` may join: none of the reductions of
+        that pass nor anything computed after it among ``reads``."""
+        earliest, later = None, set()
+        for phase in reversed(phases):
+            names = {p.buf.name for p in phase}
+            if phase[0].inner and not reads & later and not reads & {p.buf.name for p in phase if p.buf.reduction}:
+                earliest = phase
+            later |= names
+        return earliest
 
     def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool, lanes: int = 1) -> list[str]:
         """Code for every member at one outer point (or ``lanes`` x W neighbouring points when
@@ -753,28 +767,47 @@ class BlockKernel:
         per_line = CACHE_LINE // ITEMSIZE[dtype]
         return -(-prod(self.frame.outer) // per_line) * per_line
 
+    def _partial_arrays(self, m: _Member) -> list[str]:
+        """A split reduction's arrays of partial results of ``m``, one slice per chunk: its
+        values, and for m2 the running means (Welford's state)."""
+        if not m.inner:
+            return []
+        return [f"{m.buf.name}_parts"] + ([f"{m.buf.name}_means"] if m.buf.reduction == "m2" else [])
+
+    def _chunk_rows(self, c: int) -> int:
+        """Inner points (rows) chunk ``c`` of a split reduction reduces."""
+        f, chunks = self.frame, self.threads
+        return ((c + 1) * f.inner[0] // chunks - c * f.inner[0] // chunks) * prod(f.inner[1:])
+
     def _split_reduction_body(self, vvar: str) -> list[str]:
         """Chunk ``c`` of the first inner loop's rows reduces, row by row in memory order, into
         partial results ``<buf>_parts[c]`` (one chunk per thread; all of them on the calling
-        thread when the kernel opens no parallel region); then the outer loops combine the
-        chunks' results and run the epilogue (``_point``), in parallel where Algorithm 8.1 says."""
+        thread when the kernel opens no parallel region); m2 keeps its running means beside them
+        and counts the rows seen.  Then the outer loops combine the chunks' results and run the
+        epilogue (``_point``), in parallel where Algorithm 8.1 says."""
         f = self.frame
         chunks, rows, size = self.threads, f.inner[0], prod(f.outer)
         reductions = [m for m in self.members if m.inner]
+        welford = [m for m in reductions if m.buf.reduction == "m2"]
         flat = self._outer_flat()
         lines = ["#pragma omp for schedule(static)", self._loop("c", "0", str(chunks)), "{",
                  f"    const int64_t lo = c * {rows} / {chunks}, hi = (c + 1) * {rows} / {chunks};"]
+        lines += ["    int64_t seen = 0;"] if welford else []
         for m in reductions:
             identity = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, False)
-            lines += [f"    {CPP_TYPE[m.buf.dtype]}* {m.buf.name}_part = {m.buf.name}_parts + c * "
-                      f"{self._part_stride(m.buf.dtype)};",
-                      f"    std::fill_n({m.buf.name}_part, {size}, {identity});"]
-        nest = [(f.inner_vars[0], "lo", "hi")] + [(v, "0", str(r)) for v, r in zip(f.inner_vars[1:], f.inner[1:])]
-        nest += [(v, "0", str(r)) for v, r in zip(f.outer_vars[:-1], f.outer[:-1])]
+            for array in self._partial_arrays(m):
+                lines += [f"    {CPP_TYPE[m.buf.dtype]}* {array}_chunk = {array} + c * {self._part_stride(m.buf.dtype)};",
+                          f"    std::fill_n({array}_chunk, {size}, {identity});"]
         ind = "    "
-        for v, start, stop in nest:
+        inner = [(f.inner_vars[0], "lo", "hi")] + [(v, "0", str(r)) for v, r in zip(f.inner_vars[1:], f.inner[1:])]
+        outer = [(v, "0", str(r)) for v, r in zip(f.outer_vars[:-1], f.outer[:-1])]
+        for v, start, stop in inner + outer:
             lines += [ind + self._loop(v, start, stop), ind + "{"]
             ind += "    "
+            if welford and (v, start, stop) == inner[-1]:  # a new row: Welford's 1 / n
+                lines.append(f"{ind}++seen;")
+                lines += [f"{ind}const {CPP_TYPE[m.buf.dtype]} {m.buf.name}_inv = {CPP_TYPE[m.buf.dtype]}(1) / "
+                          f"{CPP_TYPE[m.buf.dtype]}(seen);" for m in welford]
         n = f.outer[-1]
         main_end = n - n % self.width
         for start, stop, vector in ((0, main_end, True), (main_end, n, False)):
@@ -783,11 +816,16 @@ class BlockKernel:
             lines += [ind + self._loop(vvar, str(start), str(stop), self.width if vector else 1), ind + "{"]
             printer = self._printer(vector, vvar, _Ctx(), lines, ind + "    ")
             for m in reductions:
-                value, op, part = printer(m.body), m.buf.reduction, f"{m.buf.name}_part"
-                lines.append(f"{ind}    stax::vstore({part} + {flat}, stax::r_{op}(stax::vload({part} + {flat}), {value}));"
-                             if vector else f"{ind}    {part}[{flat}] = stax::r_{op}({part}[{flat}], {value});")
+                value, op, part = printer(m.body), m.buf.reduction, f"{m.buf.name}_parts_chunk"
+                if op == "m2":
+                    lines.append(f"{ind}    stax::welford_step({m.buf.name}_means_chunk + {flat}, {part} + {flat}, "
+                                 f"{value}, {m.buf.name}_inv);")
+                elif vector:
+                    lines.append(f"{ind}    stax::vstore({part} + {flat}, stax::r_{op}(stax::vload({part} + {flat}), {value}));")
+                else:
+                    lines.append(f"{ind}    {part}[{flat}] = stax::r_{op}({part}[{flat}], {value});")
             lines.append(ind + "}")
-        for _ in nest:
+        for _ in inner + outer:
             ind = ind[:-4]
             lines.append(ind + "}")
         lines.append("}")
@@ -800,14 +838,21 @@ class BlockKernel:
         combined, stored and kept for the epilogue."""
         flat = self._outer_flat()
         for m in phase:
-            stride = self._part_stride(m.buf.dtype)
-            parts = [f"{m.buf.name}_parts + {flat + c * stride}" for c in range(self.threads)]
-            values = [f"stax::vload({p})" if vector else f"*({p})" for p in parts]
+            stride, dtype = self._part_stride(m.buf.dtype), CPP_TYPE[m.buf.dtype]
+
+            def read(array: str, c: int) -> str:
+                return f"stax::vload({array} + {flat + c * stride})" if vector else f"{array}[{flat + c * stride}]"
+            if m.buf.reduction == "m2":  # Welford states of the chunks, merged
+                state = f"stax::welford_{'vec' if vector else 'of'}<{dtype}>"
+                values = [f"{state}{{{read(m.buf.name + '_means', c)}, {read(m.buf.name + '_parts', c)}, "
+                          f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.threads)]
+            else:
+                values = [read(f"{m.buf.name}_parts", c) for c in range(self.threads)]
             combined = values[0]
             for value in values[1:]:
                 combined = f"stax::r_{m.buf.reduction}({combined}, {value})"
             name = self.state.fresh("tmp_acc")
-            lines.append(f"{ind}const auto {name} = {combined};")
+            lines.append(f"{ind}const auto {name} = stax::result({combined});")
             self._store(m, name, vector, None, ind, lines)
             ctx.point[m.buf.name] = name
             if vector:
@@ -929,12 +974,11 @@ class BlockKernel:
                 and m.buf.reduction == "sum" and m.buf.dtype == "float32" and prod(self.frame.inner) >= WIDE_SUM_MIN}
         for m in reductions:
             acc[m.buf.name] = self.state.fresh("tmp_acc")
-            init = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, outer_vector)
-            kind = "double" if m.buf.name in wide else "auto" if outer_vector else CPP_TYPE[m.buf.dtype]
-            lines.append(f"{ind}{kind} {acc[m.buf.name]} = {init};")
+            kind, init = _accumulator(m.buf, outer_vector)
+            lines.append(f"{ind}{'double' if m.buf.name in wide else kind} {acc[m.buf.name]} = {init};")
+            vector_kind, vector_init = _accumulator(m.buf, True)
             for lane in range(unroll if inner_vector else 0):
-                lines.append(f"{ind}auto {acc[m.buf.name]}_vec{lane} = "
-                             f"{literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, True)};")
+                lines.append(f"{ind}{vector_kind} {acc[m.buf.name]}_vec{lane} = {vector_init};")
         row_index = self._row_index()
         ranges = self.frame.var_ranges
 
@@ -971,6 +1015,9 @@ class BlockKernel:
             if m.buf.name in wide:
                 lines.append(f"{ind}const float {name}_narrow = float({name});")
                 name += "_narrow"
+            if op == "m2":
+                lines.append(f"{ind}const auto {name}_m2 = stax::result({name});")
+                name += "_m2"
             self._store(m, name, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = name
             if outer_vector:
@@ -1032,6 +1079,15 @@ def _with_line_head(var: str, line: str | None, lines: list[str]) -> list[str]:
     if line is None:
         return lines
     return ["{", f"    const int64_t {var}_head = stax::line_head({line});"] + ["    " + t for t in lines] + ["}"]
+
+
+def _accumulator(buf: ComputedBuffer, vector: bool) -> tuple[str, str]:
+    """The C++ type and initial value of a reduction's accumulator (a scalar, or one lane per
+    vector element): the op's identity, or for m2 an empty Welford state."""
+    if buf.reduction == "m2":
+        return f"stax::welford_{'vec' if vector else 'of'}<{CPP_TYPE[buf.dtype]}>", "{}"
+    return ("auto" if vector else CPP_TYPE[buf.dtype]), literal(reduction_identity(buf.reduction, buf.dtype),
+                                                                 buf.dtype, vector)
 
 
 def _local_array(dtype: str, name: str, size: int) -> str:

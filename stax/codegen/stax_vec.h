@@ -372,4 +372,44 @@ STAX_HREDUCE(prod)
 STAX_HREDUCE(amax)
 STAX_HREDUCE(amin)
 
+// m2, the sum of squared deviations from the mean (var's numerator), in one pass: Welford's
+// update adds an element, Chan, Golub and LeVeque's formula merges two partial results.  A vector
+// accumulator's lanes have seen the same number of elements, n; ``result`` is the m2 itself.
+template <typename V, typename S> struct welford { V mean{}, m2{}; S n = 0; };
+template <typename T> using welford_of = welford<T, T>;
+template <typename T> using welford_vec = welford<vec<T>, T>;
+template <typename V, typename S> inline welford<V, S> r_m2(welford<V, S> a, V x) {
+  a.n += 1;
+  const V d = x - a.mean;
+  a.mean += d * (S(1) / a.n);
+  a.m2 += d * (x - a.mean);
+  return a;
+}
+template <typename V, typename S> inline welford<V, S> r_m2(welford<V, S> a, welford<V, S> b) {
+  if (b.n == 0) return a;
+  if (a.n == 0) return b;
+  const S n = a.n + b.n, wb = b.n / n;
+  const V d = b.mean - a.mean;
+  return {a.mean + d * wb, a.m2 + b.m2 + d * d * (a.n * wb), n};
+}
+template <typename T> inline welford_of<T> hreduce_m2(welford_vec<T> v) {
+  welford_of<T> r{T(v.mean[0]), T(v.m2[0]), v.n};
+  for (int i = 1; i < STAX_W; ++i) r = r_m2(r, welford_of<T>{T(v.mean[i]), T(v.m2[i]), v.n});
+  return r;
+}
+template <typename V, typename S> inline V result(welford<V, S> a) { return a.m2; }
+// Welford's update of partial results kept in memory (a split reduction's columns), ``inv`` the
+// reciprocal of the elements seen so far, this one included.
+template <typename T> inline void welford_step(T* mean, T* m2, vec<T> x, T inv) {
+  const vec<T> before = vload(mean), d = x - before, after = before + d * inv;
+  vstore(mean, after);
+  vstore(m2, vload(m2) + d * (x - after));
+}
+template <typename T> inline void welford_step(T* mean, T* m2, T x, T inv) {
+  const T d = x - *mean;
+  *mean += d * inv;
+  *m2 += d * (x - *mean);
+}
+template <typename T> inline T result(T a) { return a; }
+
 }  // namespace stax

@@ -1,7 +1,9 @@
 """Memory-bound programs of the suite at three sizes: kernels before and after fusion, modeled
 bytes (Definition 7.3), Stax's time against numpy (the op-by-op reference evaluator) and, when
 PyTorch is installed, TorchInductor; achieved bandwidth as a fraction of STREAM; page faults per
-call; compile time.  Prints a table (a benchmark, not a test).
+call; compile times: cold (gcc included, an empty kernel cache), the pipeline alone (trace to
+source, the kernels found in the process's cache) and warm (a new process, the kernels found in
+the cache on disk).  Prints a table (a benchmark, not a test).
 
 The host's bandwidth drifts by tens of percent from one minute to the next, so the fraction of
 STREAM is taken pair by pair: each batch of calls is followed by one STREAM copy and triad, the
@@ -16,6 +18,8 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Callable
@@ -73,14 +77,29 @@ def paired_with_stream(fn: Callable[[], object], nbytes: int, stream: Stream) ->
     return statistics.median(times), statistics.median(fractions)
 
 
+def compile_seconds(name: str, size: int) -> float:
+    """Seconds ``stax.compile`` takes on suite program ``name`` (``NAME/VARIANT``) at ``size``."""
+    base, _, variant = name.partition("/")
+    program = PROGRAMS[base]
+    arrays = program.inputs(size)
+    start = time.perf_counter()
+    stax.compile(program.fn, *arrays, **(VARIANTS[variant] if variant else {}))
+    return time.perf_counter() - start
+
+
+def warm_compile_seconds(name: str, size: int) -> float:
+    """``compile_seconds`` in a new process that finds the kernels in the on-disk cache."""
+    code = f"from experiments.bench_suite import compile_seconds; print(compile_seconds({name!r}, {size}))"
+    return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+
+
 def measure(name: str, size: int, stream: Stream, inductor: bool) -> dict:
     base, _, variant = name.partition("/")
     options = VARIANTS[variant] if variant else {}
     program = PROGRAMS[base]
     arrays = program.inputs(size)
-    start = time.perf_counter()
+    cold = compile_seconds(name, size)
     fused = stax.compile(program.fn, *arrays, **options)
-    compile_seconds = time.perf_counter() - start
     unfused = stax.compile(program.fn, *arrays, fusion="none", **options)
     calls = [a.copy() for a in arrays]  # in-place programs update these; the timing does not care
     modeled = fused.modeled_traffic()
@@ -90,7 +109,8 @@ def measure(name: str, size: int, stream: Stream, inductor: bool) -> dict:
            "kernels greedy": len(fused.block_kernels), "modeled MB": modeled / 1e6,
            "stax ms": t_stax * 1e3, "numpy ms": t_numpy * 1e3, "numpy/stax": t_numpy / t_stax,
            "GB/s": modeled / t_stax / 1e9, "of STREAM": of_stream,
-           "faults/call": page_faults(lambda: fused(*calls)), "compile s": compile_seconds}
+           "faults/call": page_faults(lambda: fused(*calls)), "cold compile s": cold,
+           "pipeline ms": compile_seconds(name, size) * 1e3, "warm compile ms": warm_compile_seconds(name, size) * 1e3}
     if inductor:
         t_ind = inductor_time(program, arrays) if not variant else None
         row["inductor ms"] = t_ind * 1e3 if t_ind else float("nan")

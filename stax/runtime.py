@@ -15,6 +15,7 @@ import importlib.machinery
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sysconfig
 import tempfile
@@ -79,13 +80,26 @@ def cache_dir() -> Path:
 
 @functools.cache
 def _compiler_version() -> str:
-    return subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    """The compiler's identity in cache keys: its file, size and modification time, which an
+    upgrade changes (as ccache checks it), without starting ``g++ --version`` in every process."""
+    compiler = shutil.which("g++")
+    if compiler is None:
+        raise BuildError("no g++ on PATH: stax compiles its kernels with g++ (with OpenMP); install it "
+                         "(Debian: apt-get install g++)")
+    path = os.path.realpath(compiler)
+    info = os.stat(path)
+    return f"{path} {info.st_size} {info.st_mtime_ns}"
+
+
+@functools.cache
+def _python_include() -> str:
+    return sysconfig.get_paths()["include"]
 
 
 def compile_flags(isa: Isa) -> list[str]:
     """Flags shared by the kernels and their precompiled header (which must match exactly)."""
     return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-Wno-psabi",
-            f"-DSTAX_W={isa.width}", f"-I{sysconfig.get_paths()['include']}", *isa.flags]
+            f"-DSTAX_W={isa.width}", f"-I{_python_include()}", *isa.flags]
 
 
 def _headers_text() -> str:

@@ -16,6 +16,7 @@ from instances import store
 from instances.dags import fusion_problem, layered_dag, order_problem
 from stax.errors import BuildError, InstanceFormatError, InvalidScheduleError
 from stax.problems import ORDER_FORMAT, FusionProblem, OrderProblem
+from stax import runtime
 from stax.runtime import Isa, build
 
 X = np.arange(24, dtype=np.float32).reshape(4, 6)
@@ -45,6 +46,17 @@ def test_bad_compiler_flag_is_a_build_error(tmp_path, monkeypatch):
     monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
     with pytest.raises(BuildError, match="-mno-such-flag"):
         build("int f() { return 1; }\n", Isa("bogus", 1, ("-mno-such-flag",)))
+
+
+def test_a_missing_compiler_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no g++ there
+    runtime._compiler_version.cache_clear()
+    try:
+        with pytest.raises(BuildError, match="no g\\+\\+ on PATH.*apt-get install g\\+\\+"):
+            build("int f() { return 1; }\n", Isa("plain", 1, ()))
+    finally:
+        runtime._compiler_version.cache_clear()
 
 
 # --- strategies that return invalid answers --------------------------------------------------------

@@ -990,12 +990,19 @@ class BlockKernel:
                     out.append(f"{bind}__builtin_prefetch({address}{f' + {offset}' if offset else ''}, 0, 2);")
             local = ctx.inner()
             printer = self._printer(vector, vvar, local, out, bind)
+            # one element per accumulator and step here: Welford's 1 / n from the row index, once
+            inverse = {} if inner_vector else {m.buf.dtype: self.state.fresh("tmp_inv") for m in phase
+                                               if m.buf.reduction == "m2"}
+            out += [f"{bind}const {CPP_TYPE[t]} {name} = {CPP_TYPE[t]}(1) / {CPP_TYPE[t]}({row_index} + 1);"
+                    for t, name in inverse.items()]
             for m in phase:
                 expr = m.body if lane == 0 else substitute(m.body, {vvar: Index.var(vvar) + lane * self.width}, ranges)
                 value = printer(expr)
                 if m.buf.reduction:
                     target = f"{acc[m.buf.name]}_vec{lane}" if vec_loop and not outer_vector else acc[m.buf.name]
                     value = f"double({value})" if m.buf.name in wide else value
+                    if m.buf.reduction == "m2" and inverse:
+                        value += f", {inverse[m.buf.dtype]}"
                     out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
                     continue
                 self._store(m, value, vec_loop, vvar, bind, out, row_pass=not outer_vector)

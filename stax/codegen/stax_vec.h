@@ -378,13 +378,14 @@ STAX_HREDUCE(amin)
 template <typename V, typename S> struct welford { V mean{}, m2{}; S n = 0; };
 template <typename T> using welford_of = welford<T, T>;
 template <typename T> using welford_vec = welford<vec<T>, T>;
-template <typename V, typename S> inline welford<V, S> r_m2(welford<V, S> a, V x) {
-  a.n += 1;
+template <typename V, typename S> inline welford<V, S> r_m2(welford<V, S> a, V x, S inverse_n) {
+  a.n += 1;  // inverse_n is 1 / a.n, computed once for the accumulators of a step that share n
   const V d = x - a.mean;
-  a.mean += d * (S(1) / a.n);
+  a.mean += d * inverse_n;
   a.m2 += d * (x - a.mean);
   return a;
 }
+template <typename V, typename S> inline welford<V, S> r_m2(welford<V, S> a, V x) { return r_m2(a, x, S(1) / (a.n + 1)); }
 template <typename V, typename S> inline welford<V, S> r_m2(welford<V, S> a, welford<V, S> b) {
   if (b.n == 0) return a;
   if (a.n == 0) return b;

@@ -41,6 +41,8 @@ _BINARY: dict[str, Callable[[Array, Array], Array]] = {
     "eq": np.equal, "ne": np.not_equal,
 }
 _INTEGER_DIVISIONS = frozenset({"floordiv", "mod"})
+
+
 def _m2(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
     """The sum of squared deviations from the mean, by the two-pass formula."""
     return ((x - x.mean(axis, keepdims=True)) ** 2).sum(axis, keepdims=keepdims)

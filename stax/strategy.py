@@ -74,8 +74,8 @@ def _group_entry_points(group: str) -> dict[str, Any]:
 @functools.cache
 def _own_entry_points(group: str) -> dict[str, Any]:
     """The group's entry points that stax's own distribution declares: reading one package's
-    metadata is quick, so the built-in strategies resolve without the scan (a warm compile in a
-    new process: 43 -> 21 ms for softmax)."""
+    metadata is quick, so the built-in strategies resolve without scanning every installed
+    package (about 10 ms a group in a new process here)."""
     try:
         return {ep.name: ep for ep in distribution("stax").entry_points if ep.group == group}
     except PackageNotFoundError:

@@ -374,7 +374,7 @@ STAX_HREDUCE(amin)
 
 // m2, the sum of squared deviations from the mean (var's numerator), in one pass: Welford's
 // update adds an element, Chan, Golub and LeVeque's formula merges two partial results.  A vector
-// accumulator's lanes have seen the same number of elements, n; ``result`` is the m2 itself.
+// accumulator's lanes have seen the same number of elements, n.
 template <typename V, typename S> struct welford { V mean{}, m2{}; S n = 0; };
 template <typename T> using welford_of = welford<T, T>;
 template <typename T> using welford_vec = welford<vec<T>, T>;
@@ -398,7 +398,9 @@ template <typename T> inline welford_of<T> hreduce_m2(welford_vec<T> v) {
   for (int i = 1; i < STAX_W; ++i) r = r_m2(r, welford_of<T>{T(v.mean[i]), T(v.m2[i]), v.n});
   return r;
 }
+// A reduction's value from its accumulator: the m2 of a Welford state, any other as it is.
 template <typename V, typename S> inline V result(welford<V, S> a) { return a.m2; }
+template <typename T> inline T result(T a) { return a; }
 // Welford's update of partial results kept in memory (a split reduction's columns), ``inv`` the
 // reciprocal of the elements seen so far, this one included.
 template <typename T> inline void welford_step(T* mean, T* m2, vec<T> x, T inv) {
@@ -411,6 +413,5 @@ template <typename T> inline void welford_step(T* mean, T* m2, T x, T inv) {
   *mean += d * inv;
   *m2 += d * (x - *mean);
 }
-template <typename T> inline T result(T a) { return a; }
 
 }  // namespace stax

@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import stax
 from stax import nn
@@ -607,6 +608,19 @@ def test_split_column_reductions(isa, dtype, shape, threads, check):
     products = check(lambda a: (a * 0.01 + 1).prod(0), sample(shape, dtype if dtype.startswith("float") else "float64",
                                                                seed=141), threads=threads)
     assert _forms(products) == (["split-reduction"] if isa == "avx2" else ["scalar"])
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(SPLIT_MIN_ROWS, 3 * SPLIT_MIN_ROWS), columns=st.integers(1, 40), threads=st.integers(1, 3),
+       seed=st.integers(0, 1000))
+def test_split_reductions_equal_numpy(rows, columns, threads, seed):
+    """Whatever the rows (steps of SPLIT_ROW_STEP and a remainder in each chunk), the columns
+    (vectors and a scalar tail) and the chunks, a split reduction's results equal numpy's."""
+    x = sample((rows, columns), seed=seed)
+    compiled = stax.compile(_column_reductions, x, threads=threads)
+    wide = x.astype(np.float64)
+    for got, want in zip(compiled(x), (wide.sum(0), wide.max(0) - wide.min(0), wide.sum(0) * 2 + wide.max(0))):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
 def test_wide_cached_column_reductions_keep_the_column_walk(monkeypatch, check):

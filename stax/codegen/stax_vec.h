@@ -401,17 +401,22 @@ template <typename T> inline welford_of<T> hreduce_m2(welford_vec<T> v) {
 // A reduction's value from its accumulator: the m2 of a Welford state, any other as it is.
 template <typename V, typename S> inline V result(welford<V, S> a) { return a.m2; }
 template <typename T> inline T result(T a) { return a; }
-// Welford's update of partial results kept in memory (a split reduction's columns), ``inv`` the
-// reciprocal of the elements seen so far, this one included.
-template <typename T> inline void welford_step(T* mean, T* m2, vec<T> x, T inv) {
-  const vec<T> before = vload(mean), d = x - before, after = before + d * inv;
-  vstore(mean, after);
-  vstore(m2, vload(m2) + d * (x - after));
-}
-template <typename T> inline void welford_step(T* mean, T* m2, T x, T inv) {
-  const T d = x - *mean;
-  *mean += d * inv;
-  *m2 += d * (x - *mean);
+// Welford's update of partial results kept in memory (a split reduction's columns) by K elements
+// of each (x, one vector or scalar per row), loaded and stored once; inverse_n[k] is 1 / n after
+// the k-th of them.
+template <typename T, typename V, int K>
+inline void welford_steps(T* mean, T* m2, const V (&x)[K], const T (&inverse_n)[K]) {
+  constexpr bool scalar = std::is_same_v<T, V>;
+  V m, s;
+  if constexpr (scalar) m = *mean, s = *m2;
+  else m = vload(mean), s = vload(m2);
+  for (int k = 0; k < K; ++k) {
+    const V d = x[k] - m;
+    m += d * inverse_n[k];
+    s += d * (x[k] - m);
+  }
+  if constexpr (scalar) *mean = m, *m2 = s;
+  else vstore(mean, m), vstore(m2, s);
 }
 
 }  // namespace stax

@@ -303,7 +303,7 @@ class BlockKernel:
             return False
         itemsize = max((ITEMSIZE[ld.dtype] for m in passes[0] for ld in _loads(m.body)), default=1)
         columns, rows = prod(f.outer), prod(f.inner)
-        partial = columns * sum(ITEMSIZE[m.buf.dtype] for m in passes[0])
+        partial = columns * sum(ITEMSIZE[m.buf.dtype] * len(self._partial_arrays(m)) for m in passes[0])
         few_strips = columns * itemsize < 2 * self.threads * OUTER_VECTOR_BYTES
         return rows >= SPLIT_MIN_ROWS and f.inner[0] >= self.threads and partial <= SPLIT_PARTIAL_BYTES and \
             (few_strips or columns * rows * itemsize >= STREAM_MIN_BYTES)

@@ -14,7 +14,8 @@ broadcasting, transposes, permutes, reshapes, slices, selects and expands, const
 dims or all, with and without ``keepdim``, casts, comparisons and ``where``,
 integer ``//`` (division by zero included), in-place updates of inputs and intermediates,
 ``matmul`` (an extern kernel), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
-tails, and sizes 0 and 1.  Inputs may be contiguous, transposed, flipped, strided or broadcast.
+tails, sizes 0 and 1, and now and then a long first dim.  Inputs may be contiguous, transposed,
+flipped, strided or broadcast.
 
     >>> program = generate(5)
     >>> graph = stax.trace(program, *program.inputs(0))
@@ -36,6 +37,9 @@ from .programs import Program
 Shape = tuple[int, ...]
 DTYPES = ("float32", "float32", "float32", "float64", "int32", "int64", "bool")
 DIMS = (1, 2, 3, 5, 7, 8, 9, 16, 17, 33)
+#: a first dim this long now and then: reductions over it run as split reductions
+#: (stax.codegen.cpp.SPLIT_MIN_ROWS rows or more)
+TALL = 300
 LAYOUTS = ("c", "c", "c", "t", "flip", "step", "bcast")
 
 
@@ -301,6 +305,8 @@ def _draw_inputs(rng: random.Random) -> tuple[Input, ...]:
     full = [rng.choice(DIMS) for _ in range(rank)]
     if full and rng.random() < 0.05:
         full[rng.randrange(rank)] = 0
+    elif full and rng.random() < 0.1:
+        full[0] = TALL
     shapes = [tuple(full)]
     for _ in range(rng.choice((0, 1, 1, 2))):
         kind = rng.random()

@@ -99,7 +99,9 @@ def measure(name: str, size: int, stream: Stream, inductor: bool) -> dict:
     program = PROGRAMS[base]
     arrays = program.inputs(size)
     cold = compile_seconds(name, size)
-    fused = stax.compile(program.fn, *arrays, **options)
+    start = time.perf_counter()
+    fused = stax.compile(program.fn, *arrays, **options)  # the kernels are cached now: the pipeline alone
+    pipeline = time.perf_counter() - start
     unfused = stax.compile(program.fn, *arrays, fusion="none", **options)
     calls = [a.copy() for a in arrays]  # in-place programs update these; the timing does not care
     modeled = fused.modeled_traffic()
@@ -110,7 +112,7 @@ def measure(name: str, size: int, stream: Stream, inductor: bool) -> dict:
            "stax ms": t_stax * 1e3, "numpy ms": t_numpy * 1e3, "numpy/stax": t_numpy / t_stax,
            "GB/s": modeled / t_stax / 1e9, "of STREAM": of_stream,
            "faults/call": page_faults(lambda: fused(*calls)), "cold compile s": cold,
-           "pipeline ms": compile_seconds(name, size) * 1e3, "warm compile ms": warm_compile_seconds(name, size) * 1e3}
+           "pipeline ms": pipeline * 1e3, "warm compile ms": warm_compile_seconds(name, size) * 1e3}
     if inductor:
         t_ind = inductor_time(program, arrays) if not variant else None
         row["inductor ms"] = t_ind * 1e3 if t_ind else float("nan")

@@ -841,10 +841,7 @@ class BlockKernel:
                     lines.append(f"{ind}    stax::welford_steps({m.buf.name}_means_chunk + {flat}, {part}, "
                                  f"{{{', '.join(values)}}}, {m.buf.name}_inv);")
                     continue
-                combined = values[0]
-                for value in values[1:]:
-                    combined = f"stax::r_{op}({combined}, {value})"
-                combined = f"stax::r_{op}({f'stax::vload({part})' if vector else f'*({part})'}, {combined})"
+                combined = _fold(op, [f"stax::vload({part})" if vector else f"*({part})", _fold(op, values)])
                 lines.append(f"{ind}    stax::vstore({part}, {combined});" if vector else f"{ind}    *({part}) = {combined};")
             lines.append(ind + "}")
         for _ in inner + outer:
@@ -862,16 +859,13 @@ class BlockKernel:
             def read(array: str, c: int) -> str:
                 return f"stax::vload({array} + {flat + c * stride})" if vector else f"{array}[{flat + c * stride}]"
             if m.buf.reduction == "m2":  # Welford states of the chunks, merged
-                state = f"stax::welford_{'vec' if vector else 'of'}<{dtype}>"
+                state = _accumulator(m.buf, vector)[0]
                 values = [f"{state}{{{read(m.buf.name + '_means', c)}, {read(m.buf.name + '_parts', c)}, "
                           f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.threads)]
             else:
                 values = [read(f"{m.buf.name}_parts", c) for c in range(self.threads)]
-            combined = values[0]
-            for value in values[1:]:
-                combined = f"stax::r_{m.buf.reduction}({combined}, {value})"
             name = self.state.fresh("tmp_acc")
-            lines.append(f"{ind}const auto {name} = stax::result({combined});")
+            lines.append(f"{ind}const auto {name} = stax::result({_fold(m.buf.reduction, values)});")
             self._store(m, name, vector, None, ind, lines)
             ctx.point[m.buf.name] = name
             if vector:
@@ -1034,9 +1028,7 @@ class BlockKernel:
         for m in reductions:
             name, op = acc[m.buf.name], m.buf.reduction
             if inner_vector:
-                vectors = f"{name}_vec0"
-                for lane in range(1, unroll):
-                    vectors = f"stax::r_{op}({vectors}, {name}_vec{lane})"
+                vectors = _fold(op, [f"{name}_vec{lane}" for lane in range(unroll)])
                 lines.append(f"{ind}{name} = stax::r_{op}({name}, stax::hreduce_{op}<{CPP_TYPE[m.buf.dtype]}>({vectors}));")
             if m.buf.name in wide:
                 lines.append(f"{ind}const float {name}_narrow = float({name});")
@@ -1105,6 +1097,14 @@ def _with_line_head(var: str, line: str | None, lines: list[str]) -> list[str]:
     if line is None:
         return lines
     return ["{", f"    const int64_t {var}_head = stax::line_head({line});"] + ["    " + t for t in lines] + ["}"]
+
+
+def _fold(op: str, values: list[str]) -> str:
+    """``values`` combined left to right by the reduction ``op`` (``stax::r_<op>``)."""
+    combined = values[0]
+    for value in values[1:]:
+        combined = f"stax::r_{op}({combined}, {value})"
+    return combined
 
 
 def _accumulator(buf: ComputedBuffer, vector: bool) -> tuple[str, str]:

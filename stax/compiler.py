@@ -79,8 +79,7 @@ class CompiledFunction:
     dependence: str = "parallel"  # Proposition 7.3's case the partition was validated under
 
     def __call__(self, *arrays: np.ndarray):
-        outputs = self._call(list(arrays))
-        return outputs[0] if len(outputs) == 1 else outputs
+        return self._call(*arrays)
 
     @property
     def source(self) -> str:

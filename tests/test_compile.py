@@ -845,8 +845,8 @@ def test_example_7_1_before_fusion(monkeypatch):
     assert "out_ptr0[x0] = tmp_acc0;" in row_sum
     assert "// in_ptr0=arg0, out_ptr0=buf0" in row_sum
     assert "// in_ptr0=arg0, in_ptr1=buf0, out_ptr0=buf1" in division
-    assert "buf0 = alloc((64, 1), 'float32')" in compiled.wrapper_source
-    assert "release(buf0); del buf0" in compiled.wrapper_source
+    assert "buf0 = empty_float32_64x1()\n    live += 256" in compiled.wrapper_source
+    assert "live -= 256; del buf0" in compiled.wrapper_source
 
 
 def test_a_transposed_matmul_operand_is_read_in_place(check):

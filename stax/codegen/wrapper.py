@@ -24,27 +24,17 @@ from .cpp import Kernel
 
 
 class MemoryTracker:
-    """Counts the bytes of buffers the wrapper allocated and has not freed; records the peak of
-    the last call (a preallocated pool counts as held for the whole call)."""
+    """The peak of the bytes the wrapper held during its last call (a preallocated pool counts
+    as held for the whole call).  The wrapper keeps the count in local variables, adding each
+    allocation's bytes and subtracting each release's, and records the peak when it returns."""
 
     def __init__(self, held: int = 0) -> None:
-        self.held = held
-        self.live = self.peak = held
+        self.held = self.peak = held
         self.calls = 0
 
-    def begin(self) -> None:
-        self.live = self.peak = self.held
+    def record(self, peak: int) -> None:
+        self.peak = peak
         self.calls += 1
-
-    def alloc(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-        array = allocator.empty(shape, dtype)
-        live = self.live = self.live + array.nbytes
-        if live > self.peak:
-            self.peak = live
-        return array
-
-    def release(self, array: np.ndarray) -> None:
-        self.live -= array.nbytes
 
 
 def check_arguments(args: Sequence[Any], names: Sequence[str]) -> None:
@@ -84,26 +74,37 @@ class WrapperPlan:
     mutated_inputs: set[str] = field(default_factory=set)
 
 
-def _storage_line(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPlan,
-                  kernel: Kernel) -> tuple[str, str | None]:
-    """The line that gives ``name`` its storage, and the name to delete after the call (when
+def site_name(shape: tuple[int, ...], dtype: str) -> str:
+    """The wrapper's name for the allocator's function handing out arrays of this kind."""
+    return f"empty_{dtype}_{'x'.join(map(str, shape)) or 'scalar'}"
+
+
+def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
+    return math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def _storage_lines(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPlan,
+                   kernel: Kernel) -> tuple[list[str], str | None]:
+    """The lines that give ``name`` its storage, and the name to delete after the call (when
     the storage's previous owner is still an argument of this call)."""
     where = plan.storage[name]
     if where.kind == "reuse":
         if where.source in kernel.params:
-            return f"{name} = {where.source}.reshape({shape})  # reuse", where.source
-        return f"{name} = {where.source}.reshape({shape}); del {where.source}  # reuse", None
+            return [f"{name} = {where.source}.reshape({shape})  # reuse"], where.source
+        return [f"{name} = {where.source}.reshape({shape}); del {where.source}  # reuse"], None
     if where.kind == "inplace":
-        return f"{name} = {where.source}.reshape({shape})  # reuse in place", where.source
+        return [f"{name} = {where.source}.reshape({shape})  # reuse in place"], where.source
     if where.kind == "pool":
-        return f"{name} = pool_view({where.offset}, {shape}, '{dtype}')", None
-    return f"{name} = alloc({shape}, '{dtype}')", None
+        return [f"{name} = pool_view({where.offset}, {shape}, '{dtype}')"], None
+    return [f"{name} = {site_name(shape, dtype)}()", f"live += {_nbytes(shape, dtype)}",
+            "if live > peak: peak = live"], None
 
 
 def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
-    """The wrapper's Python source (listing 8.1's shape), following the memory plan."""
+    """The wrapper's Python source (listing 8.1's shape), following the memory plan: called with
+    the arrays, it returns the one output, or a tuple of several."""
     names = [i.name for i in sorted(plan.inputs, key=lambda i: i.position)]
-    lines = ["def call(args):", f"    check_arguments(args, {tuple(names)!r})"]
+    lines = ["def call(*args):", f"    if len(args) != {len(names)}: check_arguments(args, {tuple(names)!r})"]
     if names:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     for inp in sorted(plan.inputs, key=lambda i: i.position):
@@ -113,14 +114,14 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
                      f"{inp.name}.strides != {byte_strides} or {inp.name}.dtype != {inp.dtype}{writable}:")
         lines.append(f"        assert_size_stride({inp.name}, '{inp.name}', {inp.shape}, {inp.strides}, "
                      f"'{inp.dtype}', {inp.name in plan.mutated_inputs})")
-    lines.append("    memory.begin()")
+    lines.append(f"    live = peak = {memory.pool_size}  # bytes held")
     created: set[str] = set()
     for kernel, (first, last) in zip(plan.steps, plan.spans):
         deferred = []
         for p in kernel.params:
             if p in plan.buffer_meta and p not in created:
-                line, delete = _storage_line(p, *plan.buffer_meta[p], memory, kernel)
-                lines.append("    " + line)
+                storage, delete = _storage_lines(p, *plan.buffer_meta[p], memory, kernel)
+                lines += ["    " + line for line in storage]
                 deferred += [delete] if delete else []
                 created.add(p)
         lines.append(f"    # {', '.join(kernel.nodes)}")
@@ -138,9 +139,10 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
                 lines.append(f"    {call}")
         lines += [f"    del {name}" for name in deferred]
         for t in range(first, last + 1):
-            lines += [f"    release({p}); del {p}" for p in memory.releases.get(t, [])]
+            lines += [f"    live -= {_nbytes(*plan.buffer_meta[p])}; del {p}" for p in memory.releases.get(t, [])]
+    lines.append("    memory.record(peak)")
     returned = ", ".join(plan.outputs)
-    lines.append(f"    return ({returned}{',' if len(plan.outputs) == 1 else ''})")
+    lines.append(f"    return {returned}" if len(plan.outputs) == 1 else f"    return ({returned})")
     return "\n".join(lines) + "\n"
 
 
@@ -162,10 +164,11 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType) -> 
 
     namespace: dict[str, Any] = {
         "np": np, "ndarray": np.ndarray, **{d: np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")},
-        "alloc": tracker.alloc, "release": tracker.release, "memory": tracker, "pool_view": pool_view,
+        "memory": tracker, "pool_view": pool_view,
         "check_arguments": check_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
         "one_blas_thread": one_blas_thread, "parallel_matmul": parallel_matmul,
     }
+    namespace.update({site_name(*kind): allocator.site(*kind) for kind in set(plan.buffer_meta.values())})
     namespace.update({k.name: getattr(module, k.name) for k in plan.steps if not k.extern})
     exec(compile(source, "<stax wrapper>", "exec"), namespace)
     return source, namespace["call"], tracker

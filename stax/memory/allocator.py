@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -45,46 +46,64 @@ class _Storage:
             return sys.getrefcount(self.memory) == 2
         return sys.getrefcount(self.memory) == 3 and sys.getrefcount(view) == 3
 
-    def array(self, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+    def take(self, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray | None:
+        """An array of ``shape`` and ``dt`` on the memory if it is idle, else None: the kept view
+        again, unless it is of another kind or its user changed it (reshaped in place, made
+        read-only).  The wrapper's hit path: idle()'s test is repeated here to save a call."""
         view = self.view
-        if view is None or view.shape != shape or view.dtype is not dt or not view.flags.writeable:
-            view = self.view = np.ndarray(shape, dt, self.memory, self.offset)  # another kind, or changed by its user
+        if view is None:
+            if sys.getrefcount(self.memory) != 2:
+                return None
+        elif sys.getrefcount(self.memory) != 3 or sys.getrefcount(view) != 3:
+            return None
+        elif view.shape == shape and view.dtype is dt and view.flags.writeable:
+            return view
+        view = self.view = np.ndarray(shape, dt, self.memory, self.offset)
         return view
 
 
 class CachingAllocator:
-    """Pools of storages by byte size; ``kinds`` keeps, per (shape, dtype) asked for, its dtype
-    object, byte size and pool (the wrapper asks for the same few every call).  A lock makes
-    finding a free storage and handing it out one step for threads calling compiled functions."""
+    """Pools of storages by byte size.  ``site(shape, dtype)`` resolves one kind's pool once and
+    returns the function that hands out its arrays (the wrapper makes one per allocation line,
+    so a call looks nothing up).  A lock makes finding a free storage and handing it out one
+    step for threads calling compiled functions."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self._lock = threading.Lock()
         self.pools: dict[int, list[_Storage]] = {}
-        self.kinds: dict[tuple[tuple[int, ...], str], tuple[np.dtype, int, list[_Storage]]] = {}
+        self._sites: dict[tuple[tuple[int, ...], str], Callable[[], np.ndarray]] = {}
         self.stats = AllocatorStats()
 
+    def site(self, shape: tuple[int, ...], dtype: str) -> Callable[[], np.ndarray]:
+        """The function returning an uninitialized array of ``shape`` and ``dtype`` from the pool."""
+        dt = np.dtype(dtype)
+        nbytes = math.prod(shape) * dt.itemsize
+        pool = self.pools.setdefault(nbytes, [])
+        lock, stats = self._lock, self.stats
+
+        def take() -> np.ndarray:
+            if not self.enabled or nbytes == 0:
+                return np.empty(shape, dtype=dt)
+            with lock:
+                for storage in pool:
+                    array = storage.take(shape, dt)
+                    if array is not None:
+                        stats.hits += 1
+                        return array
+                storage = _Storage(nbytes)
+                pool.append(storage)
+                stats.misses += 1
+                stats.bytes_held += nbytes
+                return storage.take(shape, dt)
+        return take
+
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-        if not self.enabled:
-            return np.empty(shape, dtype=dtype)
-        kind = self.kinds.get((shape, dtype))
-        if kind is None:
-            dt = np.dtype(dtype)
-            nbytes = math.prod(shape) * dt.itemsize
-            kind = self.kinds[(shape, dtype)] = (dt, nbytes, self.pools.setdefault(nbytes, []))
-        dt, nbytes, pool = kind
-        if nbytes == 0:
-            return np.empty(shape, dtype=dt)
-        with self._lock:
-            for storage in pool:
-                if storage.idle():
-                    self.stats.hits += 1
-                    return storage.array(shape, dt)
-            storage = _Storage(nbytes)
-            pool.append(storage)
-            self.stats.misses += 1
-            self.stats.bytes_held += nbytes
-            return storage.array(shape, dt)
+        """An uninitialized array of ``shape`` and ``dtype`` (``site``'s, for one-off callers)."""
+        take = self._sites.get((shape, dtype))
+        if take is None:
+            take = self._sites[(shape, dtype)] = self.site(shape, dtype)
+        return take()
 
     def empty_cache(self) -> None:
         """Forget every idle storage (arrays still in use keep theirs alive)."""

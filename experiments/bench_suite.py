@@ -10,7 +10,9 @@ STREAM is taken pair by pair: each batch of calls is followed by one STREAM copy
 pair's ratio is the program's GB/s over the better of the two, and the table shows the median
 ratio of PAIRS pairs (and the median time).
 
-    python -m experiments.bench_suite [--sizes 64 1024 4096] [--programs softmax ...] [--inductor]
+    python -m experiments.bench_suite [--sizes 64x128 1024 4096] [--programs softmax ...] [--inductor]
+
+A size is ``N`` (n x n inputs) or ``NxM`` (n rows, m columns where the program's width is free).
 """
 from __future__ import annotations
 
@@ -77,27 +79,36 @@ def paired_with_stream(fn: Callable[[], object], nbytes: int, stream: Stream) ->
     return statistics.median(times), statistics.median(fractions)
 
 
-def compile_seconds(name: str, size: int) -> float:
+def parse_size(text: str) -> tuple[int, int]:
+    """``"N"`` -> (N, N); ``"NxM"`` -> (N, M)."""
+    rows, _, columns = text.partition("x")
+    try:
+        return int(rows), int(columns or rows)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size {text!r}: write N (n x n inputs) or NxM, e.g. 64x128") from None
+
+
+def compile_seconds(name: str, size: tuple[int, int]) -> float:
     """Seconds ``stax.compile`` takes on suite program ``name`` (``NAME/VARIANT``) at ``size``."""
     base, _, variant = name.partition("/")
     program = PROGRAMS[base]
-    arrays = program.inputs(size)
+    arrays = program.inputs(size[0], columns=size[1])
     start = time.perf_counter()
     stax.compile(program.fn, *arrays, **(VARIANTS[variant] if variant else {}))
     return time.perf_counter() - start
 
 
-def warm_compile_seconds(name: str, size: int) -> float:
+def warm_compile_seconds(name: str, size: tuple[int, int]) -> float:
     """``compile_seconds`` in a new process that finds the kernels in the on-disk cache."""
     code = f"from experiments.bench_suite import compile_seconds; print(compile_seconds({name!r}, {size}))"
     return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
 
 
-def measure(name: str, size: int, stream: Stream, inductor: bool) -> dict:
+def measure(name: str, size: tuple[int, int], stream: Stream, inductor: bool) -> dict:
     base, _, variant = name.partition("/")
     options = VARIANTS[variant] if variant else {}
     program = PROGRAMS[base]
-    arrays = program.inputs(size)
+    arrays = program.inputs(size[0], columns=size[1])
     cold = compile_seconds(name, size)
     start = time.perf_counter()
     fused = stax.compile(program.fn, *arrays, **options)  # the kernels are cached now: the pipeline alone
@@ -107,21 +118,22 @@ def measure(name: str, size: int, stream: Stream, inductor: bool) -> dict:
     modeled = fused.modeled_traffic()
     t_stax, of_stream = paired_with_stream(lambda: fused(*calls), modeled, stream)
     t_numpy = time_call(lambda: evaluate(fused.graph, *calls), repeat=3)
-    row = {"program": name, "size": size, "kernels none": len(unfused.block_kernels),
+    row = {"program": name, "size": "x".join(map(str, size)), "kernels none": len(unfused.block_kernels),
            "kernels greedy": len(fused.block_kernels), "modeled MB": modeled / 1e6,
-           "stax ms": t_stax * 1e3, "numpy ms": t_numpy * 1e3, "numpy/stax": t_numpy / t_stax,
+           "stax us": t_stax * 1e6, "numpy us": t_numpy * 1e6, "numpy/stax": t_numpy / t_stax,
            "GB/s": modeled / t_stax / 1e9, "of STREAM": of_stream,
            "faults/call": page_faults(lambda: fused(*calls)), "cold compile s": cold,
            "pipeline ms": pipeline * 1e3, "warm compile ms": warm_compile_seconds(name, size) * 1e3}
     if inductor:
         t_ind = inductor_time(program, arrays) if not variant else None
-        row["inductor ms"] = t_ind * 1e3 if t_ind else float("nan")
+        row["inductor us"] = t_ind * 1e6 if t_ind else float("nan")
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 1024, 4096])
+    parser.add_argument("--sizes", type=parse_size, nargs="+", default=[(64, 128), (1024, 1024), (4096, 4096)],
+                        help="N (n x n) or NxM; default 64x128 1024 4096")
     parser.add_argument("--programs", nargs="+", default=list(MEMORY_BOUND),
                         help="suite programs, optionally NAME/VARIANT with VARIANT in " + ", ".join(VARIANTS))
     parser.add_argument("--inductor", action="store_true", help="also time torch.compile (needs torch)")
@@ -131,7 +143,7 @@ def main() -> None:
     stream = Stream(32 * 1024 * 1024, default_threads())
     rates = stream.rates()
     print(f"STREAM copy {rates['copy']:.1f} GB/s, triad {rates['triad']:.1f} GB/s at the start (each row's "
-          f"fraction of STREAM pairs its own timings with STREAM runs); sizes are n x n inputs")
+          f"fraction of STREAM pairs its own timings with STREAM runs); sizes are rows x columns")
     rows = [measure(name, size, stream, args.inductor) for size in args.sizes for name in args.programs]
     columns = list(rows[0])
     print(" ".join(f"{c:>14s}" for c in columns))

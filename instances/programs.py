@@ -1,13 +1,13 @@
 """The program suite: small tensor programs written with torch-style methods (traced by stax).
 
-Each :class:`Program` has a name, the function, ``inputs(size, seed)`` giving numpy inputs for a
-size parameter, and a one-line description.  ``size`` is the number of rows (tokens, batch) of
-the main input; feature widths are fixed or equal to ``size`` as each entry says.  Matrix
-products are extern kernels (``@``), everything else is generated code.
+Each :class:`Program` has a name, the function, ``inputs(size, seed, columns)`` giving numpy
+inputs, and a one-line description.  ``size`` is the number n of rows (tokens, batch) of the
+main input; feature widths are fixed or m = ``columns`` (``size`` unless given), as each entry
+says.  Matrix products are extern kernels (``@``), everything else is generated code.
 
     >>> program = get_program("softmax")
-    >>> [a.shape for a in program.inputs(64)]
-    [(64, 64)]
+    >>> [a.shape for a in program.inputs(64)], [a.shape for a in program.inputs(64, columns=128)]
+    ([(64, 64)], [(64, 128)])
 """
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ from stax.errors import StaxError
 from stax.examples import example_7_1, example_7_2
 from stax.lowering import CostModel
 
-Inputs = Callable[[int, np.random.Generator], list[np.ndarray]]
+Inputs = Callable[[int, int, np.random.Generator], list[np.ndarray]]  # (rows, columns, rng)
 
 HIDDEN = 32  # feature width of the model-like programs (MLP, transformer block)
 
 
 @dataclass(frozen=True)
 class Program:
-    """A suite entry: ``fn`` traced on ``inputs(size, seed)`` and lowered with ``cost_model``."""
+    """A suite entry: ``fn`` traced on ``inputs(size, seed, columns)`` and lowered with ``cost_model``."""
 
     name: str
     fn: Callable
@@ -36,11 +36,13 @@ class Program:
     description: str
     cost_model: CostModel = CostModel()
 
-    def inputs(self, size: int, seed: int = 0) -> list[np.ndarray]:
-        """Fresh numpy inputs for size parameter ``size`` (reproducible from ``seed``)."""
-        if not isinstance(size, int) or size < 1:
-            raise StaxError(f"program {self.name!r}: size must be a positive integer, got {size!r}")
-        return self.make_inputs(size, np.random.default_rng(seed))
+    def inputs(self, size: int, seed: int = 0, columns: int | None = None) -> list[np.ndarray]:
+        """Fresh numpy inputs for ``size`` rows and ``columns`` (default ``size``) features where
+        the program's width is free (reproducible from ``seed``)."""
+        for what, value in (("size", size), ("columns", size if columns is None else columns)):
+            if not isinstance(value, int) or value < 1:
+                raise StaxError(f"program {self.name!r}: {what} must be a positive integer, got {value!r}")
+        return self.make_inputs(size, size if columns is None else columns, np.random.default_rng(seed))
 
 
 def _normal(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -137,39 +139,39 @@ def transformer_block(x, mask, ln1_w, ln1_b, wq, wk, wv, wo, ln2_w, ln2_b, w1, b
 
 # --- their inputs ----------------------------------------------------------------------------
 
-def _square(n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    return [_normal(rng, n, n)]
+def _matrix(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return [_normal(rng, n, m)]
 
 
-def _two_square(n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    return [_normal(rng, n, n), _normal(rng, n, n)]
+def _transposed_pair(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return [_normal(rng, n, m), _normal(rng, m, n)]
 
 
-def _row_affine(n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    return [_normal(rng, n, n), _normal(rng, n), _normal(rng, n)]
+def _row_affine(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return [_normal(rng, n, m), _normal(rng, m), _normal(rng, m)]
 
 
-def _row_scale(n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    return [_normal(rng, n, n), _normal(rng, n)]
+def _row_scale(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return [_normal(rng, n, m), _normal(rng, m)]
 
 
-def _adam(n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    return [_normal(rng, n, n), _normal(rng, n, n), _normal(rng, n, n) * 0.1,
-            np.abs(_normal(rng, n, n)) * 0.01]
+def _adam(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return [_normal(rng, n, m), _normal(rng, n, m), _normal(rng, n, m) * 0.1,
+            np.abs(_normal(rng, n, m)) * 0.01]
 
 
-def _cross_entropy(n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    classes = max(2, n // 4)
+def _cross_entropy(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
+    classes = max(2, m // 4)
     return [_normal(rng, n, classes), rng.integers(0, classes, size=(n, 1)).astype(np.int64),
             np.arange(classes, dtype=np.int64).reshape(1, classes)]
 
 
-def _causal(n: int) -> np.ndarray:
-    return np.tril(np.ones((n, n), dtype=bool))
+def _causal(n: int, m: int) -> np.ndarray:
+    return np.tril(np.ones((n, m), dtype=bool))
 
 
-def _attention(n: int, rng: np.random.Generator) -> list[np.ndarray]:
-    return [_normal(rng, n, n), _causal(n)]
+def _attention(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return [_normal(rng, n, m), _causal(n, m)]
 
 
 def _mlp_weights(rng: np.random.Generator, d: int) -> list[np.ndarray]:
@@ -177,32 +179,32 @@ def _mlp_weights(rng: np.random.Generator, d: int) -> list[np.ndarray]:
     return [_normal(rng, d, 4 * d) * scale, _normal(rng, 4 * d), _normal(rng, 4 * d, d) * scale, _normal(rng, d)]
 
 
-def _mlp(n: int, rng: np.random.Generator) -> list[np.ndarray]:
+def _mlp(n: int, _: int, rng: np.random.Generator) -> list[np.ndarray]:
     return [_normal(rng, n, HIDDEN), *_mlp_weights(rng, HIDDEN)]
 
 
-def _transformer(n: int, rng: np.random.Generator) -> list[np.ndarray]:
+def _transformer(n: int, _: int, rng: np.random.Generator) -> list[np.ndarray]:
     d, scale = HIDDEN, 1 / math.sqrt(HIDDEN)
     ln = [np.ones(d, np.float32), np.zeros(d, np.float32)]
     projections = [_normal(rng, d, d) * scale for _ in range(4)]
-    return [_normal(rng, n, d), _causal(n), *ln, *projections, *ln, *_mlp_weights(rng, d)]
+    return [_normal(rng, n, d), _causal(n, n), *ln, *projections, *ln, *_mlp_weights(rng, d)]
 
 
 _SUITE = [
-    Program("example_7_1", example_7_1, _square, "seed example 7.1: each row divided by its sum; x (n, n)"),
-    Program("example_7_2", example_7_2, _square, "seed example 7.2: sum and max of one shared exp; x (n, n)"),
-    Program("transposed_add", transposed_add, _two_square, "x + y.t(); x, y (n, n)"),
-    Program("softmax", softmax, _square, "row softmax with the max subtracted; x (n, n)"),
-    Program("layernorm", layernorm, _row_affine, "layer norm over the last dim with weight and bias; x (n, n)"),
-    Program("rmsnorm", rmsnorm, _row_scale, "RMS norm over the last dim with a weight; x (n, n)"),
-    Program("bias_gelu", bias_gelu, _row_scale, "GELU (erf form) of x + bias; x (n, n)"),
-    Program("adam_step", adam_step, _adam, "Adam step updating param, m, v in place; four (n, n) tensors"),
-    Program("batchnorm_stats", batchnorm_stats, _square, "batch-norm mean and variance over dim 0; x (n, n)"),
-    Program("logsumexp", logsumexp, _square, "stable log-sum-exp of each row; x (n, n)"),
+    Program("example_7_1", example_7_1, _matrix, "seed example 7.1: each row divided by its sum; x (n, m)"),
+    Program("example_7_2", example_7_2, _matrix, "seed example 7.2: sum and max of one shared exp; x (n, m)"),
+    Program("transposed_add", transposed_add, _transposed_pair, "x + y.t(); x (n, m), y (m, n)"),
+    Program("softmax", softmax, _matrix, "row softmax with the max subtracted; x (n, m)"),
+    Program("layernorm", layernorm, _row_affine, "layer norm over the last dim with weight and bias; x (n, m)"),
+    Program("rmsnorm", rmsnorm, _row_scale, "RMS norm over the last dim with a weight; x (n, m)"),
+    Program("bias_gelu", bias_gelu, _row_scale, "GELU (erf form) of x + bias; x (n, m)"),
+    Program("adam_step", adam_step, _adam, "Adam step updating param, m, v in place; four (n, m) tensors"),
+    Program("batchnorm_stats", batchnorm_stats, _matrix, "batch-norm mean and variance over dim 0; x (n, m)"),
+    Program("logsumexp", logsumexp, _matrix, "stable log-sum-exp of each row; x (n, m)"),
     Program("cross_entropy", cross_entropy, _cross_entropy,
-            "mean cross-entropy of logits (n, n/4) and int targets via a one-hot comparison"),
+            "mean cross-entropy of logits (n, m/4) and int targets via a one-hot comparison"),
     Program("attention_softmax", masked_attention_softmax, _attention,
-            "scaled, causally masked softmax of attention scores (n, n)"),
+            "scaled, causally masked softmax of attention scores (n, m)"),
     Program("mlp_block", mlp_block, _mlp, f"residual MLP x + W2 gelu(W1 x); x (n, {HIDDEN}), hidden {4 * HIDDEN}"),
     Program("transformer_block", transformer_block, _transformer,
             f"pre-norm single-head causal transformer block; x (n, {HIDDEN})"),

@@ -18,7 +18,7 @@ tails, sizes 0 and 1, and now and then a long first dim.  Inputs may be contiguo
 flipped, strided or broadcast.
 
     >>> program = generate(5)
-    >>> graph = stax.trace(program, *program.inputs(0))
+    >>> graph = program.trace(seed=0)  # traced on program.arrays(0)
 """
 from __future__ import annotations
 
@@ -382,7 +382,7 @@ def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None)
 
 def random_program(seed: int, steps: int = 8) -> Program:
     """A benign random program (:data:`BENIGN_OPS`) as a suite Program for sweeps; its inputs
-    ignore the size parameter (the generator draws the shapes)."""
+    ignore the size and columns (the generator draws the shapes)."""
     program = generate(seed, max_steps=steps, ops=BENIGN_OPS)
-    return Program(f"random_{seed}", program, lambda size, rng: program.arrays(seed),
+    return Program(f"random_{seed}", program, lambda size, columns, rng: program.arrays(seed),
                    f"random program {seed}: {', '.join(s.op for s in program.steps)}")

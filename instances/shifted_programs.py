@@ -51,11 +51,11 @@ def upwind_2d(x):
     return y[1:, 1:] - y[:-1, 1:] - y[1:, :-1]
 
 
-def _vector(size: int, rng: np.random.Generator) -> list[np.ndarray]:
+def _vector(size: int, _: int, rng: np.random.Generator) -> list[np.ndarray]:
     return [rng.standard_normal((size,)).astype(np.float32)]
 
 
-def _square(size: int, rng: np.random.Generator) -> list[np.ndarray]:
+def _square(size: int, _: int, rng: np.random.Generator) -> list[np.ndarray]:
     side = math.isqrt(size)
     return [rng.standard_normal((side, side)).astype(np.float32)]
 

@@ -17,9 +17,10 @@ def test_a_suite_row_pairs_its_timings_with_stream_runs(monkeypatch):
         calls["stream"] += 1
         return best(repeat)
     monkeypatch.setattr(stream, "best", counted)
-    row = measure("softmax", 64, stream, inductor=False)
+    row = measure("softmax", (64, 128), stream, inductor=False)
     assert calls["stream"] == PAIRS
     assert row["kernels greedy"] == 1 and row["faults/call"] == 0
-    assert row["stax ms"] > 0 and math.isfinite(row["of STREAM"]) and row["of STREAM"] > 0
-    assert math.isclose(row["GB/s"], row["modeled MB"] * 1e6 / (row["stax ms"] * 1e-3) / 1e9)
+    assert row["size"] == "64x128" and row["modeled MB"] == 2 * 64 * 128 * 4 / 1e6
+    assert row["stax us"] > 0 and math.isfinite(row["of STREAM"]) and row["of STREAM"] > 0
+    assert math.isclose(row["GB/s"], row["modeled MB"] * 1e6 / (row["stax us"] * 1e-6) / 1e9)
 

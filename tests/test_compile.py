@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 import stax
 from stax import nn
-from stax.codegen.cpp import ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, SPLIT_MIN_ROWS, STREAM_MIN_BYTES
+from stax.codegen.tuning import ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, SPLIT_MIN_ROWS, STREAM_MIN_BYTES
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import stax
-from stax.codegen.cpp import ACCUMULATORS
+from stax.codegen.tuning import ACCUMULATORS
 from stax.examples import example_7_1, example_7_2
 from stax.scheduler.report import fusion_log
 

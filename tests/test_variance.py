@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import stax
 from instances.programs import batchnorm_stats, layernorm
-from stax.codegen.cpp import SPLIT_MIN_ROWS
+from stax.codegen.tuning import SPLIT_MIN_ROWS
 from tests.conftest import run_check
 
 EVERY_SIZE = stax.CostModel(cached_pass_bytes=0)  # the rewrite whatever the size

@@ -35,88 +35,28 @@ per scan, its pointwise producers and consumers in the same pass; the outer poin
 parallel.  When they are too few (a 1-D scan), the pass is blocked through associativity: each
 thread reduces its chunk, one thread scans the chunk totals (exclusive), then each thread runs
 its chunk from its offset (reduce-then-scan: the fused consumers see final values in one pass).
+
+``BlockKernel`` is written here; the methods of the split-reduction, scan and tiled forms are in
+``split_reduction.py``, ``scans.py`` and ``tiles.py``, the thresholds that choose among the forms
+in ``tuning.py``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from math import prod
-from typing import Sequence
 
 from ..dtypes import CPP_TYPE, ITEMSIZE, nbytes
 from ..indexing import Index, contiguous_strides, linear_index
-from ..ir import ComputedBuffer, Expr, Load, Op, loads, walk
+from ..ir import ComputedBuffer, Load, Op, loads, walk
 from ..lowering import EXPENSIVE_OPS, substitute
 from ..scheduler.frame import Frame, make_frame
 from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identity
-
-BLOCKED_SCAN_MIN = 1 << 14  # a 1-D scan shorter than this runs on one thread
-TILE = 32  # B >= cache line / element size, and a B x B tile of two operands fits in L1 (8.2)
-#: the tiled-vector form visits its W x W register tiles in blocks of this many points per side, so
-#: that the lines a tile's rows share with the next tile (misaligned rows) are still cached
-#: (transposed add at 4096 on one thread: 40 ms unblocked, 22 ms in 64 x 64 blocks)
-VECTOR_TILE_BLOCK = 64
-ACCUMULATORS = 4  # independent vector accumulators in a long reduction (hides the add latency)
-#: an output at least this large (half the last-level cache), which its kernel does not read, is
-#: written with non-temporal stores by the passes over a row: it would not stay in the caches, and
-#: they skip the read of every line before its write.  Streaming pointwise loops keep plain
-#: stores: there the stores interleave with the loads and the computation, and non-temporal ones
-#: measured slower (bias+GELU 16 -> 24 ms, the Adam step 20 -> 35 ms at 4096 x 4096, one thread)
-STREAM_MIN_BYTES = 16 << 20
-#: the next outer point's input rows are prefetched while a later pass of the current one computes
-#: (the first pass of a row then finds them in L2), when they take at most this many bytes
-PREFETCH_MAX_BYTES = 256 << 10
-CACHE_LINE = 64
-WIDE_SUM_MIN = 1 << 12  # a scalar float32 sum at least this long accumulates in double
-#: bytes of a row one step of the outer-vector form reads (several vectors of neighbouring
-#: columns): whole cache lines per row of a column walk, and independent accumulators
-OUTER_VECTOR_BYTES = 256
-#: the outer-vector and tiled-vector forms start their vectors on cache lines (after a scalar
-#: head) on rows at least this long: on numpy-allocated 4096 x 4096 inputs, batch-norm statistics
-#: 5.4 -> 4.5 ms and x + y.t() about 10% faster
-OUTER_HEAD_MIN = 256
-
-
-#: a column reduction (the outer-vector form's blocks) over at least this many rows, whose partial
-#: results take at most SPLIT_PARTIAL_BYTES per thread, runs as a split reduction instead when its
-#: columns make fewer than two OUTER_VECTOR_BYTES strips per thread or it reads STREAM_MIN_BYTES
-#: or more: each thread streams a chunk of whole rows into partial results of its own, which are
-#: then combined.  A column walk reads a few lines per row at the row stride, which DRAM serves at
-#: about half the rate of a stream, and narrow columns leave threads idle (x.sum(0), two cores,
-#: one run: 4096 x 4096 4.5 -> 3.0 ms, 65536 x 32 0.27 -> 0.10 ms, 16384 x 128 0.12 -> 0.09 ms);
-#: on cache-resident inputs with many strips the column walk stays (1024 x 1024: 0.09 vs 0.12 ms)
-SPLIT_MIN_ROWS = 256
-SPLIT_PARTIAL_BYTES = 64 << 10
-#: rows one step of a split reduction reads: each partial result is loaded and stored once for
-#: all of them.  One run each, time over that of half as many rows a step: batch-norm statistics
-#: at 4096 x 4096 0.71 (2 rows), 0.91 (4), 1.00 (8); x.sum(0) at 4096 x 4096 0.81, 0.93, 0.91
-SPLIT_ROW_STEP = 4
-
-#: the widest element stride a vector loop reads with ``stax::vload_strided`` (a gather of W
-#: elements; stride 2 is two vector loads and a shuffle)
-MAX_VECTOR_STRIDE = 4
-
-
-#: a kernel opens its parallel region only when it has this much work (iterations, an expensive
-#: op such as exp counting EXPENSIVE_WEIGHT times): below it the region's fixed cost o of 8.4
-#: (about 2 us on two cores) outweighs the time it saves (x * 2 + 1 on 64 x 128: 5.6 us a call
-#: with two threads, 3.3 us with one).  Algorithm 8.1's loops keep their ``omp for``, which then
-#: runs orphaned on the calling thread
-PARALLEL_MIN_WORK = 1 << 16
-EXPENSIVE_WEIGHT = 8
-
-
-def parallel_depth(ranges: Sequence[int], threads: int, total: int, min_chunk: int = 512) -> int:
-    """Algorithm 8.1: how many outer loops run in parallel."""
-    seq, par, depth = total, 1, 0
-    for r in ranges:
-        if par >= 2 * threads or par == threads:
-            break
-        if seq / threads < min_chunk:
-            break
-        depth += 1
-        par *= r
-        seq = seq // max(r, 1)
-    return depth
+from .kernel_parts import LoadContext, Member, access_kind, accumulator, fold, guard_condition, local_array, with_line_head
+from .scans import BlockedScan
+from .split_reduction import SplitReduction
+from .tiles import Tiles
+from .tuning import (ACCUMULATORS, CACHE_LINE, EXPENSIVE_WEIGHT, MAX_VECTOR_STRIDE, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES,
+                     PARALLEL_MIN_WORK, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, WIDE_SUM_MIN, parallel_depth)
 
 
 @dataclass
@@ -142,30 +82,9 @@ class Kernel:
         return written in self.writes_at and self.reads_at.get(read) == {(written, self.writes_at[written])}
 
 
-@dataclass
-class _Member:
-    name: str
-    buf: ComputedBuffer
-    body: Expr
-    store: Index
-    internal: bool
-    inner: bool  # runs an inner loop
-
-
-@dataclass
-class _Ctx:
-    """What a load of a block-internal buffer reads at the current point."""
-
-    point: dict[str, str] = field(default_factory=dict)  # per outer point (scalars or outer vectors)
-    vector_point: set[str] = field(default_factory=set)  # point values that are already vectors
-    local: dict[str, str] = field(default_factory=dict)  # computed earlier in this loop body
-
-    def inner(self) -> "_Ctx":
-        return _Ctx(self.point, self.vector_point, {})
-
-
-class BlockKernel:
-    """Generates the C++ function of one block."""
+class BlockKernel(SplitReduction, BlockedScan, Tiles):
+    """Generates the C++ function of one block (the split-reduction, scan and tiled forms' methods
+    live in modules of their own)."""
 
     def __init__(self, name: str, members: list[tuple[str, ComputedBuffer]], internal: set[str],
                  storage: dict[str, str], width: int, threads: int, counting: bool = False,
@@ -177,7 +96,7 @@ class BlockKernel:
         self.members = []
         for node_name, buf in members:
             mapping = self.frame.mapping(buf)
-            self.members.append(_Member(node_name, buf, substitute(buf.body, mapping, ranges),
+            self.members.append(Member(node_name, buf, substitute(buf.body, mapping, ranges),
                                         buf.store_index.subs(mapping, ranges), buf.name in internal,
                                         self.frame.uses_inner(buf)))
         self.internal = internal  # produced here, never stored: no user outside the block
@@ -187,7 +106,7 @@ class BlockKernel:
         self.scratch_rows = self._scratch_rows()
         self.scans = [m for m in self.members if m.buf.scan]
         self.storage = dict(storage)  # extended by the outer-vector lanes' buffer names
-        reads = [ld.buffer for m in self.members for ld in _loads(m.body) if ld.buffer not in self.produced]
+        reads = [ld.buffer for m in self.members for ld in loads(m.body) if ld.buffer not in self.produced]
         writes = [storage.get(m.buf.name, m.buf.name) for m in self.members if not m.internal]
         self.params = list(dict.fromkeys([storage.get(b, b) for b in reads] + writes))
         self.written = set(writes)
@@ -198,7 +117,7 @@ class BlockKernel:
                 self.pointer[p], n_out = f"out_ptr{n_out}", n_out + 1
             else:
                 self.pointer[p], n_in = f"in_ptr{n_in}", n_in + 1
-        self.dtypes = {ld.buffer: ld.dtype for m in self.members for ld in _loads(m.body)}
+        self.dtypes = {ld.buffer: ld.dtype for m in self.members for ld in loads(m.body)}
         self.dtypes |= {storage.get(m.buf.name, m.buf.name): m.buf.dtype for m in self.members}
         self.streamed = self._streamed_outputs(reads)
         self.fenced = False  # set by region_body when the streamed outputs are stored by vectors
@@ -213,7 +132,7 @@ class BlockKernel:
         read = {m.buf.name for m in self.members if self.frame.guard(m.buf)}
         reason = None
         for m in self.members:
-            for ld in _loads(m.body):
+            for ld in loads(m.body):
                 writer = store.get(ld.buffer)
                 if writer is not None and ld.index != writer.store:
                     read.add(ld.buffer)
@@ -231,18 +150,18 @@ class BlockKernel:
                  and nbytes(m.buf.shape, m.buf.dtype) >= STREAM_MIN_BYTES}
         return large - read
 
-    def _external_loads(self, member: _Member) -> list[Load]:
-        return [ld for ld in _loads(member.body) if ld.buffer not in self.produced]
+    def _external_loads(self, member: Member) -> list[Load]:
+        return [ld for ld in loads(member.body) if ld.buffer not in self.produced]
 
-    def _memory_loads(self, member: _Member) -> list[Load]:
-        return [ld for ld in _loads(member.body) if ld.buffer not in self.produced or ld.buffer in self.memory_read]
+    def _memory_loads(self, member: Member) -> list[Load]:
+        return [ld for ld in loads(member.body) if ld.buffer not in self.produced or ld.buffer in self.memory_read]
 
-    def _vectorizable(self, var: str, members: list[_Member], with_store: bool) -> bool:
+    def _vectorizable(self, var: str, members: list[Member], with_store: bool) -> bool:
         for m in members:
             for ld in self._memory_loads(m):
                 if self._vector_stride(ld, var) is None or not self._lane_guards(ld, var):
                     return False
-            if with_store and not m.internal and _access(m.store, var) != "contiguous":
+            if with_store and not m.internal and access_kind(m.store, var) != "contiguous":
                 return False
         return True
 
@@ -251,7 +170,7 @@ class BlockKernel:
         lane), 1 (contiguous), 2 to MAX_VECTOR_STRIDE (``stax::vload_strided``: a stride-2
         convolution's input), or None where a vector cannot read it (the counting build
         counts strided elements one at a time)."""
-        kind = _access(ld.index, var)
+        kind = access_kind(ld.index, var)
         if kind != "strided":
             return 0 if kind == "invariant" else 1
         if self.counting or ld.dtype == "bool" or not ld.index.is_affine_in(var):
@@ -284,7 +203,7 @@ class BlockKernel:
         looped = [m for m in self.members if m.inner]
         pointwise_rows = [m for m in looped if not m.buf.reduction]
         inner_vector = self._vectorizable(inner_last, looped, with_store=False) and \
-            all(m.internal or _access(m.store, inner_last) == "contiguous" for m in pointwise_rows)
+            all(m.internal or access_kind(m.store, inner_last) == "contiguous" for m in pointwise_rows)
         if inner_vector and f.inner[-1] >= self.width:
             return "vector", inner_last
         # rows shorter than a vector (a convolution's kernel width): across neighbouring outputs
@@ -292,21 +211,6 @@ class BlockKernel:
                 self._vectorizable(f.outer_vars[-1], self.members, with_store=True):
             return ("split-reduction" if self._splits_rows() else "outer-vector"), f.outer_vars[-1]
         return ("vector", inner_last) if inner_vector else ("scalar", None)
-
-    def _splits_rows(self) -> bool:
-        """Whether a block of the outer-vector form runs as a split reduction (see SPLIT_MIN_ROWS):
-        one pass of reductions, first in the block (its epilogue reads the combined results)."""
-        f = self.frame
-        phases = self._phases(self.members)
-        passes = [p for p in phases if p[0].inner]
-        if len(passes) != 1 or phases[0] is not passes[0] or any(m.buf.dtype == "bool" for m in passes[0]):
-            return False
-        itemsize = max((ITEMSIZE[ld.dtype] for m in passes[0] for ld in _loads(m.body)), default=1)
-        columns, rows = prod(f.outer), prod(f.inner)
-        partial = columns * sum(ITEMSIZE[m.buf.dtype] * len(self._partial_arrays(m)) for m in passes[0])
-        few_strips = columns * itemsize < 2 * self.threads * OUTER_VECTOR_BYTES
-        return rows >= SPLIT_MIN_ROWS and f.inner[0] >= self.threads and partial <= SPLIT_PARTIAL_BYTES and \
-            (few_strips or columns * rows * itemsize >= STREAM_MIN_BYTES)
 
     # --- emission -------------------------------------------------------------------------------
     def region_body(self) -> tuple[int, list[str]]:
@@ -316,8 +220,8 @@ class BlockKernel:
         self.form, vvar = self.choose_form()
         f = self.frame
         depth = 0 if self.sequential_reason else parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
-        body = [_local_array(dtype, f"{name}_row", prod(f.inner)) for name, dtype in self.scratch_rows.items()]
-        body += [_local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape))
+        body = [local_array(dtype, f"{name}_row", prod(f.inner)) for name, dtype in self.scratch_rows.items()]
+        body += [local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape))
                  for m in self.members if m.buf.name in self.carried]
         if self._blocked_scan():
             self.form = "blocked-scan"
@@ -344,16 +248,8 @@ class BlockKernel:
         """Declarations at function scope, shared by the threads (the blocked scan's chunk totals,
         the split reduction's partial results)."""
         if self.form == "split-reduction":
-            lines = []
-            for m in self.members:
-                for array in self._partial_arrays(m):
-                    memory, size = f"{array}_memory", self.threads * self._part_stride(m.buf.dtype)
-                    lines += [_local_array(m.buf.dtype, memory, size + CACHE_LINE // ITEMSIZE[m.buf.dtype]),
-                              f"{CPP_TYPE[m.buf.dtype]}* const {array} = {memory}.get() + stax::line_head({memory}.get());"]
-            return lines
-        if not self._blocked_scan():
-            return []
-        return [f"{CPP_TYPE[m.buf.dtype]} {m.buf.name}_chunks[{self.threads + 1}];" for m in self.scans]
+            return self._partial_declarations()
+        return self._chunk_declarations() if self._blocked_scan() else []
 
     def comment(self) -> list[str]:
         lines = [f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
@@ -379,7 +275,7 @@ class BlockKernel:
         rows = {}
         phases = self._phases(self.members)
         for i, phase in enumerate(phases):
-            later = {ld.buffer for p in phases[i + 1:] for m in p for ld in _loads(m.body)}
+            later = {ld.buffer for p in phases[i + 1:] for m in p for ld in loads(m.body)}
             for m in phase:
                 if m.inner and not m.buf.reduction and not m.buf.scan and m.buf.name not in self.memory_read \
                         and m.buf.name in later:
@@ -418,7 +314,7 @@ class BlockKernel:
                                 lambda ind, c=count: self._point("vector" if c else "scalar", vvar if c else None,
                                                                  ind, outer_vector=c > 0, lanes=max(c, 1)),
                                 bounds={vars_[-1]: (start, stop, count * self.width or 1)})
-        return _with_line_head(vvar, line, lines)
+        return with_line_head(vvar, line, lines)
 
     def _line_start(self, var: str, n: int, candidates: list[Load]) -> str | None:
         """A pointer whose cache-line alignment every row read along ``var`` shares: the row
@@ -432,7 +328,7 @@ class BlockKernel:
             return None
         for ld in candidates:
             size = ITEMSIZE[ld.dtype]
-            if ld.guard or ld.dtype == "bool" or _access(ld.index, var) != "contiguous" or \
+            if ld.guard or ld.dtype == "bool" or access_kind(ld.index, var) != "contiguous" or \
                     any(not isinstance(atom, str) for atom, _ in ld.index.terms):
                 continue
             if all(c * size % CACHE_LINE == 0 for atom, c in ld.index.terms if atom != var):
@@ -443,7 +339,7 @@ class BlockKernel:
         itemsize = max(ITEMSIZE[m.buf.dtype] for m in self.members)
         return max(1, OUTER_VECTOR_BYTES // (self.width * itemsize))
 
-    def _lane_members(self, vvar: str, lanes: int) -> list[_Member]:
+    def _lane_members(self, vvar: str, lanes: int) -> list[Member]:
         """Every member once per lane of an outer-vector step (its vector variable shifted by a
         vector per lane, its buffer renamed), member by member, so that one pass over a row
         updates every lane's accumulator."""
@@ -456,7 +352,7 @@ class BlockKernel:
             for lane in range(lanes):
                 shift = {vvar: Index.var(vvar) + lane * self.width}
                 name = names[lane][m.buf.name]
-                members.append(_Member(m.name, replace(m.buf, name=name), substitute(m.body, shift, ranges, names[lane]),
+                members.append(Member(m.name, replace(m.buf, name=name), substitute(m.body, shift, ranges, names[lane]),
                                        m.store.subs(shift, ranges), m.internal, m.inner))
                 self.storage[name] = self.storage.get(m.buf.name, m.buf.name)
                 self.produced.add(name)
@@ -482,116 +378,17 @@ class BlockKernel:
             lines = lines[1:] if depth > 0 else lines
         return lines
 
-    def _tiled(self, depth: int) -> list[str]:
-        """2-D tiling of the two innermost outer loops (8.2)."""
-        f = self.frame
-        vars_, ranges = f.outer_vars, list(f.outer)
-        u, v = vars_[-2], vars_[-1]
-        tiles = [f"{u}_tile", f"{v}_tile"]
-        outer_vars = vars_[:-2] + tiles
-        tile_ranges = ranges[:-2] + [-(-ranges[-2] // TILE), -(-ranges[-1] // TILE)]
-
-        def body(ind: str) -> list[str]:
-            lines = [ind + f"for (int64_t {u} = {u}_tile * {TILE}; {u} < std::min<int64_t>({u}_tile * {TILE} + {TILE}, {ranges[-2]}); {u} += 1)",
-                     ind + "{",
-                     ind + f"    for (int64_t {v} = {v}_tile * {TILE}; {v} < std::min<int64_t>({v}_tile * {TILE} + {TILE}, {ranges[-1]}); {v} += 1)",
-                     ind + "    {"]
-            lines += self._point("scalar", None, ind + "        ", outer_vector=False)
-            lines += [ind + "    }", ind + "}"]
-            return lines
-        return self._nest(outer_vars, tile_ranges, depth, body)
-
-    def _transposed_loads(self) -> list[Load] | None:
-        """The loads a W x W tile transposes in registers (strided along the last outer variable,
-        contiguous along the one before), or None when the block cannot run in such tiles."""
-        f = self.frame
-        u, v = f.outer_vars[-2], f.outer_vars[-1]
-        if min(f.outer[-2:]) < self.width or any(_access(m.store, v) != "contiguous" for m in self.members
-                                                   if not m.internal):
-            return None
-        transposed = []
-        for m in self.members:
-            for ld in self._memory_loads(m):
-                if any({u, v} & e.variables() for e, _ in ld.guard):  # padding: scalar tiles test it per point
-                    return None
-                if _access(ld.index, v) != "strided":
-                    continue
-                if _access(ld.index, u) != "contiguous" or ld.dtype == "bool":
-                    return None
-                transposed.append(ld)
-        return list(dict.fromkeys(transposed))
-
-    def _tiled_vector(self, depth: int) -> list[str]:
-        """W x W tiles of the two innermost outer loops (8.2) whose transposed reads are W vector
-        loads along the first of them, transposed in registers: every access is a vector access.
-        The tiles run in VECTOR_TILE_BLOCK blocks; the rows and columns past the last whole tile
-        run in scalar nests."""
-        f, w = self.frame, self.width
-        vars_, ranges = f.outer_vars, list(f.outer)
-        u, v = vars_[-2], vars_[-1]
-        whole_v = ranges[-1] - ranges[-1] % w
-        per_block = VECTOR_TILE_BLOCK // w
-        # the tiles along u start where the transposed rows start a cache line, after a scalar head:
-        # their bounds are then C++ expressions of the head, else numbers
-        line = self._line_start(u, ranges[-2], self._transposed_loads())
-        if line:
-            first_u, tiles_u = f"{u}_head", f"({ranges[-2]} - {u}_head) / {w}"
-            end_u, blocks_u = f"{first_u} + {tiles_u} * {w}", f"({tiles_u} + {per_block - 1}) / {per_block}"
-            tile_u = f"{first_u} + {u}_tile * {w}"
-        else:
-            first_u, tiles_u = 0, ranges[-2] // w
-            end_u, blocks_u = tiles_u * w, -(-tiles_u // per_block)
-            tile_u = f"{u}_tile * {w}"
-
-        def tile(ind: str) -> list[str]:
-            lines, values = [], {}
-            for ld in self._transposed_loads():
-                name = self.state.fresh("tmp_rows")
-                values[ld] = f"{name}[lane]"
-                lines += [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
-                          f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
-                          f"{ind}    const int64_t {u} = {tile_u}, {v} = {v}_tile * {w} + lane;",
-                          f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
-                          f"{ind}stax::transpose({name});"]
-            lines += [f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
-                      f"{ind}    const int64_t {u} = {tile_u} + lane, {v} = {v}_tile * {w};"]
-            self.transposed_values = values
-            lines += self._point("vector", v, ind + "    ", outer_vector=True)
-            self.transposed_values = {}
-            return lines + [ind + "}"]
-
-        def block(ind: str) -> list[str]:
-            lines = []
-            for var, tiles in ((u, tiles_u), (v, whole_v // w)):
-                lines += [ind + f"for (int64_t {var}_tile = {var}_block * {per_block}; {var}_tile < std::min<int64_t>("
-                                f"{var}_block * {per_block} + {per_block}, {tiles}); {var}_tile += 1)", ind + "{"]
-                ind += "    "
-            lines += tile(ind)
-            return lines + [ind[:-4] + "}", ind[:-8] + "}"]
-
-        def scalar(ind: str) -> list[str]:
-            return self._point("scalar", None, ind, outer_vector=False)
-        blocks = vars_[:-2] + [f"{u}_block", f"{v}_block"]
-        lines = self._nest(blocks, ranges[:-2] + [blocks_u, -(-whole_v // VECTOR_TILE_BLOCK)], depth, block)
-        if whole_v < ranges[-1]:
-            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (first_u, end_u, 1), v: (whole_v, ranges[-1], 1)})
-        if line:
-            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (0, first_u, 1)})
-        if line or end_u < ranges[-2]:
-            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (end_u, ranges[-2], 1)})
-        return _with_line_head(u, line, lines)
-
     # --- one outer point ----------------------------------------------------------------------------
-    def _phases(self, members: list[_Member]) -> list[list[_Member]]:
+    def _phases(self, members: list[Member]) -> list[list[Member]]:
         """Members grouped into passes over the inner loop: consecutive inner-loop members share
         one pass unless one needs a reduction finished earlier in the same pass; a member
         without an inner loop is a step of its own (one pass per row: the sum and the max of
         example 7.2 read the row once).  A reduction that reads nothing of the steps between an
         earlier pass and itself joins the earliest such pass (a mean and an m2 of the same rows,
         with the mean's division between them, read the rows once)."""
-        phases: list[list[_Member]] = []
+        phases: list[list[Member]] = []
         for m in members:
-            reads = {ld.buffer for ld in _loads(m.body)}
+            reads = {ld.buffer for ld in loads(m.body)}
             target = self._earliest_pass(phases, reads) if m.inner and m.buf.reduction and not m.buf.aliases \
                 and not self.memory_read else None
             if target is None and m.inner and phases and phases[-1][0].inner and \
@@ -604,7 +401,7 @@ class BlockKernel:
         return phases
 
     @staticmethod
-    def _earliest_pass(phases: list[list[_Member]], reads: set[str]) -> list[_Member] | None:
+    def _earliest_pass(phases: list[list[Member]], reads: set[str]) -> list[Member] | None:
         """The earliest pass that a member reading ``reads`` may join: none of the reductions of
         that pass nor anything computed after it among ``reads``."""
         earliest, later = None, set()
@@ -624,7 +421,7 @@ class BlockKernel:
                         for m in self.scans}
             self._scan_pass(self.members, identity, "0", str(self.frame.inner[0]), True, ind, lines)
             return lines
-        ctx = _Ctx()
+        ctx = LoadContext()
         point_printer = self._printer(outer_vector, vvar, ctx, lines, ind)
         phases = self._phases(self._lane_members(vvar, lanes))
         passes = [phase for phase in phases if phase[0].inner]
@@ -656,7 +453,7 @@ class BlockKernel:
                 ctx.vector_point.add(m.buf.name)
         return lines
 
-    def _next_point_rows(self, first_pass: list[_Member], vvar: str | None) -> list[tuple[str, str]]:
+    def _next_point_rows(self, first_pass: list[Member], vvar: str | None) -> list[tuple[str, str]]:
         """The rows ``first_pass`` reads from memory, at the next outer point (pointer expression
         along ``vvar``, dtype): the first pass of a row waits on memory, the later passes compute
         on cached data, so they prefetch the next row meanwhile and the two overlap."""
@@ -668,13 +465,13 @@ class BlockKernel:
         rows = {}
         for m in first_pass:
             for ld in self._external_loads(m):
-                if _access(ld.index, vvar) == "contiguous":
+                if access_kind(ld.index, vvar) == "contiguous":
                     rows[f"{self._pointer(ld.buffer)} + {ld.index.subs(step, f.var_ranges)}"] = ld.dtype
         if sum(prod(f.inner) * ITEMSIZE[dtype] for dtype in rows.values()) > PREFETCH_MAX_BYTES:
             return []
         return list(rows.items())
 
-    def _printer(self, vector: bool, vvar: str | None, ctx: _Ctx, lines: list[str], ind: str) -> BodyPrinter:
+    def _printer(self, vector: bool, vvar: str | None, ctx: LoadContext, lines: list[str], ind: str) -> BodyPrinter:
         def load(ld: Load) -> str:
             if ld in self.transposed_values:
                 return self.transposed_values[ld]
@@ -683,12 +480,12 @@ class BlockKernel:
             return self._load_text(ld, vector, vvar)
         return BodyPrinter(vector, load, lines, ind, self.state)
 
-    def _internal_value(self, ld: Load, vector: bool, vvar: str | None, ctx: _Ctx) -> str:
+    def _internal_value(self, ld: Load, vector: bool, vvar: str | None, ctx: LoadContext) -> str:
         """A block-internal buffer: a local of this loop body, a per-point value, or a row; or a
         load of its stored value when it is read back from memory."""
         name = ld.buffer
         if name in self.carried:
-            kind = _access(ld.index, vvar) if vector else "scalar"
+            kind = access_kind(ld.index, vvar) if vector else "scalar"
             if kind == "contiguous":
                 return f"stax::vload({name}_carried.get() + {ld.index})"
             element = f"{name}_carried[{ld.index}]"
@@ -732,7 +529,7 @@ class BlockKernel:
         element = f"stax::count_load({ptr}, {ld.index}, {slot})" if self.counting else f"{ptr}[{ld.index}]"
         if not vector:
             return element
-        kind = _access(ld.index, vvar)
+        kind = access_kind(ld.index, vvar)
         if kind == "contiguous":
             return f"stax::count_vload({ptr} + {ld.index}, {slot})" if self.counting else f"stax::vload({ptr} + {ld.index})"
         if kind == "strided":
@@ -740,7 +537,7 @@ class BlockKernel:
         cast = "(int8_t)" if ld.dtype == "bool" else ""
         return f"stax::splat<{lane_type(ld.dtype)}>({cast}{element})"
 
-    def _store(self, m: _Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str],
+    def _store(self, m: Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str],
                row_pass: bool = False) -> None:
         if m.buf.name in self.carried:
             target = f"{m.buf.name}_carried"
@@ -758,180 +555,6 @@ class BlockKernel:
             write = "stax::vstore_stream" if row_pass and storage in self.streamed else "stax::vstore"
             line = f"{write}({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
         lines.append(f"{ind}{line};")
-
-    # --- split reductions ---------------------------------------------------------------------
-    def _outer_flat(self) -> Index:
-        """The outer point's position in a split reduction's partial results."""
-        f = self.frame
-        return linear_index([Index.var(v) for v in f.outer_vars], contiguous_strides(f.outer))
-
-    def _part_stride(self, dtype: str) -> int:
-        """Elements from one chunk's partial results to the next: the outer points rounded up to
-        whole cache lines (the results start on a line), so that two threads never write one line."""
-        per_line = CACHE_LINE // ITEMSIZE[dtype]
-        return -(-prod(self.frame.outer) // per_line) * per_line
-
-    def _partial_arrays(self, m: _Member) -> list[str]:
-        """A split reduction's arrays of partial results of ``m``, one slice per chunk: its
-        values, and for m2 the running means (Welford's state)."""
-        if not m.inner:
-            return []
-        return [f"{m.buf.name}_parts"] + ([f"{m.buf.name}_means"] if m.buf.reduction == "m2" else [])
-
-    def _chunk_rows(self, c: int) -> int:
-        """Inner points (rows) chunk ``c`` of a split reduction reduces."""
-        f, chunks = self.frame, self.threads
-        return ((c + 1) * f.inner[0] // chunks - c * f.inner[0] // chunks) * prod(f.inner[1:])
-
-    def _split_reduction_body(self, vvar: str) -> list[str]:
-        """Chunk ``c`` of the first inner loop's rows reduces, in memory order, into partial
-        results ``<buf>_parts[c]`` (one chunk per thread; all of them on the calling thread when
-        the kernel opens no parallel region), SPLIT_ROW_STEP rows a step; m2 keeps its running
-        means beside them and counts the rows seen.  Then the outer loops combine the chunks'
-        results and run the epilogue (``_point``), in parallel where Algorithm 8.1 says."""
-        f = self.frame
-        chunks, rows, size = self.threads, f.inner[0], prod(f.outer)
-        reductions = [m for m in self.members if m.inner]
-        lines = ["#pragma omp for schedule(static)", self._loop("c", "0", str(chunks)), "{",
-                 f"    const int64_t lo = c * {rows} / {chunks}, hi = (c + 1) * {rows} / {chunks};"]
-        lines += ["    int64_t seen = 0;"] if any(m.buf.reduction == "m2" for m in reductions) else []
-        for m in reductions:
-            identity = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, False)
-            for array in self._partial_arrays(m):
-                lines += [f"    {CPP_TYPE[m.buf.dtype]}* {array}_chunk = {array} + c * {self._part_stride(m.buf.dtype)};",
-                          f"    std::fill_n({array}_chunk, {size}, {identity});"]
-        stepped = f"lo + (hi - lo) / {SPLIT_ROW_STEP} * {SPLIT_ROW_STEP}"
-        lines += self._split_rows(reductions, vvar, "lo", stepped, SPLIT_ROW_STEP)
-        lines += self._split_rows(reductions, vvar, stepped, "hi", 1)
-        lines.append("}")
-        depth = parallel_depth(f.outer, self.threads, size)
-        combine = self._outer_loops(self.form, vvar, depth)
-        return lines + (combine if depth > 0 else ["#pragma omp single", "{", *("    " + t for t in combine), "}"])
-
-    def _split_rows(self, reductions: list[_Member], vvar: str, first: str, last: str, step: int) -> list[str]:
-        """Rows ``first`` to ``last`` of a split reduction's chunk, ``step`` at a time: the
-        elements of the step's rows update each column's partial results, loaded and stored once."""
-        f = self.frame
-        flat, ranges, row = self._outer_flat(), f.var_ranges, f.inner_vars[0]
-        welford = [m for m in reductions if m.buf.reduction == "m2"]
-        inner = [(row, first, last, step)] + [(v, "0", str(r), 1) for v, r in zip(f.inner_vars[1:], f.inner[1:])]
-        outer = [(v, "0", str(r), 1) for v, r in zip(f.outer_vars[:-1], f.outer[:-1])]
-        lines, ind = [], "    "
-        for v, start, stop, by in inner + outer:
-            lines += [ind + self._loop(v, start, stop, by), ind + "{"]
-            ind += "    "
-            if welford and v == inner[-1][0]:  # new rows: Welford's 1 / n of each
-                for m in welford:
-                    dtype = CPP_TYPE[m.buf.dtype]
-                    inverses = ", ".join(f"{dtype}(1) / {dtype}(seen + {k + 1})" for k in range(step))
-                    lines.append(f"{ind}const {dtype} {m.buf.name}_inv[] = {{{inverses}}};")
-                lines.append(f"{ind}seen += {step};")
-        n = f.outer[-1]
-        main_end = n - n % self.width
-        for start, stop, vector in ((0, main_end, True), (main_end, n, False)):
-            if stop <= start:
-                continue
-            lines += [ind + self._loop(vvar, str(start), str(stop), self.width if vector else 1), ind + "{"]
-            printer = self._printer(vector, vvar, _Ctx(), lines, ind + "    ")
-            for m in reductions:
-                values = [printer(m.body if k == 0 else substitute(m.body, {row: Index.var(row) + k}, ranges))
-                          for k in range(step)]
-                op, part = m.buf.reduction, f"{m.buf.name}_parts_chunk + {flat}"
-                if op == "m2":
-                    lines.append(f"{ind}    stax::welford_steps({m.buf.name}_means_chunk + {flat}, {part}, "
-                                 f"{{{', '.join(values)}}}, {m.buf.name}_inv);")
-                    continue
-                combined = _fold(op, [f"stax::vload({part})" if vector else f"*({part})", _fold(op, values)])
-                lines.append(f"{ind}    stax::vstore({part}, {combined});" if vector else f"{ind}    *({part}) = {combined};")
-            lines.append(ind + "}")
-        for _ in inner + outer:
-            ind = ind[:-4]
-            lines.append(ind + "}")
-        return lines
-
-    def _combine_parts(self, phase: list[_Member], vector: bool, ind: str, lines: list[str], ctx: _Ctx) -> None:
-        """A split reduction's results at the current outer point: its chunks' partial results
-        combined, stored and kept for the epilogue."""
-        flat = self._outer_flat()
-        for m in phase:
-            stride, dtype = self._part_stride(m.buf.dtype), CPP_TYPE[m.buf.dtype]
-
-            def read(array: str, c: int) -> str:
-                return f"stax::vload({array} + {flat + c * stride})" if vector else f"{array}[{flat + c * stride}]"
-            if m.buf.reduction == "m2":  # Welford states of the chunks, merged
-                state = _accumulator(m.buf, vector)[0]
-                values = [f"{state}{{{read(m.buf.name + '_means', c)}, {read(m.buf.name + '_parts', c)}, "
-                          f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.threads)]
-            else:
-                values = [read(f"{m.buf.name}_parts", c) for c in range(self.threads)]
-            name = self.state.fresh("tmp_acc")
-            lines.append(f"{ind}const auto {name} = stax::result({_fold(m.buf.reduction, values)});")
-            self._store(m, name, vector, None, ind, lines)
-            ctx.point[m.buf.name] = name
-            if vector:
-                ctx.vector_point.add(m.buf.name)
-
-    # --- scans (seed 7.7) ---------------------------------------------------------------------
-    def _scan_pass(self, members: list[_Member], init: dict[str, str], lo: str, hi: str, store: bool,
-                   ind: str, lines: list[str]) -> dict[str, str]:
-        """One scalar pass along the carried loop ``y0`` in ``[lo, hi)``: each scan's accumulator
-        starts at ``init`` and is stored as it runs; with ``store`` False nothing is stored (the
-        chunk totals of the blocked scan).  Returns the accumulators' names."""
-        acc = {}
-        for m in self.scans:
-            acc[m.name] = self.state.fresh("tmp_acc")
-            lines.append(f"{ind}{CPP_TYPE[m.buf.dtype]} {acc[m.name]} = {init[m.name]};")
-        lines += [ind + self._loop("y0", lo, hi), ind + "{"]
-        local = _Ctx()
-        printer = self._printer(False, None, local, lines, ind + "    ")
-        for m in members:
-            value = printer(m.body)
-            if m.buf.scan:
-                lines.append(f"{ind}    {acc[m.name]} = stax::r_{m.buf.scan}({acc[m.name]}, {value});")
-                value = acc[m.name]
-            if store:
-                self._store(m, value, False, None, ind + "    ", lines)
-            local.local[m.buf.name] = value
-        lines.append(ind + "}")
-        return acc
-
-    def _blocked_scan(self) -> bool:
-        """A scan block too narrow to parallelize over its outer points, long enough to split, and
-        whose scans do not read each other (a chunk total needs only the block's inputs)."""
-        f = self.frame
-        if not self.scans or prod(f.outer) != 1 or self.threads < 2 or f.inner[0] < BLOCKED_SCAN_MIN \
-                or self.sequential_reason:
-            return False
-        scans = {m.buf.name for m in self.scans}
-        feeds: dict[str, set[str]] = {}
-        for m in self.members:
-            direct = {ld.buffer for ld in _loads(m.body) if ld.buffer in self.produced}
-            feeds[m.buf.name] = direct.union(*(feeds[b] for b in direct))
-        return not any(feeds[m.buf.name] & scans for m in self.scans)
-
-    def _blocked_scan_body(self) -> list[str]:
-        """Reduce each chunk, scan the chunk totals (exclusive) on one thread, scan each chunk
-        from its offset: associativity parallelizes the carried dim (seed 7.7)."""
-        n, chunks = self.frame.inner[0], self.threads
-        last = max(i for i, m in enumerate(self.members) if m.buf.scan)
-        bounds = [f"    int64_t lo = c * {n} / {chunks}, hi = (c + 1) * {n} / {chunks};"]
-        identity = {m.name: literal(reduction_identity(m.buf.scan, m.buf.dtype), m.buf.dtype, False)
-                    for m in self.scans}
-        lines = ["// pass 1: each chunk's total", "#pragma omp for schedule(static)",
-                 self._loop("c", "0", str(chunks)), "{", *bounds]
-        totals = self._scan_pass(self.members[:last + 1], identity, "lo", "hi", False, "    ", lines)
-        lines += [f"    {m.buf.name}_chunks[c + 1] = {totals[m.name]};" for m in self.scans] + ["}"]
-        lines += ["// exclusive scan of the chunk totals", "#pragma omp single", "{"]
-        for m in self.scans:
-            chunk = f"{m.buf.name}_chunks"
-            lines += [f"    {chunk}[0] = {identity[m.name]};",
-                      "    " + self._loop("c", "1", str(chunks + 1)),
-                      f"        {chunk}[c] = stax::r_{m.buf.scan}({chunk}[c - 1], {chunk}[c]);"]
-        lines += ["}", "// pass 2: each chunk from its offset", "#pragma omp for schedule(static)",
-                  self._loop("c", "0", str(chunks)), "{", *bounds]
-        self._scan_pass(self.members, {m.name: f"{m.buf.name}_chunks[c]" for m in self.scans}, "lo", "hi", True,
-                        "    ", lines)
-        return lines + ["}"]
 
     def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1) -> list[str]:
         """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
@@ -963,8 +586,8 @@ class BlockKernel:
             lines.append(ind + "}")
         return lines
 
-    def _inner_pass(self, phase: list[_Member], form: str, vvar: str | None, ind: str, lines: list[str],
-                    ctx: _Ctx, outer_vector: bool, prefetch: list[tuple[str, str]]) -> None:
+    def _inner_pass(self, phase: list[Member], form: str, vvar: str | None, ind: str, lines: list[str],
+                    ctx: LoadContext, outer_vector: bool, prefetch: list[tuple[str, str]]) -> None:
         """One pass of the inner loop computing every member of ``phase``.  Reductions keep W
         accumulators per vector (Proposition 8.1 (2)), and ``ACCUMULATORS`` vectors of them on
         long rows so consecutive additions do not wait on each other.  The vector loop prefetches
@@ -977,7 +600,7 @@ class BlockKernel:
         in_pass = {m.buf.name for m in phase} - self.memory_read
         per_lane = all(m.buf.reduction or m.internal and m.buf.name not in rows for m in phase) and not any(
             ld.buffer in self.produced and ld.buffer not in ctx.point and ld.buffer not in in_pass
-            for m in phase for ld in _loads(m.body))
+            for m in phase for ld in loads(m.body))
         long_row = self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width
         unroll = ACCUMULATORS if inner_vector and reductions and per_lane and long_row else 1
         acc = {}
@@ -987,9 +610,9 @@ class BlockKernel:
                 and m.buf.reduction == "sum" and m.buf.dtype == "float32" and prod(self.frame.inner) >= WIDE_SUM_MIN}
         for m in reductions:
             acc[m.buf.name] = self.state.fresh("tmp_acc")
-            kind, init = _accumulator(m.buf, outer_vector)
+            kind, init = accumulator(m.buf, outer_vector)
             lines.append(f"{ind}{'double' if m.buf.name in wide else kind} {acc[m.buf.name]} = {init};")
-            vector_kind, vector_init = _accumulator(m.buf, True)
+            vector_kind, vector_init = accumulator(m.buf, True)
             for lane in range(unroll if inner_vector else 0):
                 lines.append(f"{ind}{vector_kind} {acc[m.buf.name]}_vec{lane} = {vector_init};")
         row_index = self._row_index()
@@ -1028,7 +651,7 @@ class BlockKernel:
         for m in reductions:
             name, op = acc[m.buf.name], m.buf.reduction
             if inner_vector:
-                vectors = _fold(op, [f"{name}_vec{lane}" for lane in range(unroll)])
+                vectors = fold(op, [f"{name}_vec{lane}" for lane in range(unroll)])
                 lines.append(f"{ind}{name} = stax::r_{op}({name}, stax::hreduce_{op}<{CPP_TYPE[m.buf.dtype]}>({vectors}));")
             if m.buf.name in wide:
                 lines.append(f"{ind}const float {name}_narrow = float({name});")
@@ -1089,59 +712,6 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
                   params, "\n".join(lines), "+".join(b.form for b in blocks),
                   any(b.state.uses_error_flag for b in blocks), None, param_types, reads_at, writes_at,
                   generators=list(blocks))
-
-
-def _with_line_head(var: str, line: str | None, lines: list[str]) -> list[str]:
-    """``lines`` in a scope that first computes ``{var}_head``, the elements of ``line`` before
-    its first cache-line boundary (none when ``line`` is None)."""
-    if line is None:
-        return lines
-    return ["{", f"    const int64_t {var}_head = stax::line_head({line});"] + ["    " + t for t in lines] + ["}"]
-
-
-def _fold(op: str, values: list[str]) -> str:
-    """``values`` combined left to right by the reduction ``op`` (``stax::r_<op>``)."""
-    combined = values[0]
-    for value in values[1:]:
-        combined = f"stax::r_{op}({combined}, {value})"
-    return combined
-
-
-def _accumulator(buf: ComputedBuffer, vector: bool) -> tuple[str, str]:
-    """The C++ type and initial value of a reduction's accumulator (a scalar, or one lane per
-    vector element): the op's identity, or for m2 an empty Welford state."""
-    if buf.reduction == "m2":
-        return f"stax::welford_{'vec' if vector else 'of'}<{CPP_TYPE[buf.dtype]}>", "{}"
-    return ("auto" if vector else CPP_TYPE[buf.dtype]), literal(reduction_identity(buf.reduction, buf.dtype),
-                                                                 buf.dtype, vector)
-
-
-def _local_array(dtype: str, name: str, size: int) -> str:
-    """A zeroed kernel-local array (not std::vector, whose bool form is bit-packed and has no data())."""
-    return f"std::unique_ptr<{CPP_TYPE[dtype]}[]> {name}(new {CPP_TYPE[dtype]}[{size}]());"
-
-
-def _loads(expr: Expr) -> list[Load]:
-    return loads(expr)
-
-
-def guard_condition(guard: Sequence[tuple[Index, int]], ranges: dict[str, int]) -> str:
-    """The C++ test of a guarded load: ``0 <= e < n`` for every ``(e, n)``, omitting the bounds
-    that the loop ranges already ensure."""
-    tests = []
-    for e, n in guard:
-        lo, hi = e.bounds(ranges)
-        tests += ([f"{e} >= 0"] if lo < 0 else []) + ([f"{e} < {n}"] if hi >= n else [])
-    return " && ".join(tests) or "true"
-
-
-def _access(index: Index, var: str | None) -> str:
-    """How a vector along ``var`` reads ``index``: contiguous, invariant (broadcast) or strided."""
-    if var is None or var not in index.variables():
-        return "invariant"
-    if index.is_affine_in(var) and index.coeff(var) == 1:
-        return "contiguous"
-    return "strided"
 
 
 def generate_extern(name: str, node_name: str, buf, storage: dict[str, str], threads: int) -> Kernel:

@@ -1,0 +1,84 @@
+"""What the kernel forms share: a block's member, the context a load of a block-internal buffer
+is read in, and small pieces of C++ text."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..dtypes import CPP_TYPE
+from ..indexing import Index
+from ..ir import ComputedBuffer, Expr
+from .exprs import literal, reduction_identity
+
+
+@dataclass
+class Member:
+    """A buffer of the block, its body and store index in the block's loop frame."""
+
+    name: str
+    buf: ComputedBuffer
+    body: Expr
+    store: Index
+    internal: bool
+    inner: bool  # runs an inner loop
+
+
+@dataclass
+class LoadContext:
+    """What a load of a block-internal buffer reads at the current point."""
+
+    point: dict[str, str] = field(default_factory=dict)  # per outer point (scalars or outer vectors)
+    vector_point: set[str] = field(default_factory=set)  # point values that are already vectors
+    local: dict[str, str] = field(default_factory=dict)  # computed earlier in this loop body
+
+    def inner(self) -> "LoadContext":
+        return LoadContext(self.point, self.vector_point, {})
+
+
+def with_line_head(var: str, line: str | None, lines: list[str]) -> list[str]:
+    """``lines`` in a scope that first computes ``{var}_head``, the elements of ``line`` before
+    its first cache-line boundary (none when ``line`` is None)."""
+    if line is None:
+        return lines
+    return ["{", f"    const int64_t {var}_head = stax::line_head({line});"] + ["    " + t for t in lines] + ["}"]
+
+
+def fold(op: str, values: list[str]) -> str:
+    """``values`` combined left to right by the reduction ``op`` (``stax::r_<op>``)."""
+    combined = values[0]
+    for value in values[1:]:
+        combined = f"stax::r_{op}({combined}, {value})"
+    return combined
+
+
+def accumulator(buf: ComputedBuffer, vector: bool) -> tuple[str, str]:
+    """The C++ type and initial value of a reduction's accumulator (a scalar, or one lane per
+    vector element): the op's identity, or for m2 an empty Welford state."""
+    if buf.reduction == "m2":
+        return f"stax::welford_{'vec' if vector else 'of'}<{CPP_TYPE[buf.dtype]}>", "{}"
+    return ("auto" if vector else CPP_TYPE[buf.dtype]), literal(reduction_identity(buf.reduction, buf.dtype),
+                                                                 buf.dtype, vector)
+
+
+def local_array(dtype: str, name: str, size: int) -> str:
+    """A zeroed kernel-local array (not std::vector, whose bool form is bit-packed and has no data())."""
+    return f"std::unique_ptr<{CPP_TYPE[dtype]}[]> {name}(new {CPP_TYPE[dtype]}[{size}]());"
+
+
+def guard_condition(guard: Sequence[tuple[Index, int]], ranges: dict[str, int]) -> str:
+    """The C++ test of a guarded load: ``0 <= e < n`` for every ``(e, n)``, omitting the bounds
+    that the loop ranges already ensure."""
+    tests = []
+    for e, n in guard:
+        lo, hi = e.bounds(ranges)
+        tests += ([f"{e} >= 0"] if lo < 0 else []) + ([f"{e} < {n}"] if hi >= n else [])
+    return " && ".join(tests) or "true"
+
+
+def access_kind(index: Index, var: str | None) -> str:
+    """How a vector along ``var`` reads ``index``: contiguous, invariant (broadcast) or strided."""
+    if var is None or var not in index.variables():
+        return "invariant"
+    if index.is_affine_in(var) and index.coeff(var) == 1:
+        return "contiguous"
+    return "strided"

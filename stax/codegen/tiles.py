@@ -1,0 +1,112 @@
+"""The tiled forms (8.2) of pointwise blocks with transposed reads: W x W register tiles whose
+transposed rows are loaded as W vectors and transposed in registers (``tiled-vector``), or B x B
+scalar tiles where that does not apply (``tiled``)."""
+from __future__ import annotations
+
+from ..ir import Load
+from .exprs import lane_type
+from .kernel_parts import access_kind, with_line_head
+from .tuning import TILE, VECTOR_TILE_BLOCK
+
+
+class Tiles:
+    """The tiled forms' methods of :class:`~stax.codegen.cpp.BlockKernel`."""
+
+    def _tiled(self, depth: int) -> list[str]:
+        """2-D tiling of the two innermost outer loops (8.2)."""
+        f = self.frame
+        vars_, ranges = f.outer_vars, list(f.outer)
+        u, v = vars_[-2], vars_[-1]
+        tiles = [f"{u}_tile", f"{v}_tile"]
+        outer_vars = vars_[:-2] + tiles
+        tile_ranges = ranges[:-2] + [-(-ranges[-2] // TILE), -(-ranges[-1] // TILE)]
+
+        def body(ind: str) -> list[str]:
+            lines = [ind + f"for (int64_t {u} = {u}_tile * {TILE}; {u} < std::min<int64_t>({u}_tile * {TILE} + {TILE}, {ranges[-2]}); {u} += 1)",
+                     ind + "{",
+                     ind + f"    for (int64_t {v} = {v}_tile * {TILE}; {v} < std::min<int64_t>({v}_tile * {TILE} + {TILE}, {ranges[-1]}); {v} += 1)",
+                     ind + "    {"]
+            lines += self._point("scalar", None, ind + "        ", outer_vector=False)
+            lines += [ind + "    }", ind + "}"]
+            return lines
+        return self._nest(outer_vars, tile_ranges, depth, body)
+
+    def _transposed_loads(self) -> list[Load] | None:
+        """The loads a W x W tile transposes in registers (strided along the last outer variable,
+        contiguous along the one before), or None when the block cannot run in such tiles."""
+        f = self.frame
+        u, v = f.outer_vars[-2], f.outer_vars[-1]
+        if min(f.outer[-2:]) < self.width or any(access_kind(m.store, v) != "contiguous" for m in self.members
+                                                   if not m.internal):
+            return None
+        transposed = []
+        for m in self.members:
+            for ld in self._memory_loads(m):
+                if any({u, v} & e.variables() for e, _ in ld.guard):  # padding: scalar tiles test it per point
+                    return None
+                if access_kind(ld.index, v) != "strided":
+                    continue
+                if access_kind(ld.index, u) != "contiguous" or ld.dtype == "bool":
+                    return None
+                transposed.append(ld)
+        return list(dict.fromkeys(transposed))
+
+    def _tiled_vector(self, depth: int) -> list[str]:
+        """W x W tiles of the two innermost outer loops (8.2) whose transposed reads are W vector
+        loads along the first of them, transposed in registers: every access is a vector access.
+        The tiles run in VECTOR_TILE_BLOCK blocks; the rows and columns past the last whole tile
+        run in scalar nests."""
+        f, w = self.frame, self.width
+        vars_, ranges = f.outer_vars, list(f.outer)
+        u, v = vars_[-2], vars_[-1]
+        whole_v = ranges[-1] - ranges[-1] % w
+        per_block = VECTOR_TILE_BLOCK // w
+        # the tiles along u start where the transposed rows start a cache line, after a scalar head:
+        # their bounds are then C++ expressions of the head, else numbers
+        line = self._line_start(u, ranges[-2], self._transposed_loads())
+        if line:
+            first_u, tiles_u = f"{u}_head", f"({ranges[-2]} - {u}_head) / {w}"
+            end_u, blocks_u = f"{first_u} + {tiles_u} * {w}", f"({tiles_u} + {per_block - 1}) / {per_block}"
+            tile_u = f"{first_u} + {u}_tile * {w}"
+        else:
+            first_u, tiles_u = 0, ranges[-2] // w
+            end_u, blocks_u = tiles_u * w, -(-tiles_u // per_block)
+            tile_u = f"{u}_tile * {w}"
+
+        def tile(ind: str) -> list[str]:
+            lines, values = [], {}
+            for ld in self._transposed_loads():
+                name = self.state.fresh("tmp_rows")
+                values[ld] = f"{name}[lane]"
+                lines += [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
+                          f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
+                          f"{ind}    const int64_t {u} = {tile_u}, {v} = {v}_tile * {w} + lane;",
+                          f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
+                          f"{ind}stax::transpose({name});"]
+            lines += [f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
+                      f"{ind}    const int64_t {u} = {tile_u} + lane, {v} = {v}_tile * {w};"]
+            self.transposed_values = values
+            lines += self._point("vector", v, ind + "    ", outer_vector=True)
+            self.transposed_values = {}
+            return lines + [ind + "}"]
+
+        def block(ind: str) -> list[str]:
+            lines = []
+            for var, tiles in ((u, tiles_u), (v, whole_v // w)):
+                lines += [ind + f"for (int64_t {var}_tile = {var}_block * {per_block}; {var}_tile < std::min<int64_t>("
+                                f"{var}_block * {per_block} + {per_block}, {tiles}); {var}_tile += 1)", ind + "{"]
+                ind += "    "
+            lines += tile(ind)
+            return lines + [ind[:-4] + "}", ind[:-8] + "}"]
+
+        def scalar(ind: str) -> list[str]:
+            return self._point("scalar", None, ind, outer_vector=False)
+        blocks = vars_[:-2] + [f"{u}_block", f"{v}_block"]
+        lines = self._nest(blocks, ranges[:-2] + [blocks_u, -(-whole_v // VECTOR_TILE_BLOCK)], depth, block)
+        if whole_v < ranges[-1]:
+            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (first_u, end_u, 1), v: (whole_v, ranges[-1], 1)})
+        if line:
+            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (0, first_u, 1)})
+        if line or end_u < ranges[-2]:
+            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (end_u, ranges[-2], 1)})
+        return with_line_head(u, line, lines)

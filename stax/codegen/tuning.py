@@ -1,0 +1,74 @@
+"""The kernel generator's thresholds, each with the measurement that chose it, and Algorithm
+8.1's parallel depth."""
+from __future__ import annotations
+
+from typing import Sequence
+
+BLOCKED_SCAN_MIN = 1 << 14  # a 1-D scan shorter than this runs on one thread
+TILE = 32  # B >= cache line / element size, and a B x B tile of two operands fits in L1 (8.2)
+#: the tiled-vector form visits its W x W register tiles in blocks of this many points per side, so
+#: that the lines a tile's rows share with the next tile (misaligned rows) are still cached
+#: (transposed add at 4096 on one thread: 40 ms unblocked, 22 ms in 64 x 64 blocks)
+VECTOR_TILE_BLOCK = 64
+ACCUMULATORS = 4  # independent vector accumulators in a long reduction (hides the add latency)
+#: an output at least this large (half the last-level cache), which its kernel does not read, is
+#: written with non-temporal stores by the passes over a row: it would not stay in the caches, and
+#: they skip the read of every line before its write.  Streaming pointwise loops keep plain
+#: stores: there the stores interleave with the loads and the computation, and non-temporal ones
+#: measured slower (bias+GELU 16 -> 24 ms, the Adam step 20 -> 35 ms at 4096 x 4096, one thread)
+STREAM_MIN_BYTES = 16 << 20
+#: the next outer point's input rows are prefetched while a later pass of the current one computes
+#: (the first pass of a row then finds them in L2), when they take at most this many bytes
+PREFETCH_MAX_BYTES = 256 << 10
+CACHE_LINE = 64
+WIDE_SUM_MIN = 1 << 12  # a scalar float32 sum at least this long accumulates in double
+#: bytes of a row one step of the outer-vector form reads (several vectors of neighbouring
+#: columns): whole cache lines per row of a column walk, and independent accumulators
+OUTER_VECTOR_BYTES = 256
+#: the outer-vector and tiled-vector forms start their vectors on cache lines (after a scalar
+#: head) on rows at least this long: on numpy-allocated 4096 x 4096 inputs, batch-norm statistics
+#: 5.4 -> 4.5 ms and x + y.t() about 10% faster
+OUTER_HEAD_MIN = 256
+
+
+#: a column reduction (the outer-vector form's blocks) over at least this many rows, whose partial
+#: results take at most SPLIT_PARTIAL_BYTES per thread, runs as a split reduction instead when its
+#: columns make fewer than two OUTER_VECTOR_BYTES strips per thread or it reads STREAM_MIN_BYTES
+#: or more: each thread streams a chunk of whole rows into partial results of its own, which are
+#: then combined.  A column walk reads a few lines per row at the row stride, which DRAM serves at
+#: about half the rate of a stream, and narrow columns leave threads idle (x.sum(0), two cores,
+#: one run: 4096 x 4096 4.5 -> 3.0 ms, 65536 x 32 0.27 -> 0.10 ms, 16384 x 128 0.12 -> 0.09 ms);
+#: on cache-resident inputs with many strips the column walk stays (1024 x 1024: 0.09 vs 0.12 ms)
+SPLIT_MIN_ROWS = 256
+SPLIT_PARTIAL_BYTES = 64 << 10
+#: rows one step of a split reduction reads: each partial result is loaded and stored once for
+#: all of them.  One run each, time over that of half as many rows a step: batch-norm statistics
+#: at 4096 x 4096 0.71 (2 rows), 0.91 (4), 1.00 (8); x.sum(0) at 4096 x 4096 0.81, 0.93, 0.91
+SPLIT_ROW_STEP = 4
+
+#: the widest element stride a vector loop reads with ``stax::vload_strided`` (a gather of W
+#: elements; stride 2 is two vector loads and a shuffle)
+MAX_VECTOR_STRIDE = 4
+
+
+#: a kernel opens its parallel region only when it has this much work (iterations, an expensive
+#: op such as exp counting EXPENSIVE_WEIGHT times): below it the region's fixed cost o of 8.4
+#: (about 2 us on two cores) outweighs the time it saves (x * 2 + 1 on 64 x 128: 5.6 us a call
+#: with two threads, 3.3 us with one).  Algorithm 8.1's loops keep their ``omp for``, which then
+#: runs orphaned on the calling thread
+PARALLEL_MIN_WORK = 1 << 16
+EXPENSIVE_WEIGHT = 8
+
+
+def parallel_depth(ranges: Sequence[int], threads: int, total: int, min_chunk: int = 512) -> int:
+    """Algorithm 8.1: how many outer loops run in parallel."""
+    seq, par, depth = total, 1, 0
+    for r in ranges:
+        if par >= 2 * threads or par == threads:
+            break
+        if seq / threads < min_chunk:
+            break
+        depth += 1
+        par *= r
+        seq = seq // max(r, 1)
+    return depth

@@ -1,9 +1,11 @@
 """The wrapper (seed 8.5): the Python function that checks the inputs, allocates buffers, calls
 the kernels in order and frees each buffer right after its last use.
 
-Its source is generated as readable text (listing 8.1) and executed once.  Allocations go
-through ``MemoryTracker``, the runtime's own accounting of the bytes the wrapper holds, so the
-peak of a real run can be compared with Definition 7.5's estimate.
+Its source is generated as readable text (listing 8.1) and executed once.  Each allocation
+line calls the caching allocator's function for its shape and dtype (``empty_float32_64x128()``,
+resolved when the wrapper is built, so a call looks nothing up) and adds its bytes to a local
+count of the bytes held, which each release subtracts; the call's peak goes to
+``MemoryTracker``, so the peak of a real run can be compared with Definition 7.5's estimate.
 """
 from __future__ import annotations
 

@@ -63,3 +63,20 @@ def test_a_free_storage_hands_out_its_array_again_unless_changed():
     assert writable.flags.writeable and writable.shape == (4, 4)
     other = allocator.empty((2, 8), "int32")  # the same bytes, another kind: writable is busy
     assert not np.shares_memory(other, writable) and allocator.stats.misses == 2
+
+
+def test_a_site_hands_out_its_kind_and_honours_enabled():
+    """The wrapper's per-line function: the same storage once the caller dropped the array, a
+    new one while the caller holds it, plain numpy memory while the allocator is off."""
+    allocator = CachingAllocator()
+    take = allocator.site((3, 5), "int64")
+    first = take()
+    assert first.shape == (3, 5) and first.dtype == np.int64 and first.ctypes.data % 64 == 0
+    held = take()
+    assert not np.shares_memory(first, held) and allocator.stats.misses == 2
+    address = first.ctypes.data
+    del first
+    assert take().ctypes.data == address and allocator.stats.hits == 1
+    allocator.enabled = False
+    off = take()
+    assert allocator.stats.misses == 2 and allocator.stats.hits == 1 and off.shape == (3, 5)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..blas_threads import one_blas_thread
+from ..dtypes import nbytes
 from ..errors import CallError, KernelError
 from ..matmul import parallel_matmul
 from ..ir import InputBuffer
@@ -81,10 +82,6 @@ def site_name(shape: tuple[int, ...], dtype: str) -> str:
     return f"empty_{dtype}_{'x'.join(map(str, shape)) or 'scalar'}"
 
 
-def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
-    return math.prod(shape) * np.dtype(dtype).itemsize
-
-
 def _storage_lines(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPlan,
                    kernel: Kernel) -> tuple[list[str], str | None]:
     """The lines that give ``name`` its storage, and the name to delete after the call (when
@@ -98,7 +95,7 @@ def _storage_lines(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPl
         return [f"{name} = {where.source}.reshape({shape})  # reuse in place"], where.source
     if where.kind == "pool":
         return [f"{name} = pool_view({where.offset}, {shape}, '{dtype}')"], None
-    return [f"{name} = {site_name(shape, dtype)}()", f"live += {_nbytes(shape, dtype)}",
+    return [f"{name} = {site_name(shape, dtype)}()", f"live += {nbytes(shape, dtype)}",
             "if live > peak: peak = live"], None
 
 
@@ -141,7 +138,7 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
                 lines.append(f"    {call}")
         lines += [f"    del {name}" for name in deferred]
         for t in range(first, last + 1):
-            lines += [f"    live -= {_nbytes(*plan.buffer_meta[p])}; del {p}" for p in memory.releases.get(t, [])]
+            lines += [f"    live -= {nbytes(*plan.buffer_meta[p])}; del {p}" for p in memory.releases.get(t, [])]
     lines.append("    memory.record(peak)")
     returned = ", ".join(plan.outputs)
     lines.append(f"    return {returned}" if len(plan.outputs) == 1 else f"    return ({returned})")
@@ -170,7 +167,8 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType) -> 
         "check_arguments": check_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
         "one_blas_thread": one_blas_thread, "parallel_matmul": parallel_matmul,
     }
-    namespace.update({site_name(*kind): allocator.site(*kind) for kind in set(plan.buffer_meta.values())})
+    allocated = {meta for name, meta in plan.buffer_meta.items() if memory.storage[name].kind == "alloc"}
+    namespace.update({site_name(*kind): allocator.site(*kind) for kind in allocated})
     namespace.update({k.name: getattr(module, k.name) for k in plan.steps if not k.extern})
     exec(compile(source, "<stax wrapper>", "exec"), namespace)
     return source, namespace["call"], tracker

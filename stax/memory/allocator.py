@@ -7,7 +7,6 @@ turns it off; ``empty_cache()`` gives the held memory back.
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from ..dtypes import nbytes as buffer_bytes
 
 ALIGNMENT = 64  # a cache line: vector and non-temporal stores of aligned rows need no fallback
 
@@ -27,23 +28,21 @@ class AllocatorStats:
 
 
 class _Storage:
-    """Pooled memory (``ALIGNMENT`` spare bytes; ``offset``, computed once, of its first aligned
-    byte) and the array last handed out on it, which a hit of the same shape and dtype hands out
-    again (making an array on a buffer costs a third of a microsecond)."""
+    """Pooled memory (``ALIGNMENT`` spare bytes; its first aligned byte at ``offset``) and the
+    array last handed out on it, which a hit of the same shape and dtype hands out again (making
+    an array on a buffer costs a third of a microsecond)."""
     __slots__ = ("memory", "offset", "view")
 
-    def __init__(self, nbytes: int):
+    def __init__(self, shape: tuple[int, ...], dt: np.dtype, nbytes: int):
         self.memory = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
         self.offset = -self.memory.ctypes.data % ALIGNMENT
-        self.view: np.ndarray | None = None
+        self.view = np.ndarray(shape, dt, self.memory, self.offset)
 
     def idle(self) -> bool:
         """No array but the kept view refers to the memory, and nothing refers to that view:
-        references from this object and from getrefcount's argument (the view's base is one
-        more on the memory); an array derived from the view has the memory as its base."""
+        references from this object, from ``view`` and from getrefcount's argument (the view's
+        base is one more on the memory); an array derived from the view has the memory as its base."""
         view = self.view
-        if view is None:
-            return sys.getrefcount(self.memory) == 2
         return sys.getrefcount(self.memory) == 3 and sys.getrefcount(view) == 3
 
     def take(self, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray | None:
@@ -51,14 +50,10 @@ class _Storage:
         again, unless it is of another kind or its user changed it (reshaped in place, made
         read-only).  The wrapper's hit path: idle()'s test is repeated here to save a call."""
         view = self.view
-        if view is None:
-            if sys.getrefcount(self.memory) != 2:
-                return None
-        elif sys.getrefcount(self.memory) != 3 or sys.getrefcount(view) != 3:
+        if sys.getrefcount(self.memory) != 3 or sys.getrefcount(view) != 3:
             return None
-        elif view.shape == shape and view.dtype is dt and view.flags.writeable:
-            return view
-        view = self.view = np.ndarray(shape, dt, self.memory, self.offset)
+        if view.shape != shape or view.dtype is not dt or not view.flags.writeable:
+            view = self.view = np.ndarray(shape, dt, self.memory, self.offset)
         return view
 
 
@@ -78,7 +73,7 @@ class CachingAllocator:
     def site(self, shape: tuple[int, ...], dtype: str) -> Callable[[], np.ndarray]:
         """The function returning an uninitialized array of ``shape`` and ``dtype`` from the pool."""
         dt = np.dtype(dtype)
-        nbytes = math.prod(shape) * dt.itemsize
+        nbytes = buffer_bytes(shape, dtype)
         pool = self.pools.setdefault(nbytes, [])
         lock, stats = self._lock, self.stats
 
@@ -91,11 +86,11 @@ class CachingAllocator:
                     if array is not None:
                         stats.hits += 1
                         return array
-                storage = _Storage(nbytes)
+                storage = _Storage(shape, dt, nbytes)
                 pool.append(storage)
                 stats.misses += 1
                 stats.bytes_held += nbytes
-                return storage.take(shape, dt)
+                return storage.view
         return take
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:

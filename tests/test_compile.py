@@ -80,6 +80,24 @@ def test_float32_exp_over_its_whole_range(isa, check):
     assert np.array_equal(np.isinf(got), np.exp(x.astype(np.float64)) > np.finfo(np.float32).max)
 
 
+def test_float32_exp_of_an_unrolled_step_equals_the_one_vector_exp(isa, check):
+    """A row pass steps ACCUMULATORS vectors and tests its exps' range once per step
+    (stax::v_exp4): over exp's whole range, with special values, with steps wholly inside the
+    range, wholly outside it and mixed (a shuffled row), its results equal the flat loop's
+    one-vector exp bit for bit."""
+    values = np.linspace(-110, 95, 3 * 4096, dtype=np.float32)
+    values[[5, 700, 4100, 9000]] = [-np.inf, np.inf, np.nan, -0.0]
+    x = np.stack([values[:4096], values[4096:8192], values[8192:],
+                  np.random.default_rng(7).permutation(values)[:4096]])
+    zeros = np.zeros_like(x)
+    row_pass = check(lambda t, z: t.exp() + z.sum(-1, keepdim=True), x, zeros, rtol=1.5e-7, atol=2 ** -149)
+    flat = stax.compile(lambda t: t.exp(), x.ravel())
+    if isa != "none":
+        assert row_pass.kernels[0].source.count("stax::v_exp4(") == 1
+        assert "v_exp4" not in flat.kernels[0].source
+    np.testing.assert_array_equal(row_pass(x, zeros), flat(x.ravel()).reshape(x.shape))
+
+
 def test_float32_erf_over_its_whole_range(isa, check):
     """stax::erf_float (a rational fit, stax_vec.h) against float64's erf rounded to float32:
     within 5e-7 relative wherever the result is normal, exact at +-0, +-infinity (+-1) and NaN,

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from math import prod
+from typing import Callable
 
 from ..dtypes import CPP_TYPE, ITEMSIZE, nbytes
 from ..indexing import Index, contiguous_strides, linear_index
@@ -471,18 +472,28 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             return []
         return list(rows.items())
 
-    def _printer(self, vector: bool, vvar: str | None, ctx: LoadContext, lines: list[str], ind: str) -> BodyPrinter:
-        def load(ld: Load) -> str:
-            if ld in self.transposed_values:
-                return self.transposed_values[ld]
-            if ld.buffer in self.produced:
-                return self._internal_value(ld, vector, vvar, ctx)
-            return self._load_text(ld, vector, vvar)
-        return BodyPrinter(vector, load, lines, ind, self.state)
+    def _printer(self, vector: bool, vvar: str | None, ctx: LoadContext | list[LoadContext], lines: list[str],
+                 ind: str) -> BodyPrinter:
+        """A printer of one lane, or of one lane per context of ``ctx`` (lane k a vector further
+        along ``vvar`` than lane k - 1)."""
+        def lane_load(local: LoadContext, lane: int) -> Callable[[Load], str]:
+            def load(ld: Load) -> str:
+                if ld in self.transposed_values:
+                    return self.transposed_values[ld]
+                if ld.buffer in self.produced:
+                    return self._internal_value(ld, vector, vvar, local, lane)
+                return self._load_text(ld, vector, vvar)
+            return load
+        contexts = ctx if isinstance(ctx, list) else [ctx]
+        return BodyPrinter(vector, [lane_load(c, lane) for lane, c in enumerate(contexts)], lines, ind, self.state)
 
-    def _internal_value(self, ld: Load, vector: bool, vvar: str | None, ctx: LoadContext) -> str:
-        """A block-internal buffer: a local of this loop body, a per-point value, or a row; or a
-        load of its stored value when it is read back from memory."""
+    def _lane_shift(self, vvar: str | None, lane: int) -> dict[str, Index]:
+        """The point of lane ``lane`` of an unrolled vector loop: ``vvar`` a vector per lane further."""
+        return {vvar: Index.var(vvar) + lane * self.width} if lane else {}
+
+    def _internal_value(self, ld: Load, vector: bool, vvar: str | None, ctx: LoadContext, lane: int = 0) -> str:
+        """A block-internal buffer: a local of this loop body, a per-point value, or a row (at
+        ``lane``'s point); or a load of its stored value when it is read back from memory."""
         name = ld.buffer
         if name in self.carried:
             kind = access_kind(ld.index, vvar) if vector else "scalar"
@@ -499,12 +510,15 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             if vector and name not in ctx.vector_point:
                 return f"stax::splat<{lane_type(ld.dtype)}>({value})"
             return value
+        row_index = self._row_index(self._lane_shift(vvar, lane))
         if vector:
-            return f"stax::vload({name}_row.get() + {self._row_index()})"
-        return f"{name}_row[{self._row_index()}]"
+            return f"stax::vload({name}_row.get() + {row_index})"
+        return f"{name}_row[{row_index}]"
 
-    def _row_index(self) -> Index:
-        return linear_index([Index.var(v) for v in self.frame.inner_vars], contiguous_strides(self.frame.inner))
+    def _row_index(self, shift: dict[str, Index] | None = None) -> Index:
+        """The index of the current point in a row buffer (``shift``ed: another lane's point)."""
+        index = linear_index([Index.var(v) for v in self.frame.inner_vars], contiguous_strides(self.frame.inner))
+        return index.subs(shift, self.frame.var_ranges) if shift else index
 
     def _pointer(self, buffer: str) -> str:
         """The kernel parameter holding ``buffer``'s storage."""
@@ -558,7 +572,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
 
     def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1) -> list[str]:
         """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
-        the main vector loop does ``unroll`` vectors per step (``emit_body``'s ``lane`` argument)."""
+        the main vector loop does ``unroll`` vectors per step (``emit_body``'s ``lanes`` argument)."""
         f = self.frame
         lines: list[str] = []
         for v, r in zip(f.inner_vars[:-1], f.inner[:-1]):
@@ -578,31 +592,39 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             if hi <= lo:
                 continue
             lines += [ind + self._loop(last, str(lo), str(hi), step), ind + "{"]
-            for lane in range(copies):
-                emit_body(ind + "    ", vec_loop, lines, lane)
+            emit_body(ind + "    ", vec_loop, lines, copies)
             lines.append(ind + "}")
         for _ in f.inner_vars[:-1]:
             ind = ind[:-4]
             lines.append(ind + "}")
         return lines
 
+    def _unrolls(self, phase: list[Member], ctx: LoadContext) -> bool:
+        """Whether the vector loop of ``phase`` does several vectors per step (``_inner_pass``): a
+        long row, reductions or float32 exps, and every lane independent of the others (a
+        block-internal value is read from this point, this pass or a scratch row of an earlier
+        one, never from memory this kernel writes nor from a carried buffer)."""
+        if self.frame.inner[-1] < 2 * ACCUMULATORS * self.width:
+            return False
+        exps = any(isinstance(e, Op) and e.name == "exp" and e.dtype == "float32" for m in phase for e in walk(m.body))
+        if not exps and not any(m.buf.reduction for m in phase):
+            return False
+        in_pass = {m.buf.name for m in phase}
+        return not any(ld.buffer in self.memory_read or ld.buffer in self.carried or
+                       ld.buffer not in ctx.point and ld.buffer not in in_pass and ld.buffer not in self.scratch_rows
+                       for m in phase for ld in loads(m.body) if ld.buffer in self.produced)
+
     def _inner_pass(self, phase: list[Member], form: str, vvar: str | None, ind: str, lines: list[str],
                     ctx: LoadContext, outer_vector: bool, prefetch: list[tuple[str, str]]) -> None:
         """One pass of the inner loop computing every member of ``phase``.  Reductions keep W
-        accumulators per vector (Proposition 8.1 (2)), and ``ACCUMULATORS`` vectors of them on
-        long rows so consecutive additions do not wait on each other.  The vector loop prefetches
-        ``prefetch`` rows (L2), a cache line at a time."""
+        accumulators per vector (Proposition 8.1 (2)).  On long rows, a pass with reductions or
+        float32 exps does ``ACCUMULATORS`` vectors per step: one accumulator vector each, so
+        consecutive additions do not wait on each other, and one range test for their exps.  The
+        vector loop prefetches ``prefetch`` rows (L2), a cache line at a time."""
         inner_vector = form == "vector" and not outer_vector
         reductions = [m for m in phase if m.buf.reduction]
         rows = self.scratch_rows
-        # several vectors per step need every value of the pass at the shifted point: reductions,
-        # and pointwise values kept in locals (no row buffer, no store, no read back from memory)
-        in_pass = {m.buf.name for m in phase} - self.memory_read
-        per_lane = all(m.buf.reduction or m.internal and m.buf.name not in rows for m in phase) and not any(
-            ld.buffer in self.produced and ld.buffer not in ctx.point and ld.buffer not in in_pass
-            for m in phase for ld in loads(m.body))
-        long_row = self.frame.inner[-1] >= 2 * ACCUMULATORS * self.width
-        unroll = ACCUMULATORS if inner_vector and reductions and per_lane and long_row else 1
+        unroll = ACCUMULATORS if inner_vector and self._unrolls(phase, ctx) else 1
         acc = {}
         # a long scalar float32 sum (the none ISA, strided rows) accumulates in double: one float
         # accumulator over a million elements loses five digits
@@ -615,38 +637,42 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             vector_kind, vector_init = accumulator(m.buf, True)
             for lane in range(unroll if inner_vector else 0):
                 lines.append(f"{ind}{vector_kind} {acc[m.buf.name]}_vec{lane} = {vector_init};")
-        row_index = self._row_index()
         ranges = self.frame.var_ranges
 
-        def body(bind: str, vec_loop: bool, out: list[str], lane: int) -> None:
+        def body(bind: str, vec_loop: bool, out: list[str], lanes: int) -> None:
             vector = vec_loop or outer_vector
-            for address, dtype in prefetch if vec_loop else []:
-                offset = lane * self.width
-                if offset * ITEMSIZE[dtype] % CACHE_LINE == 0:
-                    out.append(f"{bind}__builtin_prefetch({address}{f' + {offset}' if offset else ''}, 0, 2);")
-            local = ctx.inner()
-            printer = self._printer(vector, vvar, local, out, bind)
+            for lane in range(lanes):
+                for address, dtype in prefetch if vec_loop else []:
+                    offset = lane * self.width
+                    if offset * ITEMSIZE[dtype] % CACHE_LINE == 0:
+                        out.append(f"{bind}__builtin_prefetch({address}{f' + {offset}' if offset else ''}, 0, 2);")
+            contexts = [ctx.inner() for _ in range(lanes)]
+            shifts = [self._lane_shift(vvar, lane) for lane in range(lanes)]
+            printer = self._printer(vector, vvar, contexts, out, bind)
             # one element per accumulator and step here: Welford's 1 / n from the row index, once
+            row_index = self._row_index()
             inverse = {} if inner_vector else {m.buf.dtype: self.state.fresh("tmp_inv") for m in phase
                                                if m.buf.reduction == "m2"}
             out += [f"{bind}const {CPP_TYPE[t]} {name} = {CPP_TYPE[t]}(1) / {CPP_TYPE[t]}({row_index} + 1);"
                     for t, name in inverse.items()]
             for m in phase:
-                expr = m.body if lane == 0 else substitute(m.body, {vvar: Index.var(vvar) + lane * self.width}, ranges)
-                value = printer(expr)
-                if m.buf.reduction:
-                    target = f"{acc[m.buf.name]}_vec{lane}" if vec_loop and not outer_vector else acc[m.buf.name]
-                    value = f"double({value})" if m.buf.name in wide else value
-                    if m.buf.reduction == "m2" and inverse:
-                        value += f", {inverse[m.buf.dtype]}"
-                    out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
-                    continue
-                self._store(m, value, vec_loop, vvar, bind, out, row_pass=not outer_vector)
-                local.local[m.buf.name] = value
-                if m.buf.name in rows:
-                    row = f"{m.buf.name}_row"
-                    out.append(f"{bind}stax::vstore({row}.get() + {row_index}, {value});" if vec_loop
-                               else f"{bind}{row}[{row_index}] = {value};")
+                values = printer.lanes([substitute(m.body, shift, ranges) if shift else m.body for shift in shifts])
+                for lane, (value, shift) in enumerate(zip(values, shifts)):
+                    if m.buf.reduction:
+                        target = f"{acc[m.buf.name]}_vec{lane}" if vec_loop and not outer_vector else acc[m.buf.name]
+                        value = f"double({value})" if m.buf.name in wide else value
+                        if m.buf.reduction == "m2" and inverse:
+                            value += f", {inverse[m.buf.dtype]}"
+                        out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
+                        continue
+                    at_lane = replace(m, store=m.store.subs(shift, ranges)) if shift else m
+                    self._store(at_lane, value, vec_loop, vvar, bind, out, row_pass=not outer_vector)
+                    contexts[lane].local[m.buf.name] = value
+                    if m.buf.name in rows:
+                        row = f"{m.buf.name}_row"
+                        index = self._row_index(shift)
+                        out.append(f"{bind}stax::vstore({row}.get() + {index}, {value});" if vec_loop
+                                   else f"{bind}{row}[{index}] = {value};")
         lines += self._inner_nest(ind, inner_vector, vvar, body, unroll)
         for m in reductions:
             name, op = acc[m.buf.name], m.buf.reduction

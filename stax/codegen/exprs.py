@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -83,16 +83,20 @@ class PrintState:
 
 
 class BodyPrinter:
-    """Prints expressions of one loop body; ``load`` renders a Load in the current mode."""
+    """Prints expressions of one loop body.  One printer may print several lanes at once: the
+    copies of an unrolled vector loop's body, each shifted a vector further along the row (one
+    ``load`` per lane renders a Load in that lane).  Their statements interleave node by node, and
+    four float32 exps of a node become one ``stax::v_exp4`` (one range test for four vectors)."""
 
-    def __init__(self, vector: bool, load: Callable[[Load], str], lines: list[str], indent: str,
-                 state: PrintState, error_flag: str = "err"):
-        self.vector, self.load_text = vector, load
+    def __init__(self, vector: bool, load: Callable[[Load], str] | Sequence[Callable[[Load], str]],
+                 lines: list[str], indent: str, state: PrintState, error_flag: str = "err"):
+        self.vector = vector
+        self.loads = [load] if callable(load) else list(load)
         self.lines, self.indent, self.state = lines, indent, state
         self.error_flag = error_flag
-        # by identity: an expression object prints once; the entry holds the object too, so that
-        # its id is not reused by a later temporary (a member's body shifted to another lane)
-        self.cache: dict[int, tuple[Expr, str]] = {}
+        # by identity: an expression object prints once; the entry holds the objects too, so that
+        # their ids are not reused by a later temporary (a member's body shifted to another lane)
+        self.cache: dict[tuple[int, ...], tuple[Sequence[Expr], list[str]]] = {}
         self.emitted: dict[str, str] = {}
 
     def emit(self, line: str) -> str:
@@ -101,23 +105,45 @@ class BodyPrinter:
         return name
 
     def __call__(self, expr: Expr) -> str:
-        key = id(expr)
+        return self.lanes([expr])[0]
+
+    def lanes(self, exprs: Sequence[Expr]) -> list[str]:
+        """The names of ``exprs``, one per lane: the same expression at each lane's point."""
+        if len(exprs) != len(self.loads):
+            raise ValueError(f"{len(exprs)} expressions for a printer of {len(self.loads)} lanes")
+        key = tuple(map(id, exprs))
         if key not in self.cache:
-            self.cache[key] = (expr, self._print(expr))
+            self.cache[key] = (exprs, self._print(exprs))
         return self.cache[key][1]
 
-    def _print(self, expr: Expr) -> str:
-        if isinstance(expr, Const):
-            return literal(expr.value, expr.dtype, self.vector)
-        if isinstance(expr, Load):
-            text = self.load_text(expr)
+    def _print(self, exprs: Sequence[Expr]) -> list[str]:
+        first = exprs[0]
+        if isinstance(first, Const):
+            texts = [literal(e.value, e.dtype, self.vector) for e in exprs]
+        elif isinstance(first, Load):
+            texts = [load(e) for load, e in zip(self.loads, exprs)]
         else:
-            text = self._op(expr, [self(a) for a in expr.args])
+            args = [self.lanes([e.args[i] for e in exprs]) for i in range(len(first.args))]
+            texts = [self._op(e, [a[lane] for a in args]) for lane, e in enumerate(exprs)]
+            if self._exp4(first, texts):
+                return self._emit_exp4(texts, args[0])
         # structural CSE: equal text means an equal value (operands are already shared names), so
-        # members of one loop body that inline the same producer compute it once (example 7.2)
-        if text not in self.emitted:
-            self.emitted[text] = self.emit(text)
-        return self.emitted[text]
+        # members of one loop body that inline the same producer compute it once (example 7.2),
+        # and lanes share what does not depend on their point
+        for text in texts:
+            if text not in self.emitted:
+                self.emitted[text] = self.emit(text)
+        return [self.emitted[text] for text in texts]
+
+    def _exp4(self, expr: Op, texts: list[str]) -> bool:
+        return (self.vector and len(texts) == 4 and expr.name == "exp" and expr.dtype == "float32"
+                and len(set(texts)) == 4 and not any(t in self.emitted for t in texts))
+
+    def _emit_exp4(self, texts: list[str], operands: list[str]) -> list[str]:
+        names = [self.state.fresh() for _ in texts]
+        self.lines.append(f"{self.indent}const auto [{', '.join(names)}] = stax::v_exp4({', '.join(operands)});")
+        self.emitted.update(zip(texts, names))
+        return names
 
     def _op(self, expr: Op, a: list[str]) -> str:
         name, dtype = expr.name, expr.dtype

@@ -232,18 +232,31 @@ template <typename T> inline exp_parts<T> exp_reduce(T c) {
   p = p * (r * r) + r + 1.0f;
   return {p, t};
 }
+const int32_t EXP_NORMAL_MAX_BITS = 0x42ADCCCD;  // 86.9f: |x| at most this has a normal exp
+template <typename T> inline T exp_normal(T x) {  // t's low bits hold n, so t's bits << 23 are n << 23
+  const exp_parts<T> e = exp_reduce(x);
+  return bits_to_float<T>(float_bits(e.p) + (float_bits(e.t) << 23));
+}
 template <typename T> inline T exp_float(T x) {
-  const T magnitude = bits_to_float<T>(float_bits(x) & 0x7FFFFFFF);
-  if (all_lanes(magnitude <= 86.9f)) {  // t's low bits hold n, so t's bits << 23 are n << 23
-    const exp_parts<T> e = exp_reduce(x);
-    return bits_to_float<T>(float_bits(e.p) + (float_bits(e.t) << 23));
-  }
+  if (all_lanes((float_bits(x) & 0x7FFFFFFF) <= EXP_NORMAL_MAX_BITS)) return exp_normal(x);
   const exp_parts<T> e = exp_reduce(clamp_keep_nan(x, -104.0f, 89.0f));
   const int_lanes<T> k = float_bits(e.t) - 0x4B400000, half = k >> 1;
   return e.p * bits_to_float<T>((half + 127) << 23) * bits_to_float<T>((k - half + 127) << 23);
 }
 inline float v_exp(float x) { return exp_float(x); }
 inline vec<float> v_exp(vec<float> x) { return exp_float(x); }
+// exp of the four vectors of an unrolled loop step with one range test for all of them (the
+// integer maximum of their magnitudes' bits; NaN's bits exceed every finite magnitude's): the
+// test and its branch cost a quarter as much, and the results are exp_float's, bit for bit.
+struct vec_float4 { vec<float> a, b, c, d; };
+inline vec_float4 v_exp4(vec<float> a, vec<float> b, vec<float> c, vec<float> d) {
+  const vec<int32_t> ma = float_bits(a) & 0x7FFFFFFF, mb = float_bits(b) & 0x7FFFFFFF;
+  const vec<int32_t> mc = float_bits(c) & 0x7FFFFFFF, md = float_bits(d) & 0x7FFFFFFF;
+  const vec<int32_t> mab = ma > mb ? ma : mb, mcd = mc > md ? mc : md;
+  if (__builtin_expect(all_lanes((mab > mcd ? mab : mcd) <= EXP_NORMAL_MAX_BITS), 1))
+    return {exp_normal(a), exp_normal(b), exp_normal(c), exp_normal(d)};
+  return {exp_float(a), exp_float(b), exp_float(c), exp_float(d)};
+}
 STAX_SCALAR_FN_DOUBLE(v_exp, std::exp)
 STAX_VECTOR_FN_DOUBLE(v_exp, exp)
 STAX_MATH(v_log, log)

@@ -1,4 +1,6 @@
 """The caching allocator hands a storage out again only when no array refers to it."""
+import warnings
+
 import numpy as np
 
 from stax.memory.allocator import CachingAllocator
@@ -46,7 +48,8 @@ def test_storages_start_on_a_cache_line():
 
 def test_a_free_storage_hands_out_its_array_again_unless_changed():
     """A hit of the same shape and dtype returns the array last made on the storage (making one
-    costs a microsecond); one its user reshaped in place or made read-only is made anew."""
+    costs a microsecond); one its user reshaped in place, made read-only or gave other strides is
+    made anew."""
     allocator = CachingAllocator()
     first = allocator.empty((4, 4), "float32")
     first_id = id(first)
@@ -61,6 +64,12 @@ def test_a_free_storage_hands_out_its_array_again_unless_changed():
     del reshaped
     writable = allocator.empty((4, 4), "float32")
     assert writable.flags.writeable and writable.shape == (4, 4)
+    with warnings.catch_warnings():  # numpy 2.4 deprecates setting strides, but allows it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        writable.strides = (4, 16)  # the transposed layout, in place
+    del writable
+    writable = allocator.empty((4, 4), "float32")
+    assert writable.strides == (16, 4) and writable.flags.writeable
     other = allocator.empty((2, 8), "int32")  # the same bytes, another kind: writable is busy
     assert not np.shares_memory(other, writable) and allocator.stats.misses == 2
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
-from .codegen.entry import python_entry_points
+from .codegen.entry import compiled_call_kinds, compiled_call_source, python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from .errors import StaxError
 from .memory.plan import MemoryPlan, grouped_live, plan_memory
@@ -134,13 +134,14 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
     return kernels
 
 
-def translation_unit(kernels: list[Kernel], counting: bool = False) -> str:
-    """One C++ file per graph: the kernels, and their Python entry points (or, for the counting
-    build, plain C functions called through ctypes)."""
+def translation_unit(kernels: list[Kernel], counting: bool = False, graph_call: str | None = None) -> str:
+    """One C++ file per graph: the kernels, and their Python entry points with the graph's
+    compiled call when there is one (or, for the counting build, plain C functions called
+    through ctypes)."""
     header = "stax_count.h" if counting else "stax_py.h"
     parts = [f"#include \"{header}\"\n#include <algorithm>", *(k.source for k in kernels if k.source)]
     if not counting:
-        parts.append(python_entry_points(kernels))
+        parts.append(python_entry_points(kernels, graph_call))
     return "\n\n".join(parts) + "\n"
 
 
@@ -176,10 +177,11 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
                                                              [g for k in block_kernels[a:b + 1] for g in k.generators])
                for a, b in spans]
-    source = translation_unit(kernels)
-    library_path = build(source, isa)
     plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, set(program.mutations))
-    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path))
+    kinds = compiled_call_kinds(plan, memory)
+    source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
+    library_path = build(source, isa)
+    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), kinds)
     return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, block_kernels,
                             source, wrapper_src, memory, tracker, call, isa, str(library_path), options.dependence)
 

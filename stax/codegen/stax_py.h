@@ -1,6 +1,7 @@
 // The Python entry points of a compiled graph: each kernel is exposed as a METH_FASTCALL
 // function taking its buffers (numpy arrays, through the buffer protocol), so a call costs a
-// few hundred nanoseconds instead of ctypes' marshalling (issue: lean call path).
+// few hundred nanoseconds instead of ctypes' marshalling (issue: lean call path); a graph whose
+// wrapper only allocates and calls kernels also gets a compiled call doing the wrapper's work.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,6 +28,67 @@ inline bool get_buffers(PyObject* const* args, Py_ssize_t nargs, int n, const bo
 
 inline void release_buffers(int n, Py_buffer* views) {
   for (int i = 0; i < n; ++i) PyBuffer_Release(&views[i]);
+}
+
+// --- a graph's compiled call (entry.py's graph entry point) ------------------------------------
+// The buffers a call has taken, released when it returns (or earlier, after their last use).
+template <int N> struct Views {
+  Py_buffer view[N > 0 ? N : 1];
+  bool taken[N > 0 ? N : 1] = {};
+  ~Views() { for (int i = 0; i < N; ++i) release(i); }
+  void release(int i) { if (taken[i]) { PyBuffer_Release(&view[i]); taken[i] = false; } }
+  void* buf(int i) const { return view[i].buf; }
+};
+// The arrays a call has allocated, dropped when it returns unless handed to the caller.
+template <int N> struct Owned {
+  PyObject* obj[N > 0 ? N : 1] = {};
+  ~Owned() { for (int i = 0; i < N; ++i) Py_XDECREF(obj[i]); }
+  void drop(int i) { Py_CLEAR(obj[i]); }
+  PyObject* give(int i) { PyObject* o = obj[i]; obj[i] = nullptr; return o; }
+};
+
+// Whether ``arg`` is exactly a numpy array of ``dtype`` (the dtype object itself), ``shape`` and
+// byte ``strides``, writable when asked; if so its buffer is taken into ``views``'s slot ``i``.
+// Anything else is the wrapper's to check and explain: false, with no exception set.
+template <int N> inline bool take_input(PyObject* arg, PyObject* ndarray, PyObject* dtype, int ndim,
+                                        const Py_ssize_t* shape, const Py_ssize_t* strides, bool writable,
+                                        Views<N>& views, int i) {
+  if ((PyObject*)Py_TYPE(arg) != ndarray) return false;
+  static PyObject* const dtype_name = PyUnicode_InternFromString("dtype");
+  PyObject* d = PyObject_GetAttr(arg, dtype_name);
+  if (d == NULL) { PyErr_Clear(); return false; }
+  Py_DECREF(d);  // the array holds it
+  if (d != dtype) return false;
+  Py_buffer* v = &views.view[i];
+  if (PyObject_GetBuffer(arg, v, writable ? PyBUF_STRIDES | PyBUF_WRITABLE : PyBUF_STRIDES) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  views.taken[i] = true;
+  if (v->ndim != ndim) return false;
+  for (int k = 0; k < ndim; ++k)
+    if (v->shape[k] != shape[k] || v->strides[k] != strides[k]) return false;
+  return true;
+}
+
+// An array from the allocator's ``site`` (a Python callable), its buffer taken into ``views``'s
+// slot ``i``; false with the exception set when the allocation fails.
+template <int N, int M> inline bool take_output(PyObject* site, Owned<M>& owned, int j, Views<N>& views, int i) {
+  owned.obj[j] = PyObject_CallNoArgs(site);
+  if (owned.obj[j] == NULL || PyObject_GetBuffer(owned.obj[j], &views.view[i], PyBUF_STRIDES | PyBUF_WRITABLE) < 0)
+    return false;
+  views.taken[i] = true;
+  return true;
+}
+
+// The wrapper's last line: ``record(peak)`` (MemoryTracker.record); false with the exception set.
+inline bool record_peak(PyObject* record, long long peak) {
+  PyObject* bytes = PyLong_FromLongLong(peak);
+  if (bytes == NULL) return false;
+  PyObject* result = PyObject_CallOneArg(record, bytes);
+  Py_DECREF(bytes);
+  Py_XDECREF(result);
+  return result != NULL;
 }
 
 }  // namespace stax

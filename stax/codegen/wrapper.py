@@ -6,6 +6,9 @@ line calls the caching allocator's function for its shape and dtype (``empty_flo
 resolved when the wrapper is built, so a call looks nothing up) and adds its bytes to a local
 count of the bytes held, which each release subtracts; the call's peak goes to
 ``MemoryTracker``, so the peak of a real run can be compared with Definition 7.5's estimate.
+When the wrapper only allocates and calls kernels, the graph's module also has a compiled call
+doing the same steps in C++ (entry.py); that is what a call runs, and it hands this function
+every call whose inputs are not exactly of the compiled layout.
 """
 from __future__ import annotations
 
@@ -150,9 +153,12 @@ def raise_kernel_error(kernel: str, nodes: Sequence[str]) -> None:
                       "torch raises ZeroDivisionError here too: make sure divisors of // and % are non-zero")
 
 
-def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType) -> tuple[str, Callable, MemoryTracker]:
+def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
+                  compiled_kinds: list[tuple[tuple[int, ...], str]] | None = None) -> tuple[str, Callable, MemoryTracker]:
     """Generate, execute and return the wrapper's source, its ``call`` function and its tracker.
-    ``module`` is the graph's extension module (its kernels' entry points)."""
+    ``module`` is the graph's extension module (its kernels' entry points); when it has a
+    compiled call (entry.py, allocating ``compiled_kinds``), that is the function returned, and
+    the Python wrapper takes the calls it hands on."""
     source = wrapper_source(plan, memory)
     pool = np.empty(memory.pool_size, dtype=np.uint8)
     tracker = MemoryTracker(held=memory.pool_size)
@@ -171,4 +177,9 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType) -> 
     namespace.update({site_name(*kind): allocator.site(*kind) for kind in allocated})
     namespace.update({k.name: getattr(module, k.name) for k in plan.steps if not k.extern})
     exec(compile(source, "<stax wrapper>", "exec"), namespace)
-    return source, namespace["call"], tracker
+    if compiled_kinds is None:
+        return source, namespace["call"], tracker
+    dtypes = [np.dtype(i.dtype) for i in sorted(plan.inputs, key=lambda i: i.position)]
+    state = (namespace["call"], np.ndarray, tracker.record, raise_kernel_error, *dtypes,
+             *(namespace[site_name(*kind)] for kind in compiled_kinds))
+    return source, module.graph_set_up(state), tracker

@@ -1,0 +1,105 @@
+"""The graph's compiled call (stax/codegen/entry.py): the wrapper's work in C++, taking only
+inputs of exactly the compiled layout and handing every other call to the Python wrapper."""
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import stax
+from stax.errors import CallError, KernelError
+from stax.memory.allocator import allocator
+
+
+def _x(*shape) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def _python_wrapper(compiled) -> types.FunctionType:
+    return compiled._call.__self__[0]  # the compiled call's state: the wrapper comes first
+
+
+def test_a_kernel_only_graph_is_called_in_cpp_and_a_matmul_graph_in_python():
+    x = _x(8, 16)
+    compiled = stax.compile(lambda t: (t - t.amax(-1, keepdim=True)).exp(), x)
+    assert isinstance(compiled._call, types.BuiltinFunctionType)
+    assert isinstance(_python_wrapper(compiled), types.FunctionType)
+    np.testing.assert_allclose(compiled(x), np.exp(x - x.max(-1, keepdims=True)), rtol=1e-6)
+    with_matmul = stax.compile(lambda a, b: a @ b + 1, x, _x(16, 4))
+    assert isinstance(with_matmul._call, types.FunctionType)
+
+
+def test_inputs_of_another_layout_go_to_the_wrapper_which_accepts_or_explains_them():
+    x = _x(8, 16)
+    compiled = stax.compile(lambda t: t * 2 + 1, x)
+    with pytest.raises(CallError, match="strides"):
+        compiled(np.asfortranarray(x))
+    with pytest.raises(CallError, match="shape"):
+        compiled(x[:4])
+    with pytest.raises(CallError, match="dtype"):
+        compiled(x.astype(np.float64))
+    with pytest.raises(CallError, match="numpy array"):
+        compiled(x.tolist())
+    with pytest.raises(CallError, match="takes 1 arguments"):
+        compiled(x, x)
+
+    class Tagged(np.ndarray):
+        pass
+    np.testing.assert_array_equal(compiled(x.view(Tagged)), x * 2 + 1)  # a subclass: the wrapper runs it
+
+
+def test_a_read_only_input_updated_in_place_is_refused():
+    def step(p, g):
+        p.sub_(g * 0.5)
+        return p * 1
+    p, g = _x(4, 8), _x(4, 8)
+    compiled = stax.compile(step, p.copy(), g)
+    frozen = p.copy()
+    frozen.flags.writeable = False
+    with pytest.raises(CallError, match="read-only"):
+        compiled(frozen, g)
+    updated = p.copy()
+    np.testing.assert_allclose(compiled(updated, g), p - g * 0.5, rtol=1e-6)
+    np.testing.assert_allclose(updated, p - g * 0.5, rtol=1e-6)
+
+
+def test_a_kernel_error_raises_from_the_compiled_call():
+    i = np.arange(1, 9, dtype=np.int32)
+    compiled = stax.compile(lambda a, b: a // b, i, i)
+    assert isinstance(compiled._call, types.BuiltinFunctionType)
+    with pytest.raises(KernelError, match="division by zero"):
+        compiled(i, np.zeros(8, np.int32))
+
+
+def test_several_outputs_the_peak_and_the_allocator_match_the_python_wrapper():
+    """The same outputs, the same recorded peak and the same allocator traffic from the compiled
+    call and from the Python wrapper it stands for; no reference is leaked."""
+    x = _x(16, 64)
+    compiled = stax.compile(lambda t: (t.exp().sum(-1), t * 3, (t * 3).amax(-1)), x)
+    python = _python_wrapper(compiled)
+    want = python(x)
+    python_peak = compiled.memory.peak
+    got = compiled(x)
+    assert len(got) == len(want) == 3 and compiled.memory.peak == python_peak == compiled.memory_plan.peak
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    del got, want, a, b
+    references, hits = sys.getrefcount(x), allocator.stats.hits
+    for _ in range(50):
+        compiled(x)
+    assert sys.getrefcount(x) == references
+    if allocator.enabled:
+        assert allocator.stats.hits - hits == 50 * len(compiled.memory_plan.storage)
+
+
+def test_separate_compiles_of_one_graph_keep_their_own_trackers():
+    """Both compiles load the same library; each compiled call has its own state."""
+    x = _x(4, 8)
+    first, second = (stax.compile(lambda t: t + 1, x) for _ in range(2))
+    assert first.library_path == second.library_path
+    first(x)
+    first(x)
+    second(x)
+    assert (first.memory.calls, second.memory.calls) == (2, 1)

@@ -21,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 import stax
 from stax import nn
+from stax.codegen.cpp import without_final_barrier
 from stax.codegen.tuning import ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, SPLIT_MIN_ROWS, STREAM_MIN_BYTES
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
@@ -710,6 +711,19 @@ def test_large_row_outputs_stream_past_the_caches(monkeypatch, columns, check):
     assert "__builtin_prefetch(in_ptr0" in source
     small = check(_softmax, x[:64], threads=2).block_kernels[0].source
     assert "vstore_stream" not in small and "store_fence" not in small
+    for text in (source, small):  # the region's closing barrier is the only one after the last loop
+        assert "#pragma omp for nowait" in text and "#pragma omp barrier" not in text
+
+
+def test_a_region_ends_without_a_barrier_of_its_own_only_where_nothing_follows_its_last_loop():
+    loop = ["#pragma omp for", "for (int64_t x0 = 0; x0 < 64; x0 += 1)", "{", "    f(x0);", "}"]
+    assert without_final_barrier(["{", *("    " + line for line in loop), "}"])[1] == "    #pragma omp for nowait"
+    followed = loop + ["g();"]  # g may read what other threads wrote in the loop
+    assert without_final_barrier(followed) == followed
+    fenced = ["#pragma omp for nowait", *loop[1:], "stax::store_fence();", "#pragma omp barrier"]
+    assert without_final_barrier(fenced) == fenced[:-1]
+    single = loop + ["#pragma omp single", "{", "    g();", "}"]
+    assert without_final_barrier(single) == single
 
 
 def _softmax_and_friends(x, w):

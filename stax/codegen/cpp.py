@@ -691,6 +691,26 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                 ctx.vector_point.add(m.buf.name)
 
 
+def without_final_barrier(lines: list[str]) -> list[str]:
+    """The statements of a parallel region without a barrier at their end, where the region's
+    own closing barrier follows: the explicit barrier after a fence goes, or the last ``omp for``
+    gets ``nowait`` when only closing braces follow its loop (on 64 x 128 softmax, a tenth of
+    the kernel's time: 6.8 against 6.0 us)."""
+    tail = len(lines)
+    while tail and lines[tail - 1].strip() == "}":
+        tail -= 1
+    if tail and lines[tail - 1].strip() == "#pragma omp barrier":
+        return lines[:tail - 1] + lines[tail:]
+    last = max((i for i in range(tail) if lines[i].lstrip().startswith("#pragma omp for")), default=None)
+    if last is None or "nowait" in lines[last]:
+        return lines
+    closing = lines[last][:len(lines[last]) - len(lines[last].lstrip())] + "}"
+    end = next((i for i in range(last + 2, len(lines)) if lines[i] == closing), None)
+    if end is None or end < tail - 1:
+        return lines
+    return lines[:last] + [lines[last] + " nowait"] + lines[last + 1:]
+
+
 def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
     """One C++ function for consecutive blocks, sharing one OpenMP parallel region (seed 8.5:
     adjacent loops of a wrapper in one function save the region's fixed cost).  Each block's
@@ -721,8 +741,11 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
             inner += (["#pragma omp single"] if parallel and depth == 0 else []) + ["{", *("    " + line for line in body), "}"]
     if parallel:  # below PARALLEL_MIN_WORK the worksharing constructs run orphaned, on the calling thread
         work = sum(b.work() for b in blocks)
-        region = (f"#pragma omp parallel num_threads({blocks[0].threads})" if work >= PARALLEL_MIN_WORK
-                  else f"// work {work} < PARALLEL_MIN_WORK: no parallel region (one thread)")
+        if work >= PARALLEL_MIN_WORK:
+            region = f"#pragma omp parallel num_threads({blocks[0].threads})"
+            inner = without_final_barrier(inner)
+        else:
+            region = f"// work {work} < PARALLEL_MIN_WORK: no parallel region (one thread)"
         inner = [region, "{", *("    " + line for line in inner), "}"]
     inner = [line for b in blocks for line in b.shared_lines()] + inner
     lines += ["    " + line for line in inner]

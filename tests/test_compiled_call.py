@@ -103,3 +103,29 @@ def test_separate_compiles_of_one_graph_keep_their_own_trackers():
     first(x)
     second(x)
     assert (first.memory.calls, second.memory.calls) == (2, 1)
+
+
+def test_the_compiled_call_hands_out_a_dropped_output_again_and_counts_it(monkeypatch):
+    """The allocator's hit, taken in C++ (stax_py.h's take_pooled): the array the caller dropped
+    comes back, counted as a hit; one still held is not handed out; a dropped array its user
+    reshaped in place is made anew by the allocator's own path; nothing is pooled while the
+    allocator is off."""
+    monkeypatch.setattr(allocator, "enabled", True)
+    x = _x(8, 16)
+    compiled = stax.compile(lambda t: t * 2 + 1, x)
+    first = compiled(x)
+    first_id, hits, misses = id(first), allocator.stats.hits, allocator.stats.misses
+    del first
+    again = compiled(x)
+    assert id(again) == first_id and allocator.stats.hits == hits + 1
+    held = compiled(x)
+    assert not np.shares_memory(held, again) and allocator.stats.misses == misses + 1
+    again.shape = (16, 8)
+    del again
+    remade = compiled(x)
+    assert remade.shape == (8, 16) and allocator.stats.hits == hits + 2
+    np.testing.assert_array_equal(remade, x * 2 + 1)
+    allocator.enabled = False  # monkeypatch restores it
+    off = compiled(x)
+    assert not np.shares_memory(off, remade) and not np.shares_memory(off, held)
+    assert allocator.stats.hits == hits + 2

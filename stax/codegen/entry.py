@@ -10,6 +10,8 @@ which explains or accepts it.
 """
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
 from ..dtypes import nbytes
@@ -18,7 +20,8 @@ from ..runtime import MODULE_NAME
 from .cpp import Kernel
 from .wrapper import WrapperPlan
 
-# the compiled call's state tuple: these, then each input's dtype, then one site per kind
+# the compiled call's state tuple: these, then each input's dtype, then one allocator site per kind
+# (CachingAllocator.compiled_site)
 STATE = ("fallback", "ndarray", "record", "kernel_error")
 Kind = tuple[tuple[int, ...], str]  # an allocation's shape and dtype
 
@@ -88,9 +91,15 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind
     for kernel, (first, last) in zip(plan.steps, plan.spans):
         for p in kernel.params:
             if p in plan.buffer_meta and p not in created:
-                site = first_site + kinds.index(plan.buffer_meta[p])
-                lines += [f"    if (!stax::take_output(s[{site}], owned, {owned[p]}, views, {slot[p]})) return NULL;",
-                          f"    live += {nbytes(*plan.buffer_meta[p])}; peak = std::max(peak, live);"]
+                shape, dtype = plan.buffer_meta[p]
+                site = first_site + kinds.index((shape, dtype))
+                strides = [np.dtype(dtype).itemsize * prod(shape[d + 1:]) for d in range(len(shape))]
+                lines += [f"    static const Py_ssize_t {p}_shape[] = {{{', '.join(map(str, shape)) or 0}}}, "
+                          f"{p}_strides[] = {{{', '.join(map(str, strides)) or 0}}};",
+                          f"    if (!stax::take_output(s[{site}], s[1], {len(shape)}, {p}_shape, {p}_strides, owned, "
+                          f"{owned[p]}, views, {slot[p]}))",
+                          "        return NULL;",
+                          f"    live += {nbytes(shape, dtype)}; peak = std::max(peak, live);"]
                 created.add(p)
         args = ", ".join(f"({t})views.buf({slot[p]})" for p, t in zip(kernel.params, kernel.param_types))
         nodes = ", ".join(kernel.nodes)

@@ -71,10 +71,87 @@ template <int N> inline bool take_input(PyObject* arg, PyObject* ndarray, PyObje
   return true;
 }
 
-// An array from the allocator's ``site`` (a Python callable), its buffer taken into ``views``'s
-// slot ``i``; false with the exception set when the allocation fails.
-template <int N, int M> inline bool take_output(PyObject* site, Owned<M>& owned, int j, Views<N>& views, int i) {
-  owned.obj[j] = PyObject_CallNoArgs(site);
+// Whether ``array`` is exactly a writable numpy array of ``dtype``, ``shape`` and ``strides``.
+inline bool has_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndim, const Py_ssize_t* shape,
+                       const Py_ssize_t* strides) {
+  static PyObject* const dtype_name = PyUnicode_InternFromString("dtype");
+  if ((PyObject*)Py_TYPE(array) != ndarray) return false;
+  PyObject* d = PyObject_GetAttr(array, dtype_name);
+  if (d == NULL) { PyErr_Clear(); return false; }
+  Py_DECREF(d);  // the array holds it
+  Py_buffer view;
+  if (d != dtype || PyObject_GetBuffer(array, &view, PyBUF_STRIDES | PyBUF_WRITABLE) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  bool same = view.ndim == ndim;
+  for (int k = 0; same && k < ndim; ++k) same = view.shape[k] == shape[k] && view.strides[k] == strides[k];
+  PyBuffer_Release(&view);
+  return same;
+}
+
+// The caching allocator's hit (memory/allocator.py: CachingAllocator.site and _Storage.take)
+// for one kind, ``site`` being CachingAllocator.compiled_site's tuple: under the allocator's
+// lock, the kept view of the first storage that nothing else refers to (the storage and the
+// view's base hold its memory, the storage holds the view), when that view still has the kind's
+// layout; the hit is counted.  Anything else (the allocator off, no free storage, a view its user
+// changed) is the site's own call, which also counts misses.  NULL with the exception set on
+// failure.
+inline PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
+                             const Py_ssize_t* strides) {
+  static PyObject* const enabled_name = PyUnicode_InternFromString("enabled");
+  static PyObject* const memory_name = PyUnicode_InternFromString("memory");
+  static PyObject* const view_name = PyUnicode_InternFromString("view");
+  static PyObject* const hits_name = PyUnicode_InternFromString("hits");
+  static PyObject* const one = PyLong_FromLong(1);
+  PyObject* const* s = ((PyTupleObject*)site)->ob_item;  // take, pool, allocator, stats, acquire, release, dtype
+  PyObject* enabled = PyObject_GetAttr(s[2], enabled_name);
+  const int on = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
+  Py_XDECREF(enabled);
+  if (on < 0) return NULL;
+  PyObject* found = NULL;
+  if (on) {
+    PyObject* locked = PyObject_CallNoArgs(s[4]);
+    if (locked == NULL) return NULL;
+    Py_DECREF(locked);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(s[1]); ++i) {
+      PyObject* memory = PyObject_GetAttr(PyList_GET_ITEM(s[1], i), memory_name);
+      PyObject* view = memory == NULL ? NULL : PyObject_GetAttr(PyList_GET_ITEM(s[1], i), view_name);
+      const bool idle = view != NULL && Py_REFCNT(memory) == 3 && Py_REFCNT(view) == 2;  // with ours
+      if (idle && has_layout(view, ndarray, s[6], ndim, shape, strides)) found = view;
+      else Py_XDECREF(view);
+      Py_XDECREF(memory);
+      if (idle || memory == NULL || view == NULL) break;  // a changed view: the site makes it anew
+    }
+    PyErr_Clear();  // a storage without its attributes: the site's call will say what is wrong
+    if (found != NULL) {
+      PyObject* hits = PyObject_GetAttr(s[3], hits_name);
+      PyObject* more = hits == NULL ? NULL : PyNumber_Add(hits, one);
+      const bool counted = more != NULL && PyObject_SetAttr(s[3], hits_name, more) == 0;
+      Py_XDECREF(hits);
+      Py_XDECREF(more);
+      if (!counted) Py_CLEAR(found);
+    }
+    PyObject *error, *value, *traceback;  // a failed count, kept while the lock is released
+    PyErr_Fetch(&error, &value, &traceback);
+    PyObject* unlocked = PyObject_CallNoArgs(s[5]);
+    if (unlocked == NULL) {
+      Py_XDECREF(error); Py_XDECREF(value); Py_XDECREF(traceback); Py_XDECREF(found);
+      return NULL;
+    }
+    Py_DECREF(unlocked);
+    if (error != NULL) { PyErr_Restore(error, value, traceback); return NULL; }
+    if (found != NULL) return found;
+  }
+  return PyObject_CallNoArgs(s[0]);
+}
+
+// An array from the allocator (``take_pooled``), its buffer taken into ``views``'s slot ``i``;
+// false with the exception set when the allocation fails.
+template <int N, int M> inline bool take_output(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
+                                                const Py_ssize_t* strides, Owned<M>& owned, int j, Views<N>& views,
+                                                int i) {
+  owned.obj[j] = take_pooled(site, ndarray, ndim, shape, strides);
   if (owned.obj[j] == NULL || PyObject_GetBuffer(owned.obj[j], &views.view[i], PyBUF_STRIDES | PyBUF_WRITABLE) < 0)
     return false;
   views.taken[i] = true;

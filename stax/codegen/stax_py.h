@@ -47,47 +47,33 @@ template <int N> struct Owned {
   PyObject* give(int i) { PyObject* o = obj[i]; obj[i] = nullptr; return o; }
 };
 
-// Whether ``arg`` is exactly a numpy array of ``dtype`` (the dtype object itself), ``shape`` and
-// byte ``strides``, writable when asked; if so its buffer is taken into ``views``'s slot ``i``.
-// Anything else is the wrapper's to check and explain: false, with no exception set.
-template <int N> inline bool take_input(PyObject* arg, PyObject* ndarray, PyObject* dtype, int ndim,
-                                        const Py_ssize_t* shape, const Py_ssize_t* strides, bool writable,
-                                        Views<N>& views, int i) {
-  if ((PyObject*)Py_TYPE(arg) != ndarray) return false;
-  static PyObject* const dtype_name = PyUnicode_InternFromString("dtype");
-  PyObject* d = PyObject_GetAttr(arg, dtype_name);
-  if (d == NULL) { PyErr_Clear(); return false; }
-  Py_DECREF(d);  // the array holds it
-  if (d != dtype) return false;
-  Py_buffer* v = &views.view[i];
-  if (PyObject_GetBuffer(arg, v, writable ? PyBUF_STRIDES | PyBUF_WRITABLE : PyBUF_STRIDES) < 0) {
-    PyErr_Clear();
-    return false;
-  }
-  views.taken[i] = true;
-  if (v->ndim != ndim) return false;
-  for (int k = 0; k < ndim; ++k)
-    if (v->shape[k] != shape[k] || v->strides[k] != strides[k]) return false;
-  return true;
-}
-
-// Whether ``array`` is exactly a writable numpy array of ``dtype``, ``shape`` and ``strides``.
-inline bool has_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndim, const Py_ssize_t* shape,
-                       const Py_ssize_t* strides) {
+// Whether ``array`` is exactly a numpy array of ``dtype`` (the dtype object itself), ``shape``
+// and byte ``strides``, writable when ``flags`` asks; if so its buffer is taken into ``view``.
+// Otherwise false, with no exception set and no buffer held.
+inline bool take_if_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndim, const Py_ssize_t* shape,
+                           const Py_ssize_t* strides, int flags, Py_buffer* view) {
   static PyObject* const dtype_name = PyUnicode_InternFromString("dtype");
   if ((PyObject*)Py_TYPE(array) != ndarray) return false;
   PyObject* d = PyObject_GetAttr(array, dtype_name);
   if (d == NULL) { PyErr_Clear(); return false; }
   Py_DECREF(d);  // the array holds it
-  Py_buffer view;
-  if (d != dtype || PyObject_GetBuffer(array, &view, PyBUF_STRIDES | PyBUF_WRITABLE) < 0) {
+  if (d != dtype || PyObject_GetBuffer(array, view, flags) < 0) {
     PyErr_Clear();
     return false;
   }
-  bool same = view.ndim == ndim;
-  for (int k = 0; same && k < ndim; ++k) same = view.shape[k] == shape[k] && view.strides[k] == strides[k];
-  PyBuffer_Release(&view);
+  bool same = view->ndim == ndim;
+  for (int k = 0; same && k < ndim; ++k) same = view->shape[k] == shape[k] && view->strides[k] == strides[k];
+  if (!same) PyBuffer_Release(view);
   return same;
+}
+
+// An input of the compiled layout, its buffer taken into ``views``'s slot ``i``; anything else
+// is the Python wrapper's to check and explain (false).
+template <int N> inline bool take_input(PyObject* arg, PyObject* ndarray, PyObject* dtype, int ndim,
+                                        const Py_ssize_t* shape, const Py_ssize_t* strides, bool writable,
+                                        Views<N>& views, int i) {
+  const int flags = writable ? PyBUF_STRIDES | PyBUF_WRITABLE : PyBUF_STRIDES;
+  return views.taken[i] = take_if_layout(arg, ndarray, dtype, ndim, shape, strides, flags, &views.view[i]);
 }
 
 // The caching allocator's hit (memory/allocator.py: CachingAllocator.site and _Storage.take)
@@ -118,8 +104,13 @@ inline PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const 
       PyObject* memory = PyObject_GetAttr(PyList_GET_ITEM(s[1], i), memory_name);
       PyObject* view = memory == NULL ? NULL : PyObject_GetAttr(PyList_GET_ITEM(s[1], i), view_name);
       const bool idle = view != NULL && Py_REFCNT(memory) == 3 && Py_REFCNT(view) == 2;  // with ours
-      if (idle && has_layout(view, ndarray, s[6], ndim, shape, strides)) found = view;
-      else Py_XDECREF(view);
+      Py_buffer layout;
+      if (idle && take_if_layout(view, ndarray, s[6], ndim, shape, strides, PyBUF_STRIDES | PyBUF_WRITABLE, &layout)) {
+        PyBuffer_Release(&layout);
+        found = view;
+      } else {
+        Py_XDECREF(view);
+      }
       Py_XDECREF(memory);
       if (idle || memory == NULL || view == NULL) break;  // a changed view: the site makes it anew
     }

@@ -5,6 +5,8 @@ environment variable ``STAX_ISA`` forces a level (for tests of every form).  Lib
 cached by a hash of the source, the flags and the compiler version, under ``STAX_CACHE_DIR``
 (default ``~/.cache/stax``).  A build writes to a private temporary file and renames it into
 place, so concurrent processes compiling the same source never load a half-written library.
+The helpers of the graphs' compiled calls (``stax_py.cpp``) are built the same way, once, and
+loaded with global symbols before the first kernel library.
 """
 from __future__ import annotations
 
@@ -173,8 +175,19 @@ def load(library: Path) -> ctypes.CDLL:
 MODULE_NAME = "stax_kernels"
 
 
-def load_module(library: Path):
-    """Import a built library that defines the extension module ``stax_kernels`` (see stax_py.h)."""
+@functools.cache
+def load_call_runtime(isa: Isa) -> None:
+    """Build (cached like any library) and load, once per process and with global symbols, the
+    helpers of the graphs' compiled calls (stax_py.cpp); a kernel library using them must be
+    loaded after this."""
+    library = build((HEADER_DIR / "stax_py.cpp").read_text(), isa)
+    ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL)
+
+
+def load_module(library: Path, isa: Isa):
+    """Import a library built for ``isa`` that defines the extension module ``stax_kernels``
+    (see stax_py.h), after the compiled calls' helpers it may use."""
+    load_call_runtime(isa)
     loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(library))
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(library), loader=loader)
     module = importlib.util.module_from_spec(spec)

@@ -55,15 +55,18 @@ def compiled_call_kinds(plan: WrapperPlan, memory: MemoryPlan) -> list[Kind] | N
 
 
 def _input_lines(plan: WrapperPlan) -> list[str]:
-    lines = []
+    """Every input taken if it has the compiled layout, else the call goes to the wrapper."""
+    lines, tests = [], []
     for k, inp in enumerate(sorted(plan.inputs, key=lambda i: i.position)):
         byte_strides = [st * np.dtype(inp.dtype).itemsize for st in inp.strides]
         writable = "true" if inp.name in plan.mutated_inputs else "false"
-        lines += [f"    static const Py_ssize_t shape{k}[] = {{{', '.join(map(str, inp.shape)) or 0}}}, "
-                  f"strides{k}[] = {{{', '.join(map(str, byte_strides)) or 0}}};",
-                  f"    if (!stax::take_input(args[{k}], s[1], s[{len(STATE) + k}], {len(inp.shape)}, shape{k}, "
-                  f"strides{k}, {writable}, views, {k}))",
-                  "        return PyObject_Vectorcall(s[0], args, nargs, NULL);"]
+        lines.append(f"    static const Py_ssize_t shape{k}[] = {{{', '.join(map(str, inp.shape)) or 0}}}, "
+                     f"strides{k}[] = {{{', '.join(map(str, byte_strides)) or 0}}};")
+        tests.append(f"!stax::take_input(args[{k}], s[1], s[{len(STATE) + k}], {len(inp.shape)}, shape{k}, "
+                     f"strides{k}, {writable}, views, {k})")
+    if tests:
+        joined = " ||\n        ".join(tests)
+        lines += [f"    if ({joined})", "        return stax::call_wrapper(s[0], args, nargs);"]
     return lines
 
 
@@ -84,7 +87,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind
     slot = {name: k for k, name in enumerate([i.name for i in inputs] + buffers)}  # in views
     owned = {name: k for k, name in enumerate(buffers)}
     first_site = len(STATE) + len(inputs)
-    lines = [f"    if (nargs != {len(inputs)}) return PyObject_Vectorcall(s[0], args, nargs, NULL);",
+    lines = [f"    if (nargs != {len(inputs)}) return stax::call_wrapper(s[0], args, nargs);",
              f"    stax::Owned<{len(buffers)}> owned;", f"    stax::Views<{len(slot)}> views;", *_input_lines(plan),
              f"    long long live = {memory.pool_size}, peak = live;  // bytes held"]
     created: set[str] = set()
@@ -105,7 +108,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind
         nodes = ", ".join(kernel.nodes)
         lines += [f"    // {nodes}", "    {", "        int64_t err = 0;", "        Py_BEGIN_ALLOW_THREADS",
                   f"        {kernel.name}({args}{', ' if args else ''}&err);", "        Py_END_ALLOW_THREADS",
-                  f'        if (err) return PyObject_CallFunction(s[3], "s(s)", "{kernel.name}", "{nodes}");', "    }"]
+                  f'        if (err) return stax::raise_kernel_error(s[3], "{kernel.name}", "{nodes}");', "    }"]
         for t in range(first, last + 1):
             lines += [f"    views.release({slot[p]}); owned.drop({owned[p]}); live -= {nbytes(*plan.buffer_meta[p])};"
                       for p in memory.releases.get(t, [])]

@@ -31,18 +31,23 @@ inline void release_buffers(int n, Py_buffer* views) {
 }
 
 // --- a graph's compiled call (entry.py's graph entry point) ------------------------------------
+// The functions declared without a body here are defined in stax_py.cpp, built once and loaded
+// for the whole process before any kernel library (runtime.load_call_runtime): a graph's call
+// keeps only calls to them, and compiling it adds little to the graph's build.
 // The buffers a call has taken, released when it returns (or earlier, after their last use).
+void release_views(Py_buffer* views, bool* taken, int n);
+void drop_objects(PyObject** objects, int n);
 template <int N> struct Views {
   Py_buffer view[N > 0 ? N : 1];
   bool taken[N > 0 ? N : 1] = {};
-  ~Views() { for (int i = 0; i < N; ++i) release(i); }
+  ~Views() { release_views(view, taken, N); }
   void release(int i) { if (taken[i]) { PyBuffer_Release(&view[i]); taken[i] = false; } }
   void* buf(int i) const { return view[i].buf; }
 };
 // The arrays a call has allocated, dropped when it returns unless handed to the caller.
 template <int N> struct Owned {
   PyObject* obj[N > 0 ? N : 1] = {};
-  ~Owned() { for (int i = 0; i < N; ++i) Py_XDECREF(obj[i]); }
+  ~Owned() { drop_objects(obj, N); }
   void drop(int i) { Py_CLEAR(obj[i]); }
   PyObject* give(int i) { PyObject* o = obj[i]; obj[i] = nullptr; return o; }
 };
@@ -50,22 +55,8 @@ template <int N> struct Owned {
 // Whether ``array`` is exactly a numpy array of ``dtype`` (the dtype object itself), ``shape``
 // and byte ``strides``, writable when ``flags`` asks; if so its buffer is taken into ``view``.
 // Otherwise false, with no exception set and no buffer held.
-inline bool take_if_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndim, const Py_ssize_t* shape,
-                           const Py_ssize_t* strides, int flags, Py_buffer* view) {
-  static PyObject* const dtype_name = PyUnicode_InternFromString("dtype");
-  if ((PyObject*)Py_TYPE(array) != ndarray) return false;
-  PyObject* d = PyObject_GetAttr(array, dtype_name);
-  if (d == NULL) { PyErr_Clear(); return false; }
-  Py_DECREF(d);  // the array holds it
-  if (d != dtype || PyObject_GetBuffer(array, view, flags) < 0) {
-    PyErr_Clear();
-    return false;
-  }
-  bool same = view->ndim == ndim;
-  for (int k = 0; same && k < ndim; ++k) same = view->shape[k] == shape[k] && view->strides[k] == strides[k];
-  if (!same) PyBuffer_Release(view);
-  return same;
-}
+bool take_if_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndim, const Py_ssize_t* shape,
+                    const Py_ssize_t* strides, int flags, Py_buffer* view);
 
 // An input of the compiled layout, its buffer taken into ``views``'s slot ``i``; anything else
 // is the Python wrapper's to check and explain (false).
@@ -83,59 +74,8 @@ template <int N> inline bool take_input(PyObject* arg, PyObject* ndarray, PyObje
 // layout; the hit is counted.  Anything else (the allocator off, no free storage, a view its user
 // changed) is the site's own call, which also counts misses.  NULL with the exception set on
 // failure.
-inline PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
-                             const Py_ssize_t* strides) {
-  static PyObject* const enabled_name = PyUnicode_InternFromString("enabled");
-  static PyObject* const memory_name = PyUnicode_InternFromString("memory");
-  static PyObject* const view_name = PyUnicode_InternFromString("view");
-  static PyObject* const hits_name = PyUnicode_InternFromString("hits");
-  static PyObject* const one = PyLong_FromLong(1);
-  PyObject* const* s = ((PyTupleObject*)site)->ob_item;  // take, pool, allocator, stats, acquire, release, dtype
-  PyObject* enabled = PyObject_GetAttr(s[2], enabled_name);
-  const int on = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
-  Py_XDECREF(enabled);
-  if (on < 0) return NULL;
-  PyObject* found = NULL;
-  if (on) {
-    PyObject* locked = PyObject_CallNoArgs(s[4]);
-    if (locked == NULL) return NULL;
-    Py_DECREF(locked);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(s[1]); ++i) {
-      PyObject* memory = PyObject_GetAttr(PyList_GET_ITEM(s[1], i), memory_name);
-      PyObject* view = memory == NULL ? NULL : PyObject_GetAttr(PyList_GET_ITEM(s[1], i), view_name);
-      const bool idle = view != NULL && Py_REFCNT(memory) == 3 && Py_REFCNT(view) == 2;  // with ours
-      Py_buffer layout;
-      if (idle && take_if_layout(view, ndarray, s[6], ndim, shape, strides, PyBUF_STRIDES | PyBUF_WRITABLE, &layout)) {
-        PyBuffer_Release(&layout);
-        found = view;
-      } else {
-        Py_XDECREF(view);
-      }
-      Py_XDECREF(memory);
-      if (idle || memory == NULL || view == NULL) break;  // a changed view: the site makes it anew
-    }
-    PyErr_Clear();  // a storage without its attributes: the site's call will say what is wrong
-    if (found != NULL) {
-      PyObject* hits = PyObject_GetAttr(s[3], hits_name);
-      PyObject* more = hits == NULL ? NULL : PyNumber_Add(hits, one);
-      const bool counted = more != NULL && PyObject_SetAttr(s[3], hits_name, more) == 0;
-      Py_XDECREF(hits);
-      Py_XDECREF(more);
-      if (!counted) Py_CLEAR(found);
-    }
-    PyObject *error, *value, *traceback;  // a failed count, kept while the lock is released
-    PyErr_Fetch(&error, &value, &traceback);
-    PyObject* unlocked = PyObject_CallNoArgs(s[5]);
-    if (unlocked == NULL) {
-      Py_XDECREF(error); Py_XDECREF(value); Py_XDECREF(traceback); Py_XDECREF(found);
-      return NULL;
-    }
-    Py_DECREF(unlocked);
-    if (error != NULL) { PyErr_Restore(error, value, traceback); return NULL; }
-    if (found != NULL) return found;
-  }
-  return PyObject_CallNoArgs(s[0]);
-}
+PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
+                      const Py_ssize_t* strides);
 
 // An array from the allocator (``take_pooled``), its buffer taken into ``views``'s slot ``i``;
 // false with the exception set when the allocation fails.
@@ -150,13 +90,12 @@ template <int N, int M> inline bool take_output(PyObject* site, PyObject* ndarra
 }
 
 // The wrapper's last line: ``record(peak)`` (MemoryTracker.record); false with the exception set.
-inline bool record_peak(PyObject* record, long long peak) {
-  PyObject* bytes = PyLong_FromLongLong(peak);
-  if (bytes == NULL) return false;
-  PyObject* result = PyObject_CallOneArg(record, bytes);
-  Py_DECREF(bytes);
-  Py_XDECREF(result);
-  return result != NULL;
-}
+bool record_peak(PyObject* record, long long peak);
+
+// The Python wrapper's answer to a call the compiled call does not take.
+PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t nargs);
+
+// ``raise_kernel_error(kernel, (nodes,))`` (wrapper.py), which raises KernelError: NULL.
+PyObject* raise_kernel_error(PyObject* raise, const char* kernel, const char* nodes);
 
 }  // namespace stax

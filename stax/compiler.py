@@ -181,7 +181,7 @@ def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunctio
     kinds = compiled_call_kinds(plan, memory)
     source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
     library_path = build(source, isa)
-    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path, isa), kinds)
+    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), kinds)
     return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, block_kernels,
                             source, wrapper_src, memory, tracker, call, isa, str(library_path), options.dependence)
 

@@ -176,18 +176,20 @@ MODULE_NAME = "stax_kernels"
 
 
 @functools.cache
-def load_call_runtime(isa: Isa) -> None:
+def load_call_runtime() -> None:
     """Build (cached like any library) and load, once per process and with global symbols, the
     helpers of the graphs' compiled calls (stax_py.cpp); a kernel library using them must be
-    loaded after this."""
-    library = build((HEADER_DIR / "stax_py.cpp").read_text(), isa)
+    loaded after this.  They hold no vector code and are built for the ``none`` level, so one
+    copy serves kernels of every level (an AVX-512 build of them would be what every later
+    library binds to, even on a CPU without AVX-512)."""
+    library = build((HEADER_DIR / "stax_py.cpp").read_text(), ISA_LEVELS["none"])
     ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL)
 
 
-def load_module(library: Path, isa: Isa):
-    """Import a library built for ``isa`` that defines the extension module ``stax_kernels``
-    (see stax_py.h), after the compiled calls' helpers it may use."""
-    load_call_runtime(isa)
+def load_module(library: Path):
+    """Import a built library that defines the extension module ``stax_kernels`` (see stax_py.h),
+    after the compiled calls' helpers it may use."""
+    load_call_runtime()
     loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(library))
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(library), loader=loader)
     module = importlib.util.module_from_spec(spec)

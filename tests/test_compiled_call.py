@@ -2,6 +2,7 @@
 inputs of exactly the compiled layout and handing every other call to the Python wrapper."""
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
 
@@ -129,3 +130,18 @@ def test_the_compiled_call_hands_out_a_dropped_output_again_and_counts_it(monkey
     off = compiled(x)
     assert not np.shares_memory(off, remade) and not np.shares_memory(off, held)
     assert allocator.stats.hits == hits + 2
+
+
+def test_one_build_of_the_helpers_serves_every_level_whichever_comes_first():
+    """The compiled calls' helpers are loaded once per process, with global symbols, for every
+    later kernel library: built for the ``none`` level, an AVX-512 compile coming first on a CPU
+    without AVX-512 leaves nothing an AVX2 call cannot run."""
+    code = ("import os, numpy as np, stax\n"
+            "x = np.ones((4, 8), np.float32)\n"
+            "os.environ['STAX_ISA'] = 'avx512'\n"
+            "stax.compile(lambda t: t * 2, x)\n"
+            "os.environ['STAX_ISA'] = 'avx2'\n"
+            "print(float(stax.compile(lambda t: t * 3, x)(x).sum()))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["96.0"]

@@ -118,9 +118,9 @@ class BodyPrinter:
 
     def _print(self, exprs: Sequence[Expr]) -> list[str]:
         first = exprs[0]
-        if isinstance(first, Const):
-            texts = [literal(e.value, e.dtype, self.vector) for e in exprs]
-        elif isinstance(first, Load):
+        if isinstance(first, Const):  # literals are printed in place
+            return [literal(e.value, e.dtype, self.vector) for e in exprs]
+        if isinstance(first, Load):
             texts = [load(e) for load, e in zip(self.loads, exprs)]
         else:
             args = [self.lanes([e.args[i] for e in exprs]) for i in range(len(first.args))]

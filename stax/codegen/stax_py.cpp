@@ -23,7 +23,7 @@ bool take_if_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndi
 }
 
 PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
-                      const Py_ssize_t* strides) {
+                      const Py_ssize_t* strides, Py_buffer* view_buffer) {
   static PyObject* const enabled_name = PyUnicode_InternFromString("enabled");
   static PyObject* const memory_name = PyUnicode_InternFromString("memory");
   static PyObject* const view_name = PyUnicode_InternFromString("view");
@@ -43,9 +43,8 @@ PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssiz
       PyObject* memory = PyObject_GetAttr(PyList_GET_ITEM(s[1], i), memory_name);
       PyObject* view = memory == NULL ? NULL : PyObject_GetAttr(PyList_GET_ITEM(s[1], i), view_name);
       const bool idle = view != NULL && Py_REFCNT(memory) == 3 && Py_REFCNT(view) == 2;  // with ours
-      Py_buffer layout;
-      if (idle && take_if_layout(view, ndarray, s[6], ndim, shape, strides, PyBUF_STRIDES | PyBUF_WRITABLE, &layout)) {
-        PyBuffer_Release(&layout);
+      if (idle && take_if_layout(view, ndarray, s[6], ndim, shape, strides, PyBUF_STRIDES | PyBUF_WRITABLE,
+                                 view_buffer)) {
         found = view;
       } else {
         Py_XDECREF(view);
@@ -60,20 +59,26 @@ PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssiz
       const bool counted = more != NULL && PyObject_SetAttr(s[3], hits_name, more) == 0;
       Py_XDECREF(hits);
       Py_XDECREF(more);
-      if (!counted) Py_CLEAR(found);
+      if (!counted) {
+        PyBuffer_Release(view_buffer);
+        Py_CLEAR(found);
+      }
     }
     PyObject *error, *value, *traceback;  // a failed count, kept while the lock is released
     PyErr_Fetch(&error, &value, &traceback);
     PyObject* unlocked = PyObject_CallNoArgs(s[5]);
     if (unlocked == NULL) {
-      Py_XDECREF(error); Py_XDECREF(value); Py_XDECREF(traceback); Py_XDECREF(found);
+      Py_XDECREF(error); Py_XDECREF(value); Py_XDECREF(traceback);
+      if (found != NULL) { PyBuffer_Release(view_buffer); Py_DECREF(found); }
       return NULL;
     }
     Py_DECREF(unlocked);
     if (error != NULL) { PyErr_Restore(error, value, traceback); return NULL; }
     if (found != NULL) return found;
   }
-  return PyObject_CallNoArgs(s[0]);
+  PyObject* array = PyObject_CallNoArgs(s[0]);
+  if (array != NULL && PyObject_GetBuffer(array, view_buffer, PyBUF_STRIDES | PyBUF_WRITABLE) < 0) Py_CLEAR(array);
+  return array;
 }
 
 bool record_peak(PyObject* record, long long peak) {

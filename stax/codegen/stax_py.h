@@ -41,7 +41,7 @@ template <int N> struct Views {
   Py_buffer view[N > 0 ? N : 1];
   bool taken[N > 0 ? N : 1] = {};
   ~Views() { release_views(view, taken, N); }
-  void release(int i) { if (taken[i]) { PyBuffer_Release(&view[i]); taken[i] = false; } }
+  void release(int i) { release_views(&view[i], &taken[i], 1); }
   void* buf(int i) const { return view[i].buf; }
 };
 // The arrays a call has allocated, dropped when it returns unless handed to the caller.
@@ -72,21 +72,18 @@ template <int N> inline bool take_input(PyObject* arg, PyObject* ndarray, PyObje
 // lock, the kept view of the first storage that nothing else refers to (the storage and the
 // view's base hold its memory, the storage holds the view), when that view still has the kind's
 // layout; the hit is counted.  Anything else (the allocator off, no free storage, a view its user
-// changed) is the site's own call, which also counts misses.  NULL with the exception set on
-// failure.
+// changed) is the site's own call, which also counts misses.  The array's buffer is taken into
+// ``view_buffer``; NULL (and no buffer held) with the exception set on failure.
 PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
-                      const Py_ssize_t* strides);
+                      const Py_ssize_t* strides, Py_buffer* view_buffer);
 
 // An array from the allocator (``take_pooled``), its buffer taken into ``views``'s slot ``i``;
 // false with the exception set when the allocation fails.
 template <int N, int M> inline bool take_output(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
                                                 const Py_ssize_t* strides, Owned<M>& owned, int j, Views<N>& views,
                                                 int i) {
-  owned.obj[j] = take_pooled(site, ndarray, ndim, shape, strides);
-  if (owned.obj[j] == NULL || PyObject_GetBuffer(owned.obj[j], &views.view[i], PyBUF_STRIDES | PyBUF_WRITABLE) < 0)
-    return false;
-  views.taken[i] = true;
-  return true;
+  owned.obj[j] = take_pooled(site, ndarray, ndim, shape, strides, &views.view[i]);
+  return views.taken[i] = owned.obj[j] != NULL;
 }
 
 // The wrapper's last line: ``record(peak)`` (MemoryTracker.record); false with the exception set.

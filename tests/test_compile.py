@@ -22,7 +22,8 @@ from hypothesis import given, settings, strategies as st
 import stax
 from stax import nn
 from stax.codegen.cpp import without_final_barrier
-from stax.codegen.tuning import ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, SPLIT_MIN_ROWS, STREAM_MIN_BYTES
+from stax.codegen.tuning import (ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, PREFETCH_AHEAD_BYTES, SPLIT_MIN_ROWS,
+                                 STREAM_MIN_BYTES)
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
@@ -713,6 +714,32 @@ def test_large_row_outputs_stream_past_the_caches(monkeypatch, columns, check):
     assert "vstore_stream" not in small and "store_fence" not in small
     for text in (source, small):  # the region's closing barrier is the only one after the last loop
         assert "#pragma omp for nowait" in text and "#pragma omp barrier" not in text
+
+
+def test_loops_with_an_expensive_op_per_streamed_element_prefetch_their_large_rows_ahead(monkeypatch, check):
+    """A vector loop computing at least one expensive op per element of each large contiguous row
+    it streams prefetches those rows PREFETCH_AHEAD_BYTES ahead (a one-pass row reduction, a
+    pointwise loop; not a small row broadcast along the rows); one sqrt over four streams, or
+    inputs below STREAM_MIN_BYTES, do not; the values match the reference."""
+    monkeypatch.setenv("STAX_ISA", "avx2")
+    rows = STREAM_MIN_BYTES // (4 * 2048)
+    x, bias = sample((rows, 2048), seed=65), sample((2048,), seed=66)
+    ahead = f" + {PREFETCH_AHEAD_BYTES // 4}"  # elements ahead, then the cache line's offset in a step
+
+    def prefetches(source: str) -> list[str]:
+        return [line.strip() for line in source.splitlines() if "__builtin_prefetch" in line]
+
+    def exp_sum_amax(a):
+        e = a.exp()
+        return e.sum(-1), e.amax(-1)
+
+    one_pass = prefetches(check(exp_sum_amax, x, threads=2).block_kernels[0].source)
+    assert one_pass and all(line.startswith("__builtin_prefetch(in_ptr0") and ahead in line for line in one_pass)
+    pointwise = prefetches(check(lambda a, b: (a + b).erf(), x, bias, threads=2).block_kernels[0].source)
+    assert len(pointwise) == 1 and ahead in pointwise[0] and "in_ptr0 + 2048*x0 + x1" in pointwise[0]
+    four_streams = [x, x + 1, x + 2, x + 3]
+    assert not prefetches(check(lambda a, b, c, d: (a + b + c + d).sqrt(), *four_streams).block_kernels[0].source)
+    assert not prefetches(check(exp_sum_amax, x[:64], threads=2).block_kernels[0].source)
 
 
 def test_a_region_ends_without_a_barrier_of_its_own_only_where_nothing_follows_its_last_loop():

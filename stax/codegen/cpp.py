@@ -57,7 +57,7 @@ from .scans import BlockedScan
 from .split_reduction import SplitReduction
 from .tiles import Tiles
 from .tuning import (ACCUMULATORS, CACHE_LINE, EXPENSIVE_WEIGHT, MAX_VECTOR_STRIDE, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES,
-                     PARALLEL_MIN_WORK, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, WIDE_SUM_MIN, parallel_depth)
+                     PARALLEL_MIN_WORK, PREFETCH_AHEAD_BYTES, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, WIDE_SUM_MIN, parallel_depth)
 
 
 @dataclass
@@ -242,8 +242,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
 
     def work(self) -> int:
         """Iterations of the block, weighted by its expensive ops (8.4's N t, in units of t)."""
-        expensive = sum(1 for m in self.members for e in walk(m.body) if isinstance(e, Op) and e.name in EXPENSIVE_OPS)
-        return prod(self.frame.outer) * prod(self.frame.inner) * (1 + EXPENSIVE_WEIGHT * expensive)
+        return prod(self.frame.outer) * prod(self.frame.inner) * (1 + EXPENSIVE_WEIGHT * expensive_ops(self.members))
 
     def shared_lines(self) -> list[str]:
         """Declarations at function scope, shared by the threads (the blocked scan's chunk totals,
@@ -426,8 +425,13 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         point_printer = self._printer(outer_vector, vvar, ctx, lines, ind)
         phases = self._phases(self._lane_members(vvar, lanes))
         passes = [phase for phase in phases if phase[0].inner]
-        second = passes[1] if len(passes) > 1 and form == "vector" and not outer_vector else None
-        prefetch = self._next_point_rows(passes[0], vvar) if second else []
+        prefetching, prefetch = None, []  # the pass that prefetches, and its (address, dtype) rows
+        if form == "vector" and not outer_vector and passes:
+            prefetching, prefetch = ((passes[1], self._next_point_rows(passes[0], vvar)) if len(passes) > 1
+                                     else (passes[0], self._rows_ahead(passes[0], vvar)))
+        if outer_vector and self.form == "vector":  # a strip-mined pointwise loop: one vector a step
+            lines += [f"{ind}__builtin_prefetch({address}, 0, 2);" for address, _ in
+                      self._rows_ahead([m for phase in phases for m in phase], vvar)]
         for phase in phases:
             lines.append(f"{ind}// {', '.join(dict.fromkeys(m.name for m in phase))}")
             if phase[0].inner and self.form == "split-reduction":
@@ -435,7 +439,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                 continue
             if phase[0].inner:
                 self._inner_pass(phase, form, vvar, ind, lines, ctx, outer_vector,
-                                 prefetch if phase is second else [])
+                                 prefetch if phase is prefetching else [])
                 continue
             m = phase[0]
             guard = self.frame.guard(m.buf)
@@ -471,6 +475,21 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         if sum(prod(f.inner) * ITEMSIZE[dtype] for dtype in rows.values()) > PREFETCH_MAX_BYTES:
             return []
         return list(rows.items())
+
+    def _rows_ahead(self, members: list[Member], vvar: str | None) -> list[tuple[str, str]]:
+        """The large contiguous rows ``members`` stream from memory, PREFETCH_AHEAD_BYTES ahead
+        (pointer expression, dtype), when they compute at least one expensive op per element of
+        each: between a row's loads such a loop does so much work that they are issued too late
+        for the hardware prefetcher to keep up."""
+        ranges = self.frame.var_ranges
+        rows = {}
+        for m in members:
+            for ld in self._external_loads(m):
+                footprint = prod(ranges[v] for v in ld.index.variables()) * ITEMSIZE[ld.dtype]
+                if access_kind(ld.index, vvar) == "contiguous" and footprint >= STREAM_MIN_BYTES:
+                    ahead = ld.index + PREFETCH_AHEAD_BYTES // ITEMSIZE[ld.dtype]
+                    rows[f"{self._pointer(ld.buffer)} + {ahead}"] = ld.dtype
+        return list(rows.items()) if rows and expensive_ops(members) >= len(rows) else []
 
     def _printer(self, vector: bool, vvar: str | None, ctx: LoadContext | list[LoadContext], lines: list[str],
                  ind: str) -> BodyPrinter:
@@ -689,6 +708,11 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             ctx.point[m.buf.name] = name
             if outer_vector:
                 ctx.vector_point.add(m.buf.name)
+
+
+def expensive_ops(members: list[Member]) -> int:
+    """How many expensive ops (exp, erf, sqrt, ...) the members' bodies compute per point."""
+    return sum(1 for m in members for e in walk(m.body) if isinstance(e, Op) and e.name in EXPENSIVE_OPS)
 
 
 def without_final_barrier(lines: list[str]) -> list[str]:

@@ -23,7 +23,7 @@ import stax
 from stax import nn
 from stax.codegen.cpp import without_final_barrier
 from stax.codegen.tuning import (ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, PREFETCH_AHEAD_BYTES, SPLIT_MIN_ROWS,
-                                 STREAM_MIN_BYTES)
+                                 STACK_ARRAY_MAX_BYTES, STREAM_MIN_BYTES)
 from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
@@ -740,6 +740,22 @@ def test_loops_with_an_expensive_op_per_streamed_element_prefetch_their_large_ro
     four_streams = [x, x + 1, x + 2, x + 3]
     assert not prefetches(check(lambda a, b, c, d: (a + b + c + d).sqrt(), *four_streams).block_kernels[0].source)
     assert not prefetches(check(exp_sum_amax, x[:64], threads=2).block_kernels[0].source)
+
+
+def test_scratch_rows_live_on_the_stack_up_to_a_size_and_on_the_heap_beyond(check):
+    """A scratch row of at most STACK_ARRAY_MAX_BYTES is a stack array, a longer one a heap
+    array; both compute the reference's values, also on a thread other than the main one."""
+    columns = STACK_ARRAY_MAX_BYTES // 4
+    on_stack = check(_softmax, sample((4, columns), seed=67), threads=2)
+    assert f"stax::stack_array<float, {columns}> buf1_row;" in on_stack.block_kernels[0].source
+    on_heap = check(_softmax, sample((4, columns + 4), seed=68), threads=2)
+    assert "std::unique_ptr<float[]> buf1_row" in on_heap.block_kernels[0].source
+    x = sample((4, columns), seed=69)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(on_stack(x)))
+    worker.start()
+    worker.join()
+    np.testing.assert_array_equal(results[0], on_stack(x))
 
 
 def test_a_region_ends_without_a_barrier_of_its_own_only_where_nothing_follows_its_last_loop():

@@ -74,6 +74,13 @@ template <int S = 1, typename T> inline vec<T> vload_guarded(const T* p, T other
   }
   return r;
 }
+// A small zeroed kernel-local array (a scratch row) on the stack of the thread that runs the
+// kernel, with unique_ptr's get() and indexing, so that kernels address it like a heap one.
+template <typename T, size_t N> struct stack_array {
+  alignas(64) T data[N] = {};
+  T* get() { return data; }
+  T& operator[](int64_t i) { return data[i]; }
+};
 // Elements before the first cache-line boundary at or after p (a loop peels them, so that its
 // vectors of every row read whole lines).
 template <typename T> inline int64_t line_head(const T* p) {

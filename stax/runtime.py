@@ -2,8 +2,8 @@
 
 The ISA level is probed at run time, widest first (seed 8.1: AVX-512, AVX2, none); the
 environment variable ``STAX_ISA`` forces a level (for tests of every form).  Libraries are
-cached by a hash of the source, the flags and the compiler version, under ``STAX_CACHE_DIR``
-(default ``~/.cache/stax``).  A build writes to a private temporary file and renames it into
+cached by a hash of the source, the headers, the flags, the Python and the compiler, under
+``STAX_CACHE_DIR`` (default ``~/.cache/stax``).  A build writes to a private temporary file and renames it into
 place, so concurrent processes compiling the same source never load a half-written library.
 The helpers of the graphs' compiled calls (``stax_py.cpp``) are built the same way, once, and
 loaded with global symbols before the first kernel library.
@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 from dataclasses import dataclass
@@ -99,9 +100,22 @@ def _python_include() -> str:
 
 
 def compile_flags(isa: Isa) -> list[str]:
-    """Flags shared by the kernels and their precompiled header (which must match exactly)."""
+    """Flags of the kernels and their precompiled header (which must match exactly), but for the
+    Python headers' directory (``_gcc_flags``)."""
     return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-Wno-psabi",
-            f"-DSTAX_W={isa.width}", f"-I{_python_include()}", *isa.flags]
+            f"-DSTAX_W={isa.width}", *isa.flags]
+
+
+def _gcc_flags(isa: Isa) -> list[str]:
+    return [*compile_flags(isa), f"-I{_python_include()}"]
+
+
+def _toolchain_key(isa: Isa) -> str:
+    """What a build depends on besides its source: the runtime headers, the flags, the Python
+    whose headers it includes (its version and installation: asking sysconfig for their directory
+    costs 2 ms, so a cache hit does not) and the compiler."""
+    return "\0".join([_headers_text(), " ".join(compile_flags(isa)), sys.version, sys.base_prefix,
+                      _compiler_version()])
 
 
 def _headers_text() -> str:
@@ -111,8 +125,7 @@ def _headers_text() -> str:
 def precompiled_headers(isa: Isa, header: str) -> Path:
     """A directory holding the runtime headers and the precompiled ``header`` for these flags
     (a build then takes about 0.25 s instead of 1 s); each ``.gch`` is built once, atomically."""
-    flags = compile_flags(isa)
-    key = hashlib.sha256("\0".join([_headers_text(), " ".join(flags), _compiler_version()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(_toolchain_key(isa).encode()).hexdigest()[:16]
     directory = cache_dir() / "pch" / key
     gch, failed = directory / f"{header}.gch", directory / f"{header}.failed"
     if gch.exists() or failed.exists():
@@ -123,7 +136,7 @@ def precompiled_headers(isa: Isa, header: str) -> Path:
             _atomic_write(directory / path.name, path.read_bytes())
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".gch.tmp")
     os.close(fd)
-    result = subprocess.run(["g++", *flags, "-x", "c++-header", str(directory / header), "-o", tmp],
+    result = subprocess.run(["g++", *_gcc_flags(isa), "-x", "c++-header", str(directory / header), "-o", tmp],
                             capture_output=True, text=True)
     if result.returncode == 0:
         os.replace(tmp, gch)
@@ -135,8 +148,7 @@ def precompiled_headers(isa: Isa, header: str) -> Path:
 
 def build(source: str, isa: Isa) -> Path:
     """Compile ``source`` to a shared library (cached) and return its path."""
-    flags = compile_flags(isa)
-    key = hashlib.sha256("\0".join([source, _headers_text(), " ".join(flags), _compiler_version()]).encode()).hexdigest()[:24]
+    key = hashlib.sha256("\0".join([source, _toolchain_key(isa)]).encode()).hexdigest()[:24]
     directory = cache_dir() / key[:2]
     directory.mkdir(exist_ok=True)
     library = directory / f"{key}.so"
@@ -150,7 +162,7 @@ def build(source: str, isa: Isa) -> Path:
     try:
         first = re.match(r'#include "(\w+\.h)"', source)  # a runtime header the unit starts with
         include = precompiled_headers(isa, first.group(1)) if first else HEADER_DIR
-        result = subprocess.run(["g++", *flags, "-shared", f"-I{include}", str(src), "-o", tmp, "-lmvec", "-lm"],
+        result = subprocess.run(["g++", *_gcc_flags(isa), "-shared", f"-I{include}", str(src), "-o", tmp, "-lmvec", "-lm"],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise BuildError(f"g++ failed to compile the generated kernels (source: {src}):\n{result.stderr[-4000:]}")

@@ -28,6 +28,7 @@ from stax.compiler import Options, compile_graph
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
 from stax.reference import evaluate
+from stax import runtime
 from stax.runtime import ISA_LEVELS, _cpu_flags, compile_flags
 
 HAS_AVX512 = {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= _cpu_flags()
@@ -834,6 +835,22 @@ def test_outputs_stay_valid_across_calls_and_threads():
     for outs, want in zip(held, expected):
         for got, w in zip(outs, want):
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_cached_library_is_found_without_asking_sysconfig_and_a_new_python_misses(monkeypatch):
+    """A cache hit keys the Python by its version and installation, never by the headers'
+    directory, which only a build asks sysconfig for; another Python's version misses."""
+    fn, x = (lambda a: a * 3 - 1), sample((5, 9), seed=70)
+    stax.compile(fn, x)
+
+    def no_sysconfig():
+        raise AssertionError("a cache hit asked sysconfig for the Python headers")
+
+    monkeypatch.setattr(runtime, "_python_include", no_sysconfig)
+    np.testing.assert_allclose(stax.compile(fn, x)(x), x * 3 - 1, rtol=1e-6)
+    monkeypatch.setattr(runtime.sys, "version", "3.99.0 (another build)")
+    with pytest.raises(AssertionError, match="asked sysconfig"):
+        stax.compile(fn, x)
 
 
 def test_avx512_builds(monkeypatch):

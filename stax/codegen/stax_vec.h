@@ -271,7 +271,7 @@ STAX_VECTOR_FN_DOUBLE(v_exp, exp)
 STAX_MATH(v_log, log)
 STAX_MATH(v_tanh, tanh)
 // float32 erf, in vector bodies and scalar tails alike: x P(x^2) / Q(x^2) on [-4, 4], a rational
-// fit with relative error 2.5e-8 (experiments/fit_erf.py), and +-1 beyond, where erf rounds to 1.
+// fit with relative error 2.5e-8 (experiments/fit_math.py), and +-1 beyond, where erf rounds to 1.
 // Rounded in float32 it is within 4.5e-7 relative of erf on every input (7.5 ulps at most, near
 // |x| = 3.7; experiments/check_math.py); it runs at 2.5x the throughput of libmvec's erff, which
 // bounded bias + GELU.

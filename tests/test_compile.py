@@ -694,6 +694,12 @@ def test_small_kernels_do_not_fork(check):
     assert "#pragma omp for" in large and "#pragma omp parallel" in large
     exp_heavy = check(lambda a: a.exp() + 1, sample((64, 128), seed=64), threads=2).kernels[0].source
     assert "#pragma omp parallel" in exp_heavy  # 8192 iterations of exp: worth two threads
+    # an rsqrt of the row's mean runs once a row (the compiler hoists it), one of each element does not
+    x = sample((64, 128), seed=71)
+    row_rsqrt = check(lambda a: a * ((a * a).mean(-1, keepdim=True) + 1e-6).rsqrt(), x, threads=2).kernels[0].source
+    assert "#pragma omp for" in row_rsqrt and "#pragma omp parallel" not in row_rsqrt
+    element_rsqrt = check(lambda a: a * ((a * a) + a.mean(-1, keepdim=True) + 1).rsqrt(), x, threads=2)
+    assert "#pragma omp parallel" in element_rsqrt.kernels[0].source
 
 
 def _softmax(x):

@@ -241,8 +241,20 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         return depth, body
 
     def work(self) -> int:
-        """Iterations of the block, weighted by its expensive ops (8.4's N t, in units of t)."""
-        return prod(self.frame.outer) * prod(self.frame.inner) * (1 + EXPENSIVE_WEIGHT * expensive_ops(self.members))
+        """Iterations of the block plus EXPENSIVE_WEIGHT per expensive op at each point where it
+        runs (8.4's N t, in units of t): an op of a row's values only (RMSNorm's rsqrt of the row
+        mean, which the compiler hoists out of the row's loop) counts once a row, not once an
+        element."""
+        points, rows = prod(self.frame.outer) * prod(self.frame.inner), prod(self.frame.outer)
+        outer = set(self.frame.outer_vars)
+
+        def per_row(e: Op) -> bool:
+            return all(ld.index.variables() <= outer and all(g.variables() <= outer for g, _ in ld.guard)
+                       for ld in loads(e))
+
+        runs = [rows if not m.inner or per_row(e) else points for m in self.members for e in walk(m.body)
+                if isinstance(e, Op) and e.name in EXPENSIVE_OPS]
+        return points + EXPENSIVE_WEIGHT * sum(runs)
 
     def shared_lines(self) -> list[str]:
         """Declarations at function scope, shared by the threads (the blocked scan's chunk totals,

@@ -73,6 +73,8 @@ class Index:
     def __add__(self, other: "Index | int") -> "Index":
         if isinstance(other, int):
             return Index(self.terms, self.const + other)
+        if not other.terms or not self.terms:  # a constant added: the terms stay as they are
+            return Index(self.terms or other.terms, self.const + other.const)
         coeffs = self.as_dict()
         for atom, c in other.terms:
             coeffs[atom] = coeffs.get(atom, 0) + c
@@ -81,7 +83,9 @@ class Index:
     __radd__ = __add__
 
     def __mul__(self, k: int) -> "Index":
-        return Index.build({a: c * k for a, c in self.terms}, self.const * k)
+        if k == 0 or _has_mod(self.terms):
+            return Index.build({a: c * k for a, c in self.terms}, self.const * k)
+        return Index(tuple((a, c * k) for a, c in self.terms), self.const * k)  # same order, nothing to cancel
 
     __rmul__ = __mul__
 
@@ -209,8 +213,14 @@ def mod(expr: Index, k: int, ranges: Mapping[str, int]) -> Index:
     return Index(((Mod(expr, k), 1),), 0)
 
 
+def _has_mod(terms: tuple[tuple[Atom, int], ...]) -> bool:
+    return any(isinstance(atom, Mod) for atom, _ in terms)
+
+
 def _cancel_div_mod(expr: Index) -> Index:
     """``k*m*(e // k) + m*(e % k) -> m*e`` (the pattern a reshape of a contiguous buffer leaves)."""
+    if not _has_mod(expr.terms):
+        return expr
     coeffs = expr.as_dict()
     for atom, c in list(coeffs.items()):
         if isinstance(atom, Mod) and atom in coeffs:

@@ -35,6 +35,39 @@ def test_floordiv_and_mod_equal_python_at_every_point(ranges, coefficients, cons
         assert remainder.evaluate(values) == expr.evaluate(values) % k, (expr, k, remainder, values)
 
 
+def _normal_form(expr: Index) -> Index:
+    """The expression rebuilt from its terms: sorted atoms, no zero coefficients, div/mod cancelled."""
+    return Index.build(expr.as_dict(), expr.const)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ranges=st.lists(st.integers(1, 9), min_size=2, max_size=2), a=st.lists(COEFFICIENTS, min_size=4, max_size=4),
+       b=st.lists(COEFFICIENTS, min_size=4, max_size=4), k=st.sampled_from([0, 1, -1, 2, 3, 16]),
+       divisor=st.sampled_from([2, 4, 8]))
+def test_sums_and_multiples_of_indices_evaluate_as_integers_and_stay_in_normal_form(ranges, a, b, k, divisor):
+    """``+`` and ``*`` (with their shortcuts for constants and for terms without a modulo) equal
+    the integers' sum and product at every point and return the normal form ``Index.build``
+    gives, on expressions with floor division and modulo atoms."""
+    names = ["x0", "x1"]
+    bounds = dict(zip(names, ranges))
+    flat = Index.var("x0") * ranges[1] + Index.var("x1")
+    atoms = [Index.var("x0"), Index.var("x1"), floordiv(flat, divisor, bounds), mod(flat, divisor, bounds)]
+
+    def combine(coefficients: list[int], const: int) -> Index:
+        out = Index.constant(const)
+        for c, atom in zip(coefficients, atoms):
+            out = out + atom * c
+        return out
+
+    x, y = combine(a, 3), combine(b, -2)
+    for result in (x + y, x * k, y * k, x + Index.constant(5), Index.constant(5) + x):
+        assert result == _normal_form(result), result
+    for point in product(*(range(n) for n in ranges)):
+        values = dict(zip(names, point))
+        assert (x + y).evaluate(values) == x.evaluate(values) + y.evaluate(values)
+        assert (x * k).evaluate(values) == k * x.evaluate(values)
+
+
 def test_a_reshape_of_a_split_head_folds_back_to_affine():
     """(1024, 1024) read through a view of (8, 128, 1024): ``x1 + 131072*((1024*x0 + x1) // 131072)
     + 1024*(x0 % 128)`` is ``1024*x0 + x1`` (a transformer's head reshape; unfolded it kept a whole

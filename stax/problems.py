@@ -24,11 +24,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-import networkx as nx
-
+from .dag import Dag
 from .errors import InstanceFormatError, InvalidScheduleError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 FUSION_FORMAT = "stax.fusion-problem"
 ORDER_FORMAT = "stax.order-problem"
@@ -61,16 +63,9 @@ class ForbiddenPair:
     reason: str
 
 
-def _edges(nodes: Sequence[str], buffers: Sequence[Buffer], extra_edges: Iterable[tuple[str, str]]) -> nx.DiGraph:
-    g = nx.DiGraph()
-    g.add_nodes_from(nodes)
-    for buf in buffers:
-        if buf.producer is not None:
-            for user in buf.users:
-                if user != buf.producer:
-                    g.add_edge(buf.producer, user)
-    g.add_edges_from((a, b) for a, b in extra_edges if a != b)
-    return g
+def _edges(nodes: Sequence[str], buffers: Sequence[Buffer], extra_edges: Iterable[tuple[str, str]]) -> Dag:
+    return Dag(nodes, [(buf.producer, user) for buf in buffers if buf.producer is not None for user in buf.users]
+               + list(extra_edges))
 
 
 class _JsonFile:
@@ -114,13 +109,18 @@ class FusionProblem(_JsonFile):
             for who in (pair.a, pair.b):
                 if who not in known:
                     raise InstanceFormatError(f"FusionProblem.forbidden: node {who!r} is not in nodes")
-        if not nx.is_directed_acyclic_graph(self.dag()):
-            raise InstanceFormatError("FusionProblem: the dependency graph has a cycle; it must be a DAG")
+        cycle = self.dependencies().find_cycle()
+        if cycle:
+            raise InstanceFormatError(f"FusionProblem: the dependency graph has a cycle through {cycle}; it must be a DAG")
 
     # --- structure -------------------------------------------------------------------------
-    def dag(self) -> nx.DiGraph:
+    def dependencies(self) -> Dag:
         """The dependency graph D = (V, E): producer -> user for every buffer, plus extra edges."""
         return _edges(self.nodes, self.buffers, self.extra_edges)
+
+    def dag(self) -> nx.DiGraph:
+        """``dependencies()`` as a networkx graph, for the solvers."""
+        return self.dependencies().to_networkx()
 
     def forbidden_set(self) -> dict[frozenset[str], str]:
         return {frozenset((p.a, p.b)): p.reason for p in self.forbidden}
@@ -158,7 +158,7 @@ class FusionProblem(_JsonFile):
         """Check Definition 7.3 (and the kernel limits); return the partition as tuples or raise."""
         blocks = tuple(tuple(b) for b in partition)
         seen: dict[str, int] = {}
-        dag = self.dag()
+        dag = self.dependencies()
         for i, block in enumerate(blocks):
             if not block:
                 raise InvalidScheduleError(f"block {i} is empty; every block must hold at least one node")
@@ -184,10 +184,9 @@ class FusionProblem(_JsonFile):
                     if reason is not None:
                         raise InvalidScheduleError(
                             f"block {i} holds the forbidden pair ({block[x]}, {block[y]}): {reason}")
-        quotient = quotient_graph(dag, blocks)
-        if not nx.is_directed_acyclic_graph(quotient):
-            cycle = nx.find_cycle(quotient)
-            raise InvalidScheduleError(f"the quotient graph has a cycle through blocks {[e[0] for e in cycle]} "
+        cycle = quotient_dag(dag, blocks).find_cycle()
+        if cycle:
+            raise InvalidScheduleError(f"the quotient graph has a cycle through blocks {cycle} "
                                        "(Definition 7.3 (2)); merge or split those blocks")
         return blocks
 
@@ -246,11 +245,17 @@ class OrderProblem(_JsonFile):
                 if who not in known:
                     raise InstanceFormatError(
                         f"OrderProblem.buffers[{buf.name!r}]: refers to task {who!r}, which is not in tasks")
-        if not nx.is_directed_acyclic_graph(self.dag()):
-            raise InstanceFormatError("OrderProblem: the dependency graph has a cycle; it must be a DAG")
+        cycle = self.dependencies().find_cycle()
+        if cycle:
+            raise InstanceFormatError(f"OrderProblem: the dependency graph has a cycle through {cycle}; it must be a DAG")
+
+    def dependencies(self) -> Dag:
+        """The DAG of tasks: producer -> user for every buffer, plus extra edges."""
+        return _edges(self.tasks, self.buffers, self.extra_edges)
 
     def dag(self) -> nx.DiGraph:
-        return _edges(self.tasks, self.buffers, self.extra_edges)
+        """``dependencies()`` as a networkx graph, for the solvers."""
+        return self.dependencies().to_networkx()
 
     def validate(self, order: Sequence[str]) -> tuple[str, ...]:
         """Check that ``order`` is a topological order of all tasks; return it as a tuple or raise."""
@@ -261,7 +266,7 @@ class OrderProblem(_JsonFile):
             raise InvalidScheduleError(f"an order must list every task exactly once (missing {sorted(missing)[:5]}, "
                                        f"unknown {sorted(extra)[:5]}, length {len(order)} for {len(self.tasks)} tasks)")
         position = {t: i for i, t in enumerate(order)}
-        for a, b in self.dag().edges:
+        for a, b in self.dependencies().edges:
             if position[a] > position[b]:
                 raise InvalidScheduleError(f"order is not topological: {b!r} runs before {a!r}, which it depends on")
         return order
@@ -319,13 +324,15 @@ def block_index(partition: Iterable[Iterable[str]]) -> dict[str, int]:
     return {n: i for i, block in enumerate(partition) for n in block}
 
 
-def quotient_graph(dag: nx.DiGraph, partition: Sequence[Sequence[str]]) -> nx.DiGraph:
+def quotient_dag(dag: Dag | nx.DiGraph, partition: Sequence[Sequence[str]]) -> Dag:
     """D / P: each block contracted to one vertex (indexed by block position)."""
     block_of = block_index(partition)
-    q = nx.DiGraph()
-    q.add_nodes_from(range(len(partition)))
-    q.add_edges_from((block_of[a], block_of[b]) for a, b in dag.edges if block_of[a] != block_of[b])
-    return q
+    return Dag(range(len(partition)), [(block_of[a], block_of[b]) for a, b in dag.edges])
+
+
+def quotient_graph(dag: Dag | nx.DiGraph, partition: Sequence[Sequence[str]]) -> nx.DiGraph:
+    """``quotient_dag`` as a networkx graph, for the solvers."""
+    return quotient_dag(dag, partition).to_networkx()
 
 
 def kernel_order_problem(problem: FusionProblem, partition: Sequence[Sequence[str]],

@@ -147,7 +147,7 @@ def test_duplicate_nodes_and_cycles(tmp_path):
     order = {"format": ORDER_FORMAT, "version": 1, "tasks": ["a", "b"],
              "buffers": [{"name": "x", "size": 4, "producer": "a", "users": ["b"]},
                          {"name": "y", "size": 4, "producer": "b", "users": ["a"]}]}
-    with pytest.raises(InstanceFormatError, match="cycle; it must be a DAG"):
+    with pytest.raises(InstanceFormatError, match=r"has a cycle through \[.a., .b.\]; it must be a DAG"):
         OrderProblem.from_dict(order, "cyclic.json")
 
 

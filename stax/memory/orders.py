@@ -23,8 +23,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable
 
-import networkx as nx
-
+from ..dag import Dag
 from ..problems import Buffer, OrderProblem
 from ..strategy import OrderResult
 
@@ -35,7 +34,7 @@ Order = tuple[str, ...]
 class _Facts:
     """What the heuristics need to know about an OrderProblem, computed once."""
 
-    dag: nx.DiGraph
+    dag: Dag
     position: dict[str, int]
     allocates: dict[str, int]           # bytes a task's outputs take
     reads: dict[str, tuple[Buffer, ...]]  # buffers a task reads (not its own outputs)
@@ -49,14 +48,14 @@ class _Facts:
             for user in dict.fromkeys(buf.users):
                 if user != buf.producer:
                     reads[user].append(buf)
-        return cls(problem.dag(), {t: i for i, t in enumerate(problem.tasks)}, allocates,
+        return cls(problem.dependencies(), {t: i for i, t in enumerate(problem.tasks)}, allocates,
                    {t: tuple(bs) for t, bs in reads.items()})
 
 
 def original_order(problem: OrderProblem) -> Order:
     """``problem.tasks`` when it is topological, else the topological order closest to it."""
     facts = _Facts.of(problem)
-    return tuple(nx.lexicographical_topological_sort(facts.dag, key=facts.position.__getitem__))
+    return tuple(facts.dag.topological_order(key=facts.position.__getitem__))
 
 
 def least_peak_memory_first(problem: OrderProblem) -> Order:
@@ -71,7 +70,7 @@ def least_peak_memory_first(problem: OrderProblem) -> Order:
     for buf in problem.buffers:
         if remaining[buf.name] == 0 and not buf.is_output:
             born_dead[buf.producer] += buf.size
-    indegree = dict(facts.dag.in_degree)
+    indegree = facts.dag.in_degrees()
     ready = [t for t in problem.tasks if indegree[t] == 0]
     live = peak = 0
     order: list[str] = []
@@ -100,7 +99,7 @@ def least_peak_memory_first(problem: OrderProblem) -> Order:
 def breadth_first(problem: OrderProblem) -> Order:
     """Ready tasks by the sorted steps at which their predecessors ran (earliest first)."""
     facts = _Facts.of(problem)
-    indegree = dict(facts.dag.in_degree)
+    indegree = facts.dag.in_degrees()
     step: dict[str, int] = {}
     heap = [((), facts.position[t], t) for t in problem.tasks if indegree[t] == 0]
     heapq.heapify(heap)

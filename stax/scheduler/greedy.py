@@ -25,7 +25,6 @@ from __future__ import annotations
 from functools import cmp_to_key
 from typing import Any
 
-import networkx as nx
 
 from ..memory.orders import original_order
 from ..problems import FusionProblem, Partition, kernel_order_problem
@@ -55,8 +54,8 @@ class FusionGroups:
         self.group_of: dict[str, Group] = {n: (n,) for n in problem.nodes}
         self.buffers: dict[Group, frozenset[str]] = {(n,): frozenset(touched[n]) for n in problem.nodes}
         self.ancestors: dict[Group, frozenset[str]] = {}
-        dag = problem.dag()
-        for n in nx.topological_sort(dag):
+        dag = problem.dependencies()
+        for n in dag.topological_order():
             preds = list(dag.predecessors(n))
             self.ancestors[(n,)] = frozenset(preds).union(*(self.ancestors[(p,)] for p in preds))
         self._peak: int | None = None

@@ -3,7 +3,7 @@ bytes (Definition 7.3), Stax's time against numpy (the op-by-op reference evalua
 PyTorch is installed, TorchInductor; achieved bandwidth as a fraction of STREAM; page faults per
 call; compile times: cold (gcc included, an empty kernel cache), the pipeline alone (trace to
 source, the kernels found in the process's cache) and warm (a new process, the kernels found in
-the cache on disk).  Prints a table (a benchmark, not a test).
+the cache on disk and the modules' bytecode in ``__pycache__``).  Prints a table (a benchmark, not a test).
 
 The host's bandwidth drifts by tens of percent from one minute to the next, so the fraction of
 STREAM is taken pair by pair: each batch of calls is followed by one STREAM copy and triad, the
@@ -99,9 +99,13 @@ def compile_seconds(name: str, size: tuple[int, int]) -> float:
 
 
 def warm_compile_seconds(name: str, size: tuple[int, int]) -> float:
-    """``compile_seconds`` in a new process that finds the kernels in the on-disk cache."""
+    """``compile_seconds`` in a new process that finds the kernels in the on-disk cache, and the
+    modules' bytecode in ``__pycache__`` as Python writes it by default (PYTHONDONTWRITEBYTECODE,
+    which some hosts set, would recompile the modules a first compile imports in every process)."""
     code = f"from experiments.bench_suite import compile_seconds; print(compile_seconds({name!r}, {size}))"
-    return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                                env=env).stdout)
 
 
 def measure(name: str, size: tuple[int, int], stream: Stream, inductor: bool) -> dict:
@@ -140,6 +144,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("STAX_CACHE_DIR", tempfile.mkdtemp(prefix="stax-bench-"))
     stax.compile(lambda x: x + 1, np.ones(4, np.float32))  # build the precompiled headers once
+    warm_compile_seconds(args.programs[0], (8, 8))  # and the bytecode of what a warm compile imports
     stream = Stream(32 * 1024 * 1024, default_threads())
     rates = stream.rates()
     print(f"STREAM copy {rates['copy']:.1f} GB/s, triad {rates['triad']:.1f} GB/s at the start (each row's "

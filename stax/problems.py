@@ -111,7 +111,8 @@ class FusionProblem(_JsonFile):
                     raise InstanceFormatError(f"FusionProblem.forbidden: node {who!r} is not in nodes")
         cycle = self.dependencies().find_cycle()
         if cycle:
-            raise InstanceFormatError(f"FusionProblem: the dependency graph has a cycle through {cycle}; it must be a DAG")
+            raise InstanceFormatError(f"FusionProblem: the dependency graph has a cycle through {cycle}; "
+                                      "it must be a DAG")
 
     # --- structure -------------------------------------------------------------------------
     def dependencies(self) -> Dag:
@@ -247,7 +248,8 @@ class OrderProblem(_JsonFile):
                         f"OrderProblem.buffers[{buf.name!r}]: refers to task {who!r}, which is not in tasks")
         cycle = self.dependencies().find_cycle()
         if cycle:
-            raise InstanceFormatError(f"OrderProblem: the dependency graph has a cycle through {cycle}; it must be a DAG")
+            raise InstanceFormatError(f"OrderProblem: the dependency graph has a cycle through {cycle}; "
+                                      "it must be a DAG")
 
     def dependencies(self) -> Dag:
         """The DAG of tasks: producer -> user for every buffer, plus extra edges."""

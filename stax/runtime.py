@@ -162,7 +162,8 @@ def build(source: str, isa: Isa) -> Path:
     try:
         first = re.match(r'#include "(\w+\.h)"', source)  # a runtime header the unit starts with
         include = precompiled_headers(isa, first.group(1)) if first else HEADER_DIR
-        result = subprocess.run(["g++", *_gcc_flags(isa), "-shared", f"-I{include}", str(src), "-o", tmp, "-lmvec", "-lm"],
+        result = subprocess.run(["g++", *_gcc_flags(isa), "-shared", f"-I{include}", str(src), "-o", tmp,
+                                 "-lmvec", "-lm"],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise BuildError(f"g++ failed to compile the generated kernels (source: {src}):\n{result.stderr[-4000:]}")

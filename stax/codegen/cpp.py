@@ -57,7 +57,8 @@ from .scans import BlockedScan
 from .split_reduction import SplitReduction
 from .tiles import Tiles
 from .tuning import (ACCUMULATORS, CACHE_LINE, EXPENSIVE_WEIGHT, MAX_VECTOR_STRIDE, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES,
-                     PARALLEL_MIN_WORK, PREFETCH_AHEAD_BYTES, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, WIDE_SUM_MIN, parallel_depth)
+                     PARALLEL_MIN_WORK, PREFETCH_AHEAD_BYTES, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, WIDE_SUM_MIN,
+                     parallel_depth)
 
 
 @dataclass

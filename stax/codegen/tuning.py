@@ -22,9 +22,10 @@ STREAM_MIN_BYTES = 16 << 20
 PREFETCH_MAX_BYTES = 256 << 10
 #: a vector loop computing at least one expensive op per element of each large row it streams
 #: prefetches those rows this far ahead: its loads come too late for the hardware prefetcher.
-#: Same process, alternating builds, 4096 x 4096: e = x.exp(); e.sum(-1), e.amax(-1) 0.88-0.93
-#: of its time at 2 KiB (0.98 at 512 bytes, 0.89-0.93 at 8 KiB), bias+GELU 0.88-0.94 (0.95-0.98
-#: at 1 and 8 KiB); the Adam step, one sqrt for four streams, 0.95-1.06, so it does not prefetch
+#: Same process, alternating builds, 4096 x 4096: e = x.exp(); e.sum(-1), e.amax(-1) 0.88-0.89
+#: of its time at 2 KiB (0.98 at 512 bytes, 0.93 at 1 KiB, 0.89-0.93 at 8 KiB), bias+GELU
+#: 0.88-0.94 (0.95-0.98 at 1 and 8 KiB); the Adam step, one sqrt for four streams, 0.95-1.06, so
+#: it does not prefetch
 PREFETCH_AHEAD_BYTES = 2 << 10
 CACHE_LINE = 64
 #: a kernel-local array (a scratch row, a carried buffer, split partial results) of at most this

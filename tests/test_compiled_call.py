@@ -112,6 +112,7 @@ def test_the_compiled_call_hands_out_a_dropped_output_again_and_counts_it(monkey
     reshaped in place is made anew by the allocator's own path; nothing is pooled while the
     allocator is off."""
     monkeypatch.setattr(allocator, "enabled", True)
+    allocator.empty_cache()  # no idle storage of this size left by earlier tests
     x = _x(8, 16)
     compiled = stax.compile(lambda t: t * 2 + 1, x)
     first = compiled(x)
@@ -145,3 +146,37 @@ def test_one_build_of_the_helpers_serves_every_level_whichever_comes_first():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["96.0"]
+
+
+def _calls_through_python(compiled, *args) -> int:
+    """How many kernel calls the Python wrapper made while ``compiled`` ran on ``args`` (0 when
+    the compiled call took it)."""
+    scope = _python_wrapper(compiled).__globals__
+    name = compiled.kernels[0].name
+    kernel, count = scope[name], []
+    scope[name] = lambda *a: (count.append(1), kernel(*a))[1]
+    try:
+        compiled(*args)
+    finally:
+        scope[name] = kernel
+    return len(count)
+
+
+def test_the_compiled_call_reads_empty_and_read_only_arrays_as_numpy_lays_them_out():
+    """The compiled call reads an array's data, shape, strides, dtype and flags from the array
+    object: it takes a graph on empty arrays (numpy gives them zero strides) and a read-only input
+    the graph does not update, and hands a read-only input the graph updates to the wrapper."""
+    empty = np.zeros((0, 5), np.float32)
+    on_empty = stax.compile(lambda t: t * 2 + 1, empty)
+    assert _calls_through_python(on_empty, empty) == 0 and on_empty(empty).shape == (0, 5)
+    x = _x(4, 8)
+    x.flags.writeable = False
+    reads = stax.compile(lambda t: t * 3, x)
+    assert _calls_through_python(reads, x) == 0
+    np.testing.assert_array_equal(reads(x), x * 3)
+    assert _calls_through_python(reads, _x(4, 8)[:, ::-1].copy()) == 0
+    subclass = type("Subclass", (np.ndarray,), {})
+    assert _calls_through_python(reads, _x(4, 8).view(subclass)) == 1  # not exactly ndarray: the wrapper's
+    updates = stax.compile(lambda t: t.add_(1), _x(4, 8))
+    with pytest.raises(CallError, match="read-only|writ"):
+        updates(x)

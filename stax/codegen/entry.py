@@ -110,9 +110,8 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind
                   f"        {kernel.name}({args}{', ' if args else ''}&err);", "        Py_END_ALLOW_THREADS",
                   f'        if (err) return stax::raise_kernel_error(s[3], "{kernel.name}", "{nodes}");', "    }"]
         for t in range(first, last + 1):
-            lines += [f"    views.release({slot[p]}); owned.drop({owned[p]}); live -= {nbytes(*plan.buffer_meta[p])};"
+            lines += [f"    owned.drop({owned[p]}); live -= {nbytes(*plan.buffer_meta[p])};"
                       for p in memory.releases.get(t, [])]
-    lines += [f"    views.release({slot[p]});" for p in plan.outputs if p in owned]
     lines.append("    if (!stax::record_peak(s[2], peak)) return NULL;")
     lines += _return_lines([f"owned.give({owned[p]})" if p in owned else f"Py_NewRef(args[{slot[p]}])"
                             for p in plan.outputs])

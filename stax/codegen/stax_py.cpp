@@ -5,25 +5,55 @@
 
 namespace stax {
 
-bool take_if_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndim, const Py_ssize_t* shape,
-                    const Py_ssize_t* strides, int flags, Py_buffer* view) {
-  static PyObject* const dtype_name = PyUnicode_InternFromString("dtype");
-  if ((PyObject*)Py_TYPE(array) != ndarray) return false;
-  PyObject* d = PyObject_GetAttr(array, dtype_name);
-  if (d == NULL) { PyErr_Clear(); return false; }
-  Py_DECREF(d);  // the array holds it
-  if (d != dtype || PyObject_GetBuffer(array, view, flags) < 0) {
+// numpy's array object as numpy/ndarraytypes.h declares it (PyArrayObject_fields, public and
+// unchanged since numpy 1.7): the compiled calls read an array's data, shape, strides, dtype and
+// flags from it.  The first array a process checks is compared with its dtype and its
+// buffer-protocol export; should a numpy ever differ, every compiled call declines and the Python
+// wrapper runs.
+struct ndarray_fields {
+  PyObject_HEAD
+  char* data;
+  int nd;
+  Py_ssize_t* dimensions;
+  Py_ssize_t* strides;
+  PyObject* base;
+  PyObject* descr;
+  int flags;
+};
+const int NDARRAY_WRITEABLE = 0x0400;  // NPY_ARRAY_WRITEABLE
+
+static bool fields_are_numpys(PyObject* array) {
+  static const bool same = [array] {
+    Py_buffer view;
+    if (PyObject_GetBuffer(array, &view, PyBUF_STRIDES) < 0) {
+      PyErr_Clear();
+      return false;
+    }
+    const ndarray_fields* a = (const ndarray_fields*)array;
+    PyObject* dtype = PyObject_GetAttrString(array, "dtype");
+    bool ok = dtype == a->descr && view.buf == a->data && view.ndim == a->nd &&
+              !view.readonly == bool(a->flags & NDARRAY_WRITEABLE);
+    for (int k = 0; ok && k < a->nd; ++k) ok = view.shape[k] == a->dimensions[k] && view.strides[k] == a->strides[k];
+    Py_XDECREF(dtype);
     PyErr_Clear();
-    return false;
-  }
-  bool same = view->ndim == ndim;
-  for (int k = 0; same && k < ndim; ++k) same = view->shape[k] == shape[k] && view->strides[k] == strides[k];
-  if (!same) PyBuffer_Release(view);
+    PyBuffer_Release(&view);
+    return ok;
+  }();
+  return same;
+}
+
+bool take_if_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndim, const Py_ssize_t* shape,
+                    const Py_ssize_t* strides, bool writable, void** data) {
+  if ((PyObject*)Py_TYPE(array) != ndarray || !fields_are_numpys(array)) return false;
+  const ndarray_fields* a = (const ndarray_fields*)array;
+  bool same = a->descr == dtype && a->nd == ndim && (!writable || a->flags & NDARRAY_WRITEABLE);
+  for (int k = 0; same && k < ndim; ++k) same = a->dimensions[k] == shape[k] && a->strides[k] == strides[k];
+  if (same) *data = a->data;
   return same;
 }
 
 PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
-                      const Py_ssize_t* strides, Py_buffer* view_buffer) {
+                      const Py_ssize_t* strides, void** data) {
   static PyObject* const enabled_name = PyUnicode_InternFromString("enabled");
   static PyObject* const memory_name = PyUnicode_InternFromString("memory");
   static PyObject* const view_name = PyUnicode_InternFromString("view");
@@ -43,8 +73,7 @@ PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssiz
       PyObject* memory = PyObject_GetAttr(PyList_GET_ITEM(s[1], i), memory_name);
       PyObject* view = memory == NULL ? NULL : PyObject_GetAttr(PyList_GET_ITEM(s[1], i), view_name);
       const bool idle = view != NULL && Py_REFCNT(memory) == 3 && Py_REFCNT(view) == 2;  // with ours
-      if (idle && take_if_layout(view, ndarray, s[6], ndim, shape, strides, PyBUF_STRIDES | PyBUF_WRITABLE,
-                                 view_buffer)) {
+      if (idle && take_if_layout(view, ndarray, s[6], ndim, shape, strides, true, data)) {
         found = view;
       } else {
         Py_XDECREF(view);
@@ -59,25 +88,27 @@ PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssiz
       const bool counted = more != NULL && PyObject_SetAttr(s[3], hits_name, more) == 0;
       Py_XDECREF(hits);
       Py_XDECREF(more);
-      if (!counted) {
-        PyBuffer_Release(view_buffer);
-        Py_CLEAR(found);
-      }
+      if (!counted) Py_CLEAR(found);
     }
     PyObject *error, *value, *traceback;  // a failed count, kept while the lock is released
     PyErr_Fetch(&error, &value, &traceback);
     PyObject* unlocked = PyObject_CallNoArgs(s[5]);
     if (unlocked == NULL) {
       Py_XDECREF(error); Py_XDECREF(value); Py_XDECREF(traceback);
-      if (found != NULL) { PyBuffer_Release(view_buffer); Py_DECREF(found); }
+      Py_XDECREF(found);
       return NULL;
     }
     Py_DECREF(unlocked);
     if (error != NULL) { PyErr_Restore(error, value, traceback); return NULL; }
     if (found != NULL) return found;
   }
-  PyObject* array = PyObject_CallNoArgs(s[0]);
-  if (array != NULL && PyObject_GetBuffer(array, view_buffer, PyBUF_STRIDES | PyBUF_WRITABLE) < 0) Py_CLEAR(array);
+  PyObject* array = PyObject_CallNoArgs(s[0]);  // of the kind's layout (numpy gives empty ones zero strides)
+  if (array != NULL && ((PyObject*)Py_TYPE(array) != ndarray || !fields_are_numpys(array))) {
+    PyErr_Format(PyExc_RuntimeError, "the caching allocator returned %R, which the compiled call cannot read as "
+                 "a numpy array (stax_py.cpp's ndarray_fields)", array);
+    Py_CLEAR(array);
+  }
+  if (array != NULL) *data = ((const ndarray_fields*)array)->data;
   return array;
 }
 
@@ -88,14 +119,6 @@ bool record_peak(PyObject* record, long long peak) {
   Py_DECREF(bytes);
   Py_XDECREF(result);
   return result != NULL;
-}
-
-void release_views(Py_buffer* views, bool* taken, int n) {
-  for (int i = 0; i < n; ++i)
-    if (taken[i]) {
-      PyBuffer_Release(&views[i]);
-      taken[i] = false;
-    }
 }
 
 void drop_objects(PyObject** objects, int n) {

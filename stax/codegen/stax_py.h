@@ -34,15 +34,13 @@ inline void release_buffers(int n, Py_buffer* views) {
 // The functions declared without a body here are defined in stax_py.cpp, built once and loaded
 // for the whole process before any kernel library (runtime.load_call_runtime): a graph's call
 // keeps only calls to them, and compiling it adds little to the graph's build.
-// The buffers a call has taken, released when it returns (or earlier, after their last use).
-void release_views(Py_buffer* views, bool* taken, int n);
 void drop_objects(PyObject** objects, int n);
+// The data of the arrays a call has taken: its inputs, which the caller holds for the call, and
+// its buffers, which ``Owned`` holds (read from the array objects, not exported through the
+// buffer protocol, whose export and release cost about 130 ns an array).
 template <int N> struct Views {
-  Py_buffer view[N > 0 ? N : 1];
-  bool taken[N > 0 ? N : 1] = {};
-  ~Views() { release_views(view, taken, N); }
-  void release(int i) { release_views(&view[i], &taken[i], 1); }
-  void* buf(int i) const { return view[i].buf; }
+  void* data[N > 0 ? N : 1] = {};
+  void* buf(int i) const { return data[i]; }
 };
 // The arrays a call has allocated, dropped when it returns unless handed to the caller.
 template <int N> struct Owned {
@@ -53,18 +51,17 @@ template <int N> struct Owned {
 };
 
 // Whether ``array`` is exactly a numpy array of ``dtype`` (the dtype object itself), ``shape``
-// and byte ``strides``, writable when ``flags`` asks; if so its buffer is taken into ``view``.
-// Otherwise false, with no exception set and no buffer held.
+// and byte ``strides``, writable when asked; if so its data pointer goes to ``data``.  Otherwise
+// false, with no exception set.
 bool take_if_layout(PyObject* array, PyObject* ndarray, PyObject* dtype, int ndim, const Py_ssize_t* shape,
-                    const Py_ssize_t* strides, int flags, Py_buffer* view);
+                    const Py_ssize_t* strides, bool writable, void** data);
 
-// An input of the compiled layout, its buffer taken into ``views``'s slot ``i``; anything else
-// is the Python wrapper's to check and explain (false).
+// An input of the compiled layout, its data in ``views``'s slot ``i``; anything else is the
+// Python wrapper's to check and explain (false).
 template <int N> inline bool take_input(PyObject* arg, PyObject* ndarray, PyObject* dtype, int ndim,
                                         const Py_ssize_t* shape, const Py_ssize_t* strides, bool writable,
                                         Views<N>& views, int i) {
-  const int flags = writable ? PyBUF_STRIDES | PyBUF_WRITABLE : PyBUF_STRIDES;
-  return views.taken[i] = take_if_layout(arg, ndarray, dtype, ndim, shape, strides, flags, &views.view[i]);
+  return take_if_layout(arg, ndarray, dtype, ndim, shape, strides, writable, &views.data[i]);
 }
 
 // The caching allocator's hit (memory/allocator.py: CachingAllocator.site and _Storage.take)
@@ -72,18 +69,18 @@ template <int N> inline bool take_input(PyObject* arg, PyObject* ndarray, PyObje
 // lock, the kept view of the first storage that nothing else refers to (the storage and the
 // view's base hold its memory, the storage holds the view), when that view still has the kind's
 // layout; the hit is counted.  Anything else (the allocator off, no free storage, a view its user
-// changed) is the site's own call, which also counts misses.  The array's buffer is taken into
-// ``view_buffer``; NULL (and no buffer held) with the exception set on failure.
+// changed) is the site's own call, which also counts misses.  The array's data pointer goes to
+// ``data``; NULL with the exception set on failure.
 PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
-                      const Py_ssize_t* strides, Py_buffer* view_buffer);
+                      const Py_ssize_t* strides, void** data);
 
-// An array from the allocator (``take_pooled``), its buffer taken into ``views``'s slot ``i``;
-// false with the exception set when the allocation fails.
+// An array from the allocator (``take_pooled``), its data in ``views``'s slot ``i``; false with
+// the exception set when the allocation fails.
 template <int N, int M> inline bool take_output(PyObject* site, PyObject* ndarray, int ndim, const Py_ssize_t* shape,
                                                 const Py_ssize_t* strides, Owned<M>& owned, int j, Views<N>& views,
                                                 int i) {
-  owned.obj[j] = take_pooled(site, ndarray, ndim, shape, strides, &views.view[i]);
-  return views.taken[i] = owned.obj[j] != NULL;
+  owned.obj[j] = take_pooled(site, ndarray, ndim, shape, strides, &views.data[i]);
+  return owned.obj[j] != NULL;
 }
 
 // The wrapper's last line: ``record(peak)`` (MemoryTracker.record); false with the exception set.

@@ -3,8 +3,9 @@
 The ISA level is probed at run time, widest first (seed 8.1: AVX-512, AVX2, none); the
 environment variable ``STAX_ISA`` forces a level (for tests of every form).  Libraries are
 cached by a hash of the source, the headers, the flags, the Python and the compiler, under
-``STAX_CACHE_DIR`` (default ``~/.cache/stax``).  A build writes to a private temporary file and renames it into
-place, so concurrent processes compiling the same source never load a half-written library.
+``STAX_CACHE_DIR`` (default ``~/.cache/stax``).  A build writes to a private temporary file and
+renames it into place, so concurrent processes compiling the same source never load a
+half-written library.
 The helpers of the graphs' compiled calls (``stax_py.cpp``) are built the same way, once, and
 loaded with global symbols before the first kernel library.
 """

@@ -48,7 +48,7 @@ from typing import Callable
 
 from ..dtypes import CPP_TYPE, ITEMSIZE, nbytes
 from ..indexing import Index, contiguous_strides, linear_index
-from ..ir import ComputedBuffer, Load, Op, loads, walk
+from ..ir import ComputedBuffer, Expr, Load, Op, loads, walk
 from ..lowering import EXPENSIVE_OPS, substitute
 from ..scheduler.frame import Frame, make_frame
 from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identity
@@ -253,8 +253,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             return all(ld.index.variables() <= outer and all(g.variables() <= outer for g, _ in ld.guard)
                        for ld in loads(e))
 
-        runs = [rows if not m.inner or per_row(e) else points for m in self.members for e in walk(m.body)
-                if isinstance(e, Op) and e.name in EXPENSIVE_OPS]
+        runs = [rows if not m.inner or per_row(e) else points for m in self.members for e in expensive_in(m.body)]
         return points + EXPENSIVE_WEIGHT * sum(runs)
 
     def shared_lines(self) -> list[str]:
@@ -723,9 +722,14 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                 ctx.vector_point.add(m.buf.name)
 
 
+def expensive_in(body: Expr) -> list[Op]:
+    """The expensive ops (exp, erf, sqrt, ...) of a body."""
+    return [e for e in walk(body) if isinstance(e, Op) and e.name in EXPENSIVE_OPS]
+
+
 def expensive_ops(members: list[Member]) -> int:
-    """How many expensive ops (exp, erf, sqrt, ...) the members' bodies compute per point."""
-    return sum(1 for m in members for e in walk(m.body) if isinstance(e, Op) and e.name in EXPENSIVE_OPS)
+    """How many expensive ops the members' bodies compute per point."""
+    return sum(len(expensive_in(m.body)) for m in members)
 
 
 def without_final_barrier(lines: list[str]) -> list[str]:

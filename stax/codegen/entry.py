@@ -10,11 +10,10 @@ which explains or accepts it.
 """
 from __future__ import annotations
 
-from math import prod
-
 import numpy as np
 
 from ..dtypes import nbytes
+from ..indexing import contiguous_strides
 from ..memory.plan import MemoryPlan
 from ..runtime import MODULE_NAME
 from .cpp import Kernel
@@ -96,7 +95,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind
             if p in plan.buffer_meta and p not in created:
                 shape, dtype = plan.buffer_meta[p]
                 site = first_site + kinds.index((shape, dtype))
-                strides = [np.dtype(dtype).itemsize * prod(shape[d + 1:]) for d in range(len(shape))]
+                strides = [st * np.dtype(dtype).itemsize for st in contiguous_strides(shape)]
                 lines += [f"    static const Py_ssize_t {p}_shape[] = {{{', '.join(map(str, shape)) or 0}}}, "
                           f"{p}_strides[] = {{{', '.join(map(str, strides)) or 0}}};",
                           f"    if (!stax::take_output(s[{site}], s[1], {len(shape)}, {p}_shape, {p}_strides, owned, "

@@ -181,5 +181,5 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
         return source, namespace["call"], tracker
     dtypes = [np.dtype(i.dtype) for i in sorted(plan.inputs, key=lambda i: i.position)]
     state = (namespace["call"], np.ndarray, tracker.record, raise_kernel_error, *dtypes,
-             *(allocator.compiled_site(*kind) for kind in compiled_kinds))
+             *(allocator.compiled_site(namespace[site_name(*kind)], *kind) for kind in compiled_kinds))
     return source, module.graph_set_up(state), tracker

@@ -98,11 +98,12 @@ class CachingAllocator:
                 release()
         return take
 
-    def compiled_site(self, shape: tuple[int, ...], dtype: str) -> tuple:
+    def compiled_site(self, take: Callable[[], np.ndarray], shape: tuple[int, ...], dtype: str) -> tuple:
         """What a compiled call (stax_py.h's ``take_pooled``) needs to hand out this kind's arrays
-        itself on a hit: the site (which it calls for anything but a hit), the kind's pool, this
-        allocator (for ``enabled``), its statistics, its lock's acquire and release, and the dtype."""
-        return (self.site(shape, dtype), self.pools.setdefault(buffer_bytes(shape, dtype), []), self, self.stats,
+        itself on a hit: ``take``, this kind's ``site`` (which it calls for anything but a hit),
+        the kind's pool, this allocator (for ``enabled``), its statistics, its lock's acquire and
+        release, and the dtype."""
+        return (take, self.pools.setdefault(buffer_bytes(shape, dtype), []), self, self.stats,
                 self._lock.acquire, self._lock.release, np.dtype(dtype))
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> np.ndarray:

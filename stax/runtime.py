@@ -6,8 +6,9 @@ cached by a hash of the source, the headers, the flags, the Python and the compi
 ``STAX_CACHE_DIR`` (default ``~/.cache/stax``).  A build writes to a private temporary file and
 renames it into place, so concurrent processes compiling the same source never load a
 half-written library.
-The helpers of the graphs' compiled calls (``stax_py.cpp``) are built the same way, once, and
-loaded with global symbols before the first kernel library.
+The helpers of the graphs' compiled calls (``stax_py.cpp``) and the kernels' OpenMP runtime
+(``stax_parallel.cpp``) are built the same way, once, and loaded with global symbols before the
+first kernel library.
 """
 from __future__ import annotations
 
@@ -107,6 +108,13 @@ def compile_flags(isa: Isa) -> list[str]:
             f"-DSTAX_W={isa.width}", *isa.flags]
 
 
+#: the OpenMP entry points GCC lowers the kernels' constructs to, which the kernels take from
+#: stax_parallel.cpp's pool instead of libgomp (whose regions cost 0.9 us each; see that file)
+PARALLEL_ENTRY_POINTS = ("GOMP_parallel", "GOMP_barrier", "GOMP_single_start", "omp_get_thread_num",
+                         "omp_get_num_threads")
+LINK_FLAGS = [*(f"-Wl,--wrap={name}" for name in PARALLEL_ENTRY_POINTS), "-Wl,--as-needed", "-lmvec", "-lm"]
+
+
 def _gcc_flags(isa: Isa) -> list[str]:
     return [*compile_flags(isa), f"-I{_python_include()}"]
 
@@ -115,7 +123,7 @@ def _toolchain_key(isa: Isa) -> str:
     """What a build depends on besides its source: the runtime headers, the flags, the Python
     whose headers it includes (its version and installation: asking sysconfig for their directory
     costs 2 ms, so a cache hit does not) and the compiler."""
-    return "\0".join([_headers_text(), " ".join(compile_flags(isa)), sys.version, sys.base_prefix,
+    return "\0".join([_headers_text(), " ".join(compile_flags(isa) + LINK_FLAGS), sys.version, sys.base_prefix,
                       _compiler_version()])
 
 
@@ -164,8 +172,7 @@ def build(source: str, isa: Isa) -> Path:
         first = re.match(r'#include "(\w+\.h)"', source)  # a runtime header the unit starts with
         include = precompiled_headers(isa, first.group(1)) if first else HEADER_DIR
         result = subprocess.run(["g++", *_gcc_flags(isa), "-shared", f"-I{include}", str(src), "-o", tmp,
-                                 "-lmvec", "-lm"],
-                                capture_output=True, text=True)
+                                 *LINK_FLAGS], capture_output=True, text=True)
         if result.returncode != 0:
             raise BuildError(f"g++ failed to compile the generated kernels (source: {src}):\n{result.stderr[-4000:]}")
         os.replace(tmp, library)
@@ -183,27 +190,38 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def load(library: Path) -> ctypes.CDLL:
+    """Load a built library, after the runtime it binds to."""
+    load_runtime()
     return ctypes.CDLL(str(library))
 
 
 MODULE_NAME = "stax_kernels"
+RUNTIME_SOURCES = ("stax_py.cpp", "stax_parallel.cpp")
 
 
 @functools.cache
-def load_call_runtime() -> None:
-    """Build (cached like any library) and load, once per process and with global symbols, the
-    helpers of the graphs' compiled calls (stax_py.cpp); a kernel library using them must be
-    loaded after this.  They hold no vector code and are built for the ``none`` level, so one
-    copy serves kernels of every level (an AVX-512 build of them would be what every later
-    library binds to, even on a CPU without AVX-512)."""
-    library = build((HEADER_DIR / "stax_py.cpp").read_text(), ISA_LEVELS["none"])
-    ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL)
+def load_runtime() -> ctypes.CDLL:
+    """Build (cached like any library) and load, once per process and with global symbols, what
+    every kernel library binds to: the helpers of the graphs' compiled calls (stax_py.cpp) and the
+    kernels' OpenMP runtime (stax_parallel.cpp).  They hold no vector code and are built for the
+    ``none`` level, so one copy serves kernels of every level (an AVX-512 build of them would be
+    what every later library binds to, even on a CPU without AVX-512)."""
+    source = "\n".join((HEADER_DIR / name).read_text() for name in RUNTIME_SOURCES)
+    return ctypes.CDLL(str(build(source, ISA_LEVELS["none"])), mode=os.RTLD_GLOBAL)
+
+
+def parallel_stats() -> dict[str, int]:
+    """The kernels' thread pool so far in this process: regions run on the pool, regions run by
+    their calling thread alone (the pool was taken, or the region was nested) and pool threads."""
+    counts = (ctypes.c_int64 * 3)()
+    load_runtime().stax_parallel_stats(counts)
+    return dict(zip(("pooled", "alone", "threads"), counts))
 
 
 def load_module(library: Path):
     """Import a built library that defines the extension module ``stax_kernels`` (see stax_py.h),
-    after the compiled calls' helpers it may use."""
-    load_call_runtime()
+    after the runtime it binds to."""
+    load_runtime()
     loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(library))
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(library), loader=loader)
     module = importlib.util.module_from_spec(spec)

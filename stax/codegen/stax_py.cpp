@@ -1,6 +1,6 @@
 #include "stax_py.h"
 // The compiled calls' helpers that stax_py.h declares and documents: built once per cache and
-// compiler (runtime.load_call_runtime) and loaded with global symbols before any kernel library.
+// compiler (runtime.load_runtime) and loaded with global symbols before any kernel library.
 // (The include comes first so that the build uses the precompiled header.)
 
 namespace stax {

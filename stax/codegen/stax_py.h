@@ -32,7 +32,7 @@ inline void release_buffers(int n, Py_buffer* views) {
 
 // --- a graph's compiled call (entry.py's graph entry point) ------------------------------------
 // The functions declared without a body here are defined in stax_py.cpp, built once and loaded
-// for the whole process before any kernel library (runtime.load_call_runtime): a graph's call
+// for the whole process before any kernel library (runtime.load_runtime): a graph's call
 // keeps only calls to them, and compiling it adds little to the graph's build.
 void drop_objects(PyObject** objects, int n);
 // The data of the arrays a call has taken: its inputs, which the caller holds for the call, and

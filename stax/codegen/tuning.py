@@ -65,9 +65,11 @@ MAX_VECTOR_STRIDE = 4
 
 #: a kernel opens its parallel region only when it has this much work (iterations, an expensive
 #: op such as exp counting EXPENSIVE_WEIGHT times): below it the region's fixed cost o of 8.4
-#: (about 2 us on two cores) outweighs the time it saves (x * 2 + 1 on 64 x 128: 5.6 us a call
-#: with two threads, 3.3 us with one).  Algorithm 8.1's loops keep their ``omp for``, which then
-#: runs orphaned on the calling thread.  An op of a row's values only counts once a row: RMSNorm
+#: outweighs the time it saves.  Under libgomp o was about 2 us on two cores (x * 2 + 1 on
+#: 64 x 128: 5.6 us a call with two threads, 3.3 us with one); on stax_parallel.cpp's pool an
+#: empty region costs 0.2-0.3 us, and x * 2 + 1 on 64 x 128 took 2.2 and 1.7 us with two threads,
+#: 2.2 and 1.5 with one (two runs), so the threshold stays.  Algorithm 8.1's loops keep their
+#: ``omp for``, which then runs orphaned on the calling thread.  An op of a row's values only counts once a row: RMSNorm
 #: and layernorm at 64 x 128, whose rsqrt is a row's, then run on one thread (same process, 21
 #: alternating batches, three runs: RMSNorm 0.81-0.90 of its time on two, layernorm 0.78-1.04,
 #: its best batches 1.02-1.06)

@@ -212,7 +212,8 @@ def load_runtime() -> ctypes.CDLL:
 
 def parallel_stats() -> dict[str, int]:
     """The kernels' thread pool so far in this process: regions run on the pool, regions run by
-    their calling thread alone (the pool was taken, or the region was nested) and pool threads."""
+    their calling thread alone (one thread asked for, the pool taken, or the region nested) and
+    pool threads."""
     counts = (ctypes.c_int64 * 3)()
     load_runtime().stax_parallel_stats(counts)
     return dict(zip(("pooled", "alone", "threads"), counts))

@@ -1,10 +1,12 @@
 """The benchmark scripts stay runnable: one small row of the suite benchmark, its fraction of
-STREAM taken pair by pair, no page faults on repeated calls (the speed figures themselves are the
-benchmark's to print, not a test's)."""
+STREAM taken pair by pair, no page faults on repeated calls, the region benchmark's two runtimes
+(the speed figures themselves are the benchmarks' to print, not a test's)."""
 import math
 
 from experiments.bench_bandwidth import Stream
+from experiments.bench_regions import best_seconds
 from experiments.bench_suite import PAIRS, measure
+from stax import runtime
 
 
 def test_a_suite_row_pairs_its_timings_with_stream_runs(monkeypatch):
@@ -24,3 +26,14 @@ def test_a_suite_row_pairs_its_timings_with_stream_runs(monkeypatch):
     assert row["stax us"] > 0 and math.isfinite(row["of STREAM"]) and row["of STREAM"] > 0
     assert math.isclose(row["GB/s"], row["modeled MB"] * 1e6 / (row["stax us"] * 1e-6) / 1e9)
 
+
+
+def test_the_region_benchmark_times_each_runtime_it_names():
+    """bench_regions' two builds of one loop: the pool's counts its regions on the pool, and
+    libgomp's leaves the pool's count alone."""
+    pooled = runtime.parallel_stats()["pooled"]
+    assert best_seconds("pool", 64, threads=2, batches=1) > 0
+    after_pool = runtime.parallel_stats()["pooled"]
+    assert after_pool > pooled
+    assert best_seconds("libgomp", 64, threads=2, batches=1) > 0
+    assert runtime.parallel_stats()["pooled"] == after_pool

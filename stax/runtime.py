@@ -149,8 +149,8 @@ def precompiled_headers(isa: Isa, header: str) -> Path:
                             capture_output=True, text=True)
     if result.returncode == 0:
         os.replace(tmp, gch)
-    else:  # without a .gch, g++ reads the header itself
-        os.unlink(tmp)
+    else:  # without a .gch, g++ reads the header itself (a failed g++ may have removed its output)
+        Path(tmp).unlink(missing_ok=True)
         _atomic_write(failed, result.stderr[-2000:].encode())
     return directory
 

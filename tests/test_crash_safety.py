@@ -1,5 +1,6 @@
 """Crash safety: a compile killed mid-build never leaves a library that a later process loads half
-written, and a sweep killed at several random moments resumes with every cell exactly once.
+written, a header that does not precompile leaves a note and no crash, and a sweep killed at
+several random moments resumes with every cell exactly once.
 (Concurrent builds into one cache are in test_compile.py; one kill of a sweep in test_sweep.py.)"""
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from experiments.cells import plan
 from experiments.config import load_config
 from experiments.results import load_results
+from stax import runtime
 from test_sweep import sweep, write_config
 
 _COMPILE = """
@@ -46,6 +48,17 @@ def _kill_when(process: subprocess.Popen, cache: Path, pattern: str, timeout: fl
         time.sleep(0.005)
     process.wait()
     return False
+
+
+def test_a_header_that_does_not_precompile_leaves_a_note(tmp_path, monkeypatch):
+    """g++ removes the output of a failed build itself; the cache writes why it failed, and the
+    kernels are then built from the header's text."""
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
+    flags = runtime._gcc_flags
+    monkeypatch.setattr(runtime, "_gcc_flags", lambda isa: [*flags(isa), "-include", str(tmp_path / "missing.h")])
+    directory = runtime.precompiled_headers(runtime.ISA_LEVELS["none"], "stax_vec.h")
+    assert not (directory / "stax_vec.h.gch").exists() and not list(directory.glob("*.tmp"))
+    assert "missing.h" in (directory / "stax_vec.h.failed").read_text()
 
 
 @pytest.mark.parametrize("pattern", ["*.gch.tmp", "*.so.tmp"], ids=["precompiled-header", "kernels"])

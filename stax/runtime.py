@@ -212,11 +212,12 @@ def load_runtime() -> ctypes.CDLL:
 
 def parallel_stats() -> dict[str, int]:
     """The kernels' thread pool so far in this process: regions run on the pool, regions run by
-    their calling thread alone (one thread asked for, the pool taken, or the region nested) and
-    pool threads."""
-    counts = (ctypes.c_int64 * 3)()
+    their calling thread alone (one thread asked for, the pool taken, or the region nested), pool
+    threads, and waits that ended asleep (the rest spun until their wait ended)."""
+    names = ("pooled", "alone", "threads", "sleeps")
+    counts = (ctypes.c_int64 * len(names))()
     load_runtime().stax_parallel_stats(counts)
-    return dict(zip(("pooled", "alone", "threads"), counts))
+    return dict(zip(names, counts))
 
 
 def load_module(library: Path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -123,3 +124,27 @@ def test_a_forked_child_runs_parallel_kernels():
         os.waitpid(pid, 0)
         pytest.fail("the forked child hung in a parallel region")
     assert os.waitstatus_to_exitcode(done[1]) == 0, "the forked child computed a wrong result"
+
+
+_PASSIVE = """
+import numpy as np, stax
+from stax import runtime
+x = np.random.default_rng(0).random(200_003)
+compiled = stax.compile(lambda t: (t * 2).cumsum(0) + 1, x, threads=2)
+before = runtime.parallel_stats()
+for _ in range(20):
+    assert np.allclose(compiled(x), np.cumsum(x * 2) + 1)
+after = runtime.parallel_stats()
+print(after["pooled"] - before["pooled"], after["sleeps"] - before["sleeps"])
+"""
+
+
+@pytest.mark.parametrize("policy", ["passive", "PASSIVE"])
+def test_a_passive_wait_policy_sleeps_instead_of_spinning(policy):
+    """Under OMP_WAIT_POLICY=passive (OpenMP's variable, any case) a pool thread waiting for the
+    next region sleeps at once: about one sleep a region, where spinning would bridge the gap
+    between back-to-back calls."""
+    env = {**os.environ, "OMP_WAIT_POLICY": policy}
+    out = subprocess.run([sys.executable, "-c", _PASSIVE], env=env, check=True, capture_output=True, text=True)
+    pooled, sleeps = map(int, out.stdout.split())
+    assert pooled >= 20 and sleeps >= pooled // 2, (pooled, sleeps)

@@ -12,14 +12,16 @@
 // taken (by another thread of the process, or nested in a region) runs on its calling thread
 // alone, a team of one, which every kernel computes correctly (its schedule is computed from the
 // team's size).  A thread waits by spinning SPIN_SECONDS, then sleeps on a futex, which the
-// waking side calls only when someone sleeps.  With more threads than CPUs nothing spins.  A
-// forked child starts with no pool threads.
+// waking side calls only when someone sleeps.  With more threads than CPUs, or under OpenMP's
+// OMP_WAIT_POLICY=passive, nothing spins.  A forked child starts with no pool threads.
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <strings.h>
 #include <new>
 #include <thread>
 #include <linux/futex.h>
@@ -29,7 +31,12 @@
 
 namespace stax_parallel {
 
-const double SPIN_SECONDS = 3e-4;  // about what libgomp spins by default before it sleeps
+double spin_seconds() {  // about what libgomp spins by default before it sleeps
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  return policy != nullptr && strcasecmp(policy, "passive") == 0 ? 0 : 3e-4;
+}
+const double SPIN_SECONDS = spin_seconds();
+std::atomic<int64_t> sleeps{0};  // waits that ended asleep
 const int MAX_TEAM = 256;
 
 inline void cpu_relax() {
@@ -44,7 +51,7 @@ struct alignas(64) Word {
   std::atomic<uint32_t> sleepers{0};
 
   void wait_while(uint32_t old, bool spin) {
-    if (spin) {  // the clock is first read after a while: most waits end before
+    if (spin && SPIN_SECONDS > 0) {  // the clock is first read after a while: most waits end before
       std::chrono::steady_clock::time_point start;
       for (uint32_t i = 1;; ++i) {
         if (value.load(std::memory_order_acquire) != old) return;
@@ -56,6 +63,7 @@ struct alignas(64) Word {
         }
       }
     }
+    sleeps.fetch_add(1, std::memory_order_relaxed);
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     while (value.load(std::memory_order_seq_cst) == old)
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&value), FUTEX_WAIT_PRIVATE, old, nullptr, nullptr, 0);
@@ -198,11 +206,13 @@ int __wrap_omp_get_thread_num() { return team_tid; }
 
 int __wrap_omp_get_num_threads() { return team_size; }
 
-// Regions run on the pool, regions run by their calling thread alone, pool threads started.
+// Regions run on the pool, regions run by their calling thread alone, pool threads started,
+// waits that ended asleep.
 void stax_parallel_stats(int64_t* out) {
   out[0] = pool.pooled.load();
   out[1] = pool.alone.load();
   out[2] = pool.threads;
+  out[3] = sleeps.load();
 }
 
 }  // extern "C"

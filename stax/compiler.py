@@ -14,6 +14,8 @@
 """
 from __future__ import annotations
 
+import inspect
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -78,8 +80,11 @@ class CompiledFunction:
     library_path: str = ""
     dependence: str = "parallel"  # Proposition 7.3's case the partition was validated under
 
-    def __call__(self, *arrays: np.ndarray):
-        return self._call(*arrays)
+    #: calling the function calls ``_call`` (the compiled call, else the Python wrapper) with no
+    #: Python frame between: a method forwarding the arguments cost about 100 ns of a 0.6 us call
+    __call__ = property(operator.attrgetter("_call"))
+    __signature__ = inspect.Signature([inspect.Parameter("arrays", inspect.Parameter.VAR_POSITIONAL,
+                                                         annotation=np.ndarray)])
 
     @property
     def source(self) -> str:

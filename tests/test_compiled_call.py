@@ -2,6 +2,7 @@
 inputs of exactly the compiled layout and handing every other call to the Python wrapper."""
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 import types
@@ -11,6 +12,7 @@ import pytest
 
 import stax
 from stax.errors import CallError, KernelError
+from stax.codegen.wrapper import MemoryTracker
 from stax.memory.allocator import allocator
 
 
@@ -104,6 +106,31 @@ def test_separate_compiles_of_one_graph_keep_their_own_trackers():
     first(x)
     second(x)
     assert (first.memory.calls, second.memory.calls) == (2, 1)
+
+
+def test_calling_the_function_is_calling_its_call_and_its_signature_says_so():
+    """CompiledFunction's call goes straight to ``_call`` (no Python frame between), and
+    introspection still shows what it takes."""
+    x = _x(4, 8)
+    compiled = stax.compile(lambda t: t * 2, x)
+    np.testing.assert_array_equal(compiled(x), x * 2)
+    seen = []
+    compiled._call = lambda *arrays: seen.append(arrays) or "called"
+    assert compiled(x, x) == "called" and seen == [(x, x)]
+    assert str(inspect.signature(compiled)) == "(*arrays: numpy.ndarray)"
+
+
+def test_the_compiled_call_refuses_a_tracker_it_cannot_write(monkeypatch):
+    """graph_set_up checks once that the tracker's counts are an int64 numpy pair, which every
+    call then writes in place."""
+    init = MemoryTracker.__init__
+
+    def int32_counts(self, held=0):
+        init(self, held)
+        self.counts = self.counts.astype(np.int32)
+    monkeypatch.setattr(MemoryTracker, "__init__", int32_counts)
+    with pytest.raises(TypeError, match="int64 numpy array of 2"):
+        stax.compile(lambda t: t + 1, _x(4, 8))
 
 
 def test_the_compiled_call_hands_out_a_dropped_output_again_and_counts_it(monkeypatch):

@@ -21,7 +21,7 @@ from .wrapper import WrapperPlan
 
 # the compiled call's state tuple: these, then each input's dtype, then one allocator site per kind
 # (CachingAllocator.compiled_site)
-STATE = ("fallback", "ndarray", "record", "kernel_error")
+STATE = ("fallback", "ndarray", "counts", "kernel_error")
 Kind = tuple[tuple[int, ...], str]  # an allocation's shape and dtype
 
 
@@ -111,7 +111,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind
         for t in range(first, last + 1):
             lines += [f"    owned.drop({owned[p]}); live -= {nbytes(*plan.buffer_meta[p])};"
                       for p in memory.releases.get(t, [])]
-    lines.append("    if (!stax::record_peak(s[2], peak)) return NULL;")
+    lines.append("    stax::record_peak(s[2], peak);")
     lines += _return_lines([f"owned.give({owned[p]})" if p in owned else f"Py_NewRef(args[{slot[p]}])"
                             for p in plan.outputs])
     size = len(STATE) + len(inputs) + len(kinds)
@@ -129,6 +129,7 @@ static PyObject* py_graph_set_up(PyObject*, PyObject* state) {{
         PyErr_SetString(PyExc_TypeError, "graph_set_up takes a tuple of {size} objects");
         return NULL;
     }}
+    if (!stax::takes_counts(PyTuple_GET_ITEM(state, 2))) return NULL;
     return PyCFunction_New(&graph_call_def, state);
 }}"""
 

@@ -112,13 +112,21 @@ PyObject* take_pooled(PyObject* site, PyObject* ndarray, int ndim, const Py_ssiz
   return array;
 }
 
-bool record_peak(PyObject* record, long long peak) {
-  PyObject* bytes = PyLong_FromLongLong(peak);
-  if (bytes == NULL) return false;
-  PyObject* result = PyObject_CallOneArg(record, bytes);
-  Py_DECREF(bytes);
-  Py_XDECREF(result);
-  return result != NULL;
+void record_peak(PyObject* counts, long long peak) {
+  long long* pair = (long long*)((const ndarray_fields*)counts)->data;
+  pair[0] = peak;
+  pair[1] += 1;
+}
+
+bool takes_counts(PyObject* counts) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(counts, &view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return false;
+  const bool pair = view.ndim == 1 && view.shape[0] == 2 && view.itemsize == sizeof(long long) &&
+                    (view.format[0] == 'q' || view.format[0] == 'l') && view.format[1] == 0 &&
+                    fields_are_numpys(counts) && ((const ndarray_fields*)counts)->data == view.buf;
+  PyBuffer_Release(&view);
+  if (!pair) PyErr_Format(PyExc_TypeError, "a compiled call records into an int64 numpy array of 2, not %R", counts);
+  return pair;
 }
 
 void drop_objects(PyObject** objects, int n) {

@@ -83,8 +83,11 @@ template <int N, int M> inline bool take_output(PyObject* site, PyObject* ndarra
   return owned.obj[j] != NULL;
 }
 
-// The wrapper's last line: ``record(peak)`` (MemoryTracker.record); false with the exception set.
-bool record_peak(PyObject* record, long long peak);
+// The wrapper's last line, ``record(peak)`` (MemoryTracker.record), written into the tracker's
+// ``counts`` (an int64 numpy pair: the last call's peak, the number of calls) ...
+void record_peak(PyObject* counts, long long peak);
+// ... which graph_set_up checks once (false with the exception set).
+bool takes_counts(PyObject* counts);
 
 // The Python wrapper's answer to a call the compiled call does not take.
 PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t nargs);

@@ -32,15 +32,25 @@ from .cpp import Kernel
 class MemoryTracker:
     """The peak of the bytes the wrapper held during its last call (a preallocated pool counts
     as held for the whole call).  The wrapper keeps the count in local variables, adding each
-    allocation's bytes and subtracting each release's, and records the peak when it returns."""
+    allocation's bytes and subtracting each release's, and records the peak when it returns.
+    The peak and the number of calls live in ``counts``, an int64 pair that the compiled call
+    writes itself (stax_py.cpp's ``record_peak``: a Python call there cost 130 ns a call)."""
 
     def __init__(self, held: int = 0) -> None:
-        self.held = self.peak = held
-        self.calls = 0
+        self.held = held
+        self.counts = np.array([held, 0], dtype=np.int64)  # the last call's peak, the calls
+
+    @property
+    def peak(self) -> int:
+        return int(self.counts[0])
+
+    @property
+    def calls(self) -> int:
+        return int(self.counts[1])
 
     def record(self, peak: int) -> None:
-        self.peak = peak
-        self.calls += 1
+        self.counts[0] = peak
+        self.counts[1] += 1
 
 
 def check_arguments(args: Sequence[Any], names: Sequence[str]) -> None:
@@ -180,6 +190,6 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
     if compiled_kinds is None:
         return source, namespace["call"], tracker
     dtypes = [np.dtype(i.dtype) for i in sorted(plan.inputs, key=lambda i: i.position)]
-    state = (namespace["call"], np.ndarray, tracker.record, raise_kernel_error, *dtypes,
+    state = (namespace["call"], np.ndarray, tracker.counts, raise_kernel_error, *dtypes,
              *(allocator.compiled_site(namespace[site_name(*kind)], *kind) for kind in compiled_kinds))
     return source, module.graph_set_up(state), tracker

@@ -115,6 +115,36 @@ def test_float32_erf_over_its_whole_range(isa, check):
     assert np.all(np.abs(got[np.abs(x) >= 4]) == 1)
 
 
+def test_a_broadcast_negative_zero_keeps_its_sign(isa):
+    """stax::splat puts -0.0 in every lane as -0.0 (0 + s, as it once was, makes it 0.0)."""
+    x = sample((3, 37), low=0.5, high=2, seed=72)
+    assert np.all(np.signbit(stax.compile(lambda a: a * -0.0, x)(x)))
+    row = np.float32([-0.0, -0.0, 1.0])[:, None]
+    np.testing.assert_array_equal(stax.compile(lambda a, b: a * b, x, row)(x, row), x * row)
+    assert np.array_equal(np.signbit(stax.compile(lambda a, b: a * b, x, row)(x, row)), np.signbit(x * row))
+
+
+def test_a_division_by_a_loop_invariant_divisor_multiplies_by_its_reciprocal(isa, check):
+    """stax::div_invariant: x / d for a float32 divisor the same along the vector loop (a row's
+    value, a constant) is x * (1 / d), within 2**-23 relative of the quotient where d and 1 / d
+    are normal, and numpy's quotient exactly for any other divisor (zero, subnormal, huge,
+    infinite, NaN); a divisor that changes along the loop still divides."""
+    normal = np.float32([1.0, -2.5, 7.0, 1e-30, 6e37])
+    extreme = np.float32([3e-39, 1e-45, 2e38, -3.4e38, 0.0, -0.0, np.inf, -np.inf, np.nan])
+    x = sample((normal.size + extreme.size, 37), seed=70)  # 37 columns: a vector body and a scalar tail
+    x[:, :3] = [0.0, np.inf, np.nan]
+    d = np.concatenate([normal, extreme])[:, None]
+    compiled = check(lambda a, b: a / b, x, d, rtol=2e-7, atol=0)  # 2**-23 and the reference's rounding
+    got = compiled(x, d)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(got[normal.size:], x[normal.size:] / d[normal.size:])
+    by_constant = check(lambda a: a / 3.0, x, rtol=2e-7, atol=0)
+    elementwise = check(lambda a, b: a / b, x, nonzero(x.shape, "float32", seed=71))
+    if isa != "none":
+        assert "stax::div_invariant(" in compiled.kernel_source and "stax::div_invariant(" in by_constant.kernel_source
+        assert "div_invariant" not in elementwise.kernel_source
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_float_binary_broadcast_and_scalars(isa, dtype, check):
     def fn(x, y, row, col):

@@ -98,6 +98,7 @@ class BodyPrinter:
         # their ids are not reused by a later temporary (a member's body shifted to another lane)
         self.cache: dict[tuple[int, ...], tuple[Sequence[Expr], list[str]]] = {}
         self.emitted: dict[str, str] = {}
+        self.invariant: set[str] = set()  # names of values the same at every point of the loop
 
     def emit(self, line: str) -> str:
         name = self.state.fresh()
@@ -122,18 +123,28 @@ class BodyPrinter:
             return [literal(e.value, e.dtype, self.vector) for e in exprs]
         if isinstance(first, Load):
             texts = [load(e) for load, e in zip(self.loads, exprs)]
+            invariant = [self._is_invariant(t) for t in texts]
         else:
             args = [self.lanes([e.args[i] for e in exprs]) for i in range(len(first.args))]
             texts = [self._op(e, [a[lane] for a in args]) for lane, e in enumerate(exprs)]
             if self._exp4(first, texts):
                 return self._emit_exp4(texts, args[0])
+            invariant = [all(self._is_invariant(a[lane]) for a in args) for lane in range(len(exprs))]
         # structural CSE: equal text means an equal value (operands are already shared names), so
         # members of one loop body that inline the same producer compute it once (example 7.2),
         # and lanes share what does not depend on their point
-        for text in texts:
+        for text, same in zip(texts, invariant):
             if text not in self.emitted:
                 self.emitted[text] = self.emit(text)
+                if same:
+                    self.invariant.add(self.emitted[text])
         return [self.emitted[text] for text in texts]
+
+    def _is_invariant(self, value: str) -> bool:
+        """Whether a printed value is the same at every point of a vector loop: a splat (of a
+        literal, of a load that does not move with the loop, of a scalar computed before it) or
+        an op of such values."""
+        return self.vector and (value in self.invariant or value.startswith("stax::splat<"))
 
     def _exp4(self, expr: Op, texts: list[str]) -> bool:
         return (self.vector and len(texts) == 4 and expr.name == "exp" and expr.dtype == "float32"
@@ -163,6 +174,8 @@ class BodyPrinter:
         if name == "relu":
             return f"stax::v_max({a[0]}, {literal(0, dtype, self.vector)})"
         if name == "div":
+            if dtype == "float32" and self._is_invariant(a[1]):
+                return f"stax::div_invariant({a[0]}, {a[1]})"
             return f"{a[0]} / {a[1]}"
         if name in ("floordiv", "mod"):
             if is_floating(dtype):

@@ -36,7 +36,8 @@ template <typename T> inline vec<T> vload(const T* p) { vec<T> v; std::memcpy(&v
 inline vec<int8_t> vload(const bool* p) { vec<int8_t> v; std::memcpy(&v, p, sizeof v); return v; }
 template <typename T> inline void vstore(T* p, vec<T> v) { std::memcpy(p, &v, sizeof v); }
 inline void vstore(bool* p, vec<int8_t> v) { std::memcpy(p, &v, sizeof v); }
-template <typename T> inline vec<T> splat(T s) { vec<T> v = {}; return v + s; }
+// s in every lane (s - 0 is s for every float, -0.0 included; 0 + s would turn -0.0 into 0.0)
+template <typename T> inline vec<T> splat(T s) { const vec<T> zero = {}; return s - zero; }
 // Every S-th element from p (a strided read: a stride-2 convolution's input).  Stride 2 is two
 // vector loads, the second ending at the last element read, and a shuffle of the even elements;
 // wider strides are gathered lane by lane.
@@ -216,6 +217,15 @@ inline bool all_lanes(vec<int32_t> mask) {
   for (int i = 0; i < STAX_W; ++i) if (!mask[i]) return false;
   return true;
 #endif
+}
+// x / d for a divisor the same at every point of a vector loop (a row's sum, a constant): x times
+// 1 / d, which gcc computes once a loop (the test too: it unswitches the loop on it; a constant
+// folds), within 2^-23 relative of the quotient (two roundings) where d and 1 / d are normal
+// (|d| in [2^-126, 2^126]); any other divisor (zero, subnormal, huge, infinite, NaN) divides.
+// A vector division occupies the divider for several cycles; a multiplication does not.
+inline vec<float> div_invariant(vec<float> x, vec<float> d) {
+  const vec<int32_t> magnitude = float_bits(d) & 0x7FFFFFFF;
+  return all_lanes((magnitude >= 0x00800000) & (magnitude <= 0x7E800000)) ? x * (1.0f / d) : x / d;
 }
 // float32 exp, in vector bodies and scalar tails alike: exp(x) = 2^n exp(r) with |r| <= ln(2)/2,
 // r by a two-part ln(2) (Cody and Waite), exp(r) by a degree-5 polynomial fitted for least

@@ -1,10 +1,14 @@
 """The benchmark scripts stay runnable: one small row of the suite benchmark, its fraction of
-STREAM taken pair by pair, no page faults on repeated calls, the region benchmark's two runtimes
-(the speed figures themselves are the benchmarks' to print, not a test's)."""
+STREAM taken pair by pair, no page faults on repeated calls, the region benchmark's two runtimes,
+the transposed-add candidates' results (the speed figures themselves are the benchmarks' to
+print, not a test's)."""
 import math
+
+import numpy as np
 
 from experiments.bench_bandwidth import Stream
 from experiments.bench_regions import best_seconds
+from experiments.bench_transposed import kernels as transposed_candidates
 from experiments.bench_suite import PAIRS, measure
 from stax import runtime
 
@@ -37,3 +41,13 @@ def test_the_region_benchmark_times_each_runtime_it_names():
     assert after_pool > pooled
     assert best_seconds("libgomp", 64, threads=2, batches=1) > 0
     assert runtime.parallel_stats()["pooled"] == after_pool
+
+
+def test_the_transposed_add_candidates_compute_numpys_result():
+    """bench_transposed's hand-written layouts and the generated kernel, at 1024 x 1024."""
+    rng = np.random.default_rng(3)
+    x, y = (rng.random((1024, 1024), dtype=np.float32) for _ in range(2))
+    for label, fn in transposed_candidates(1024).items():
+        out = np.full_like(x, np.nan)
+        want = x + y if label == "stream x + y" else x + y.T
+        np.testing.assert_array_equal(fn(x, y, out), want, err_msg=label)

@@ -1,13 +1,13 @@
 """Layouts for the transposed add ``x + y.T`` at n x n (float32): the generated kernel (the
-tiled-vector form of 8.2, 8 x 8 register transposes in 64 x 64 blocks) against hand-written
-candidates, each checked against numpy, timed in one process, alternating.  A benchmark of what
-the code generator could emit, not a test.
+tiled-vector form of 8.2: 8 x 8 register transposes, in 64 x 64 blocks, or in strips over
+inputs of STREAM_MIN_BYTES) against hand-written candidates, each checked against numpy, timed
+in one process, alternating.  A benchmark of what the code generator could emit, not a test.
 
 - ``stream x + y``: no transposition, the floor (three arrays streamed);
-- ``blocks BxB``: the generated kernel's traversal, for other block shapes;
-- ``strips H``: two phases per strip of H rows of out: y's strided strip is transposed into a
-  per-thread buffer (rows padded by a cache line: its rows would be 16 KiB apart, like y's),
-  then x and the buffer stream into out.
+- ``blocks BxB``: the generated kernel's traversal below STREAM_MIN_BYTES, for several block shapes;
+- ``strips H``: two phases per strip of H rows of out, as the generated kernel's strips: y's
+  strided strip is transposed into a per-thread buffer (rows padded by a cache line: its rows
+  would be 16 KiB apart, like y's), then x and the buffer stream into out.
 
     python -m experiments.bench_transposed [--n 4096] [--rounds 7]
 """

@@ -21,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 import stax
 from stax import nn
+from stax.codegen import tiles
 from stax.codegen.cpp import without_final_barrier
 from stax.codegen.tuning import (ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, PREFETCH_AHEAD_BYTES, SPLIT_MIN_ROWS,
                                  STACK_ARRAY_MAX_BYTES, STREAM_MIN_BYTES)
@@ -559,6 +560,41 @@ def test_transposed_reads_in_register_tiles(isa, dtype, shape, check):
         source = compiled.block_kernels[0].source
         assert "stax::transpose(" in source
         assert bool(re.search(r"int64_t x\d = [1-9]", source)) == (shape[1:] != (8, 8))  # tail nests
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("shape", [(2, 8, 8), (3, 19, 21), (1, 70, 133), (2, 150, 72)])
+def test_transposed_reads_in_strips(isa, dtype, shape, check, monkeypatch):
+    """Over a large transposed input the register tiles run in strips of STRIP_ROWS rows, the
+    strip's transposed reads into the per-thread buffer first, then its rows streamed; with
+    tails, batches, several strips and both thread counts (here at small sizes: strips of 16
+    rows whatever the input's size and the strips' number)."""
+    for name, value in (("STREAM_MIN_BYTES", 1), ("STRIP_ROWS", 16), ("STRIPS_PER_THREAD", 0)):
+        monkeypatch.setattr(tiles, name, value)
+    x, y = sample(shape, dtype, seed=62), sample((shape[0], shape[2], shape[1]), dtype, seed=63)
+    for threads in (1, 2):
+        compiled = check(lambda a, b: a * 2 + b.transpose(1, 2) - b.transpose(1, 2) * a, x, y, threads=threads)
+        if isa == "avx2":
+            assert _forms(compiled) == ["tiled-vector"]
+            assert "stax::thread_scratch(" in compiled.block_kernels[0].source
+
+
+def test_a_transposed_input_of_stream_size_runs_in_strips(isa):
+    """At STREAM_MIN_BYTES (2048 x 2048 float32) the strips are the default, and agree with numpy;
+    an input as large in too few strips for the threads (64 rows), or with rows too long for
+    the strip buffers, keeps the blocks."""
+    rng = np.random.default_rng(64)
+    x, y = (rng.random((2048, 2048), dtype=np.float32) for _ in range(2))
+    compiled = stax.compile(lambda a, b: a + b.t(), x, y, threads=2)
+    np.testing.assert_array_equal(compiled(x, y), x + y.T)
+    few_rows = [rng.random(shape, dtype=np.float32) for shape in ((64, 65536), (65536, 64))]
+    few = stax.compile(lambda a, b: a + b.t(), *few_rows, threads=2)
+    long_rows = [rng.random(shape, dtype=np.float32) for shape in ((512, 32768), (32768, 512))]
+    long = stax.compile(lambda a, b: a + b.t(), *long_rows, threads=2)
+    np.testing.assert_array_equal(few(*few_rows), few_rows[0] + few_rows[1].T)
+    if isa == "avx2":
+        assert "stax::thread_scratch(" in compiled.block_kernels[0].source
+        assert "thread_scratch" not in few.block_kernels[0].source + long.block_kernels[0].source
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

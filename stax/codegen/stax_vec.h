@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -217,6 +219,23 @@ inline bool all_lanes(vec<int32_t> mask) {
   for (int i = 0; i < STAX_W; ++i) if (!mask[i]) return false;
   return true;
 #endif
+}
+// A per-thread scratch area of at least `bytes`, aligned to a cache line, kept for the thread's
+// life: the tiled-vector form's strip buffers, reused from call to call without fresh pages.
+inline char* thread_scratch(size_t bytes) {
+  struct Area {
+    char* data = nullptr;
+    size_t size = 0;
+    ~Area() { std::free(data); }
+  };
+  static thread_local Area area;
+  if (area.size < bytes) {
+    std::free(area.data);
+    area.data = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    if (area.data == nullptr) throw std::bad_alloc();
+    area.size = bytes;
+  }
+  return area.data;
 }
 // x / d for a divisor the same at every point of a vector loop (a row's sum, a constant): x times
 // 1 / d, which gcc computes once a loop (the test too: it unswitches the loop on it; a constant

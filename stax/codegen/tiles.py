@@ -82,13 +82,9 @@ class Tiles:
         def tile(ind: str) -> list[str]:
             lines, values = [], {}
             for ld in self._transposed_loads():
-                name = self.state.fresh("tmp_rows")
+                name, loaded = self._register_tile(ld, tile_u, ind)
                 values[ld] = f"{name}[lane]"
-                lines += [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
-                          f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
-                          f"{ind}    const int64_t {u} = {tile_u}, {v} = {v}_tile * {w} + lane;",
-                          f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
-                          f"{ind}stax::transpose({name});"]
+                lines += loaded
             lines += [f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
                       f"{ind}    const int64_t {u} = {tile_u} + lane, {v} = {v}_tile * {w};"]
             self.transposed_values = values
@@ -120,6 +116,18 @@ class Tiles:
             lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (end_u, ranges[-2], 1)})
         return with_line_head(u, line, lines)
 
+    def _register_tile(self, ld: Load, tile_u: str, ind: str) -> tuple[str, list[str]]:
+        """The W vectors of transposed read ``ld`` at the tile (``tile_u``, ``v_tile``), loaded
+        along u and transposed in registers: their array's name, and the statements."""
+        f, w = self.frame, self.width
+        u, v = f.outer_vars[-2], f.outer_vars[-1]
+        name = self.state.fresh("tmp_rows")
+        return name, [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
+                      f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
+                      f"{ind}    const int64_t {u} = {tile_u}, {v} = {v}_tile * {w} + lane;",
+                      f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
+                      f"{ind}stax::transpose({name});"]
+
     def _in_strips(self) -> bool:
         """Whether the register tiles run in strips: a transposed input of at least
         STREAM_MIN_BYTES (below it, the blocks' reads are cached and strips gain nothing), at
@@ -144,8 +152,10 @@ class Tiles:
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
         per_strip = STRIP_ROWS // w
-        strips_u = f"(({tiles_u}) + {per_strip - 1}) / {per_strip}" if isinstance(tiles_u, str) else -(-tiles_u // per_strip)
-        first_tile, last_tile = f"{u}_strip * {per_strip}", f"std::min<int64_t>({u}_strip * {per_strip} + {per_strip}, {tiles_u})"
+        strips_u = (f"(({tiles_u}) + {per_strip - 1}) / {per_strip}" if isinstance(tiles_u, str)
+                    else -(-tiles_u // per_strip))
+        first_tile = f"{u}_strip * {per_strip}"
+        last_tile = f"std::min<int64_t>({first_tile} + {per_strip}, {tiles_u})"
         loads = self._transposed_loads()
         strides = {ld: whole_v + CACHE_LINE // ITEMSIZE[ld.dtype] for ld in loads}
         offsets, total = {}, 0
@@ -166,21 +176,18 @@ class Tiles:
                      f"{ind}    for (int64_t {u}_tile = {first_tile}; {u}_tile < {last_tile}; {u}_tile += 1)", ind + "    {"]
             inner = ind + "        "
             for ld in loads:
-                rows = self.state.fresh("tmp_rows")
-                lines += [f"{inner}stax::vec<{lane_type(ld.dtype)}> {rows}[{w}];",
-                          f"{inner}for (int64_t lane = 0; lane < {w}; lane += 1)", inner + "{",
-                          f"{inner}    const int64_t {u} = {tile_u}, {v} = {v}_tile * {w} + lane;",
-                          f"{inner}    {rows}[lane] = {self._load_text(ld, True, u)};", inner + "}",
-                          f"{inner}stax::transpose({rows});",
-                          f"{inner}for (int64_t lane = 0; lane < {w}; lane += 1)",
-                          f"{inner}    stax::vstore({buffers[ld]} + {row_in_strip(ld, 'lane')} + {v}_tile * {w}, {rows}[lane]);"]
+                rows, loaded = self._register_tile(ld, tile_u, inner)
+                target = f"{buffers[ld]} + {row_in_strip(ld, 'lane')} + {v}_tile * {w}"
+                lines += loaded + [f"{inner}for (int64_t lane = 0; lane < {w}; lane += 1)",
+                                   f"{inner}    stax::vstore({target}, {rows}[lane]);"]
             lines += [ind + "    }", ind + "}",
                       f"{ind}// its rows, streamed",
                       f"{ind}for (int64_t {u}_tile = {first_tile}; {u}_tile < {last_tile}; {u}_tile += 1)", ind + "{",
                       f"{ind}    for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "    {",
                       f"{ind}        for (int64_t {v}_tile = 0; {v}_tile < {whole_v // w}; {v}_tile += 1)", ind + "        {",
                       f"{ind}            const int64_t {u} = {tile_u} + lane, {v} = {v}_tile * {w};"]
-            self.transposed_values = {ld: f"stax::vload({buffers[ld]} + {row_in_strip(ld, 'lane')} + {v})" for ld in loads}
+            self.transposed_values = {ld: f"stax::vload({buffers[ld]} + {row_in_strip(ld, 'lane')} + {v})"
+                                      for ld in loads}
             lines += self._point("vector", v, ind + "            ", outer_vector=True)
             self.transposed_values = {}
             return lines + [ind + "        }", ind + "    }", ind + "}"]

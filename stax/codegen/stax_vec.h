@@ -221,7 +221,8 @@ inline bool all_lanes(vec<int32_t> mask) {
 #endif
 }
 // A per-thread scratch area of at least `bytes`, aligned to a cache line, kept for the thread's
-// life: the tiled-vector form's strip buffers, reused from call to call without fresh pages.
+// life: the tiled-vector form's strip buffers, reused from call to call without fresh pages.  A
+// failed allocation throws, which ends the process (it escapes a parallel region's thread).
 inline char* thread_scratch(size_t bytes) {
   struct Area {
     char* data = nullptr;

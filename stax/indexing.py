@@ -106,6 +106,9 @@ class Index:
 
     def subs(self, mapping: Mapping[str, "Index"], ranges: Mapping[str, int]) -> "Index":
         """Substitute variables by indices and simplify with ``ranges`` (of the new variables)."""
+        affine = self._affine_subs(mapping)
+        if affine is not None:
+            return affine
         out = Index.constant(self.const)
         for atom, c in self.terms:
             if isinstance(atom, str):
@@ -116,6 +119,25 @@ class Index:
                 term = mod(atom.base.subs(mapping, ranges), atom.modulus, ranges)
             out = out + term * c
         return out
+
+    def _affine_subs(self, mapping: Mapping[str, "Index"]) -> "Index | None":
+        """``subs`` when this index and the values it takes are affine (one sum, nothing to
+        simplify), else None."""
+        coeffs: dict[Atom, int] = {}
+        const = self.const
+        for atom, c in self.terms:
+            if not isinstance(atom, str):
+                return None
+            value = mapping.get(atom)
+            if value is None:
+                coeffs[atom] = coeffs.get(atom, 0) + c
+                continue
+            const += value.const * c
+            for a, k in value.terms:
+                if not isinstance(a, str):
+                    return None
+                coeffs[a] = coeffs.get(a, 0) + k * c
+        return Index.build(coeffs, const)
 
     def bounds(self, ranges: Mapping[str, int]) -> tuple[int, int]:
         """Smallest and largest value over the variables' ranges (interval arithmetic)."""

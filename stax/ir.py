@@ -109,8 +109,13 @@ class ComputedBuffer:
     def var_ranges(self) -> dict[str, int]:
         return dict(zip(self.pointwise_vars + self.reduction_vars, self.ranges + self.reduction_ranges))
 
-    def reads(self) -> list[Load]:
-        return loads(self.body)
+    def reads(self) -> tuple[Load, ...]:
+        """The body's loads, operands first; kept until the body is replaced (legality asks for
+        them pair by pair)."""
+        cached = self.__dict__.get("_reads")
+        if cached is None or cached[0] is not self.body:
+            cached = self.__dict__["_reads"] = (self.body, tuple(loads(self.body)))
+        return cached[1]
 
 
 @dataclass

@@ -24,6 +24,7 @@ it by a WeakDep (seed 7.1, renaming as in SSA).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from math import prod
 from typing import Callable, Sequence
@@ -418,28 +419,37 @@ def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram
     return Lowering(graph, cost_model).run()
 
 
-def _rename(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int], buffers: dict[str, str],
-            memo: dict) -> Expr:
+def _rewrite(expr: Expr, rewrite: Callable[[Index], Index], buffers: dict[str, str], memo: dict) -> Expr:
+    """``rewrite_indices``'s walk; ``memo`` holds the rewritten expressions by identity and the
+    rewritten indices by value (the loads of a body mostly share a few indices)."""
     if id(expr) in memo:
         return memo[id(expr)]
     if isinstance(expr, Load):
-        guard = tuple((e.subs(mapping, ranges), n) for e, n in expr.guard)
-        out: Expr = Load(buffers.get(expr.buffer, expr.buffer), expr.index.subs(mapping, ranges), expr.dtype, guard,
-                         expr.other)
+        def index(old: Index) -> Index:
+            if old not in memo:
+                memo[old] = rewrite(old)
+            return memo[old]
+        guard = tuple((index(e), n) for e, n in expr.guard)
+        out: Expr = Load(buffers.get(expr.buffer, expr.buffer), index(expr.index), expr.dtype, guard, expr.other)
     elif isinstance(expr, Op):
-        out = Op(expr.name, tuple(_rename(a, mapping, ranges, buffers, memo) for a in expr.args), expr.dtype,
-                 expr.attrs)
+        out = Op(expr.name, tuple(_rewrite(a, rewrite, buffers, memo) for a in expr.args), expr.dtype, expr.attrs)
     else:
         out = expr
     memo[id(expr)] = out
     return out
 
 
+def rewrite_indices(expr: Expr, rewrite: Callable[[Index], Index], buffers: dict[str, str] | None = None) -> Expr:
+    """``expr`` with every load index (and guard) rewritten by ``rewrite``, and the loaded
+    buffers' names by ``buffers``."""
+    return _rewrite(expr, rewrite, buffers or {}, {})
+
+
 def substitute(expr: Expr, mapping: dict[str, Index], ranges: dict[str, int],
                buffers: dict[str, str] | None = None) -> Expr:
     """Rewrite every load index of ``expr`` by substituting loop variables (and the loaded
     buffers' names by ``buffers``)."""
-    return _rename(expr, mapping, ranges, buffers or {}, {})
+    return rewrite_indices(expr, lambda index: index.subs(mapping, ranges), buffers)
 
 
 def _mergeable(indices: list[Index], outer: str, inner: str, inner_range: int) -> bool:
@@ -465,37 +475,51 @@ def simplify_loops(buf: ComputedBuffer) -> None:
     a nest with an empty range becomes one empty loop (TorchInductor's loop simplification; gives
     example 7.2's ``((8192,), ())`` group)."""
     indices = [ix for ld in buf.reads() for ix in (ld.index, *(e for e, _ in ld.guard))] + [buf.store_index]
-    mapping: dict[str, Index] = {}
+    linear: dict[str, str | None] = {}  # old variable -> the new one its term moves to in an affine index
+    merges: list[tuple[str, list[tuple[str, int]]]] = []  # new variable, the old ones (and sizes) it runs
     new_ranges: dict[str, int] = {}
     result = {}
     for prefix, old_names, sizes in (("x", buf.pointwise_vars, list(buf.ranges)),
                                      ("r", buf.reduction_vars, list(buf.reduction_ranges))):
+        linear.update(dict.fromkeys(old_names))  # size 1, empty nest, or outer in a group: the term drops
         if 0 in sizes:  # an empty nest: one loop of no iterations, whose body never runs
-            mapping.update({v: Index.constant(0) for v in old_names})
             new_ranges[f"{prefix}0"] = 0
             result[prefix] = (0,)
             continue
         groups = _merge_group(old_names, sizes, indices)
-        merged_sizes = []
         for gi, group in enumerate(groups):
             name = f"{prefix}{gi}"
-            size = 1
-            for pos in group:
-                size *= sizes[pos]
-            merged_sizes.append(size)
-            new_ranges[name] = size
-            inner = 1
-            for pos in reversed(group):
-                mapping[old_names[pos]] = mod(floordiv(Index.var(name), inner, {name: size}), sizes[pos], {name: size}) \
-                    if len(group) > 1 else Index.var(name)
-                inner *= sizes[pos]
-        for pos, size in enumerate(sizes):
-            if size == 1:
-                mapping[old_names[pos]] = Index.constant(0)
-        result[prefix] = tuple(merged_sizes)
-    buf.body = substitute(buf.body, mapping, new_ranges)
-    buf.store_index = buf.store_index.subs(mapping, new_ranges)
+            new_ranges[name] = prod(sizes[pos] for pos in group)
+            linear[old_names[group[-1]]] = name  # a mergeable group's coefficient is its innermost's
+            merges.append((name, [(old_names[pos], sizes[pos]) for pos in group]))
+        result[prefix] = tuple(new_ranges[f"{prefix}{gi}"] for gi in range(len(groups)))
+
+    @functools.cache
+    def mapping() -> dict[str, Index]:
+        """Every old variable's value in the new loops (0 where it drops)."""
+        values = dict.fromkeys(linear, Index.constant(0))
+        for name, olds in merges:
+            ranges, inner = {name: new_ranges[name]}, 1
+            for old, size in reversed(olds):
+                values[old] = mod(floordiv(Index.var(name), inner, ranges), size, ranges) if len(olds) > 1 \
+                    else Index.var(name)
+                inner *= size
+        return values
+
+    def merged(index: Index) -> Index:
+        """``index.subs(mapping(), new_ranges)``, directly when ``index`` is affine (``_mergeable``
+        holds for every index of ``buf``: the outer variables' terms sum to the innermost's)."""
+        if not all(isinstance(atom, str) for atom, _ in index.terms):
+            return index.subs(mapping(), new_ranges)
+        coeffs: dict[str, int] = {}
+        for atom, c in index.terms:
+            new = linear.get(atom, atom)
+            if new is not None:
+                coeffs[new] = c
+        return Index.build(coeffs, index.const)
+    buf.body = rewrite_indices(buf.body, merged)
+    buf.store_index = merged(buf.store_index)
     buf.ranges, buf.reduction_ranges = result["x"], result["r"]
 
 
-__all__ = ["CostModel", "lower", "simplify_loops", "substitute"]
+__all__ = ["CostModel", "lower", "rewrite_indices", "simplify_loops", "substitute"]

@@ -72,14 +72,14 @@ def _group_entry_points(group: str) -> dict[str, Any]:
 
 
 @functools.cache
-def _own_entry_points(group: str) -> dict[str, Any]:
-    """The group's entry points that stax's own distribution declares: reading one package's
-    metadata is quick, so the built-in strategies resolve without scanning every installed
-    package (about 10 ms a group in a new process here)."""
+def _own_entry_points() -> tuple[Any, ...]:
+    """The entry points stax's own distribution declares: reading one package's metadata is
+    quick, so the built-in strategies resolve without scanning every installed package (about
+    10 ms a group in a new process here)."""
     try:
-        return {ep.name: ep for ep in distribution("stax").entry_points if ep.group == group}
+        return tuple(distribution("stax").entry_points)
     except PackageNotFoundError:
-        return {}
+        return ()
 
 
 class Registry:
@@ -102,7 +102,7 @@ class Registry:
     def factory(self, name: str) -> Callable[..., Any]:
         if name in self._local:
             return self._local[name]
-        eps = _own_entry_points(self.group)
+        eps = {ep.name: ep for ep in _own_entry_points() if ep.group == self.group}
         if name not in eps:
             eps = self._entry_points()
         if name not in eps:

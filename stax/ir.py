@@ -72,8 +72,13 @@ def walk(expr: Expr) -> Iterator[Expr]:
             stack.extend((a, False) for a in reversed(node.args))
 
 
-def loads(expr: Expr) -> list[Load]:
-    return [e for e in walk(expr) if isinstance(e, Load)]
+def loads(expr: Expr) -> tuple[Load, ...]:
+    """The distinct loads of ``expr``, operands first; kept on the (immutable) expression, which
+    legality and code generation ask again and again."""
+    found = expr.__dict__.get("_loads")
+    if found is None:
+        found = expr.__dict__["_loads"] = tuple(e for e in walk(expr) if isinstance(e, Load))
+    return found
 
 
 @dataclass
@@ -110,12 +115,7 @@ class ComputedBuffer:
         return dict(zip(self.pointwise_vars + self.reduction_vars, self.ranges + self.reduction_ranges))
 
     def reads(self) -> tuple[Load, ...]:
-        """The body's loads, operands first; kept until the body is replaced (legality asks for
-        them pair by pair)."""
-        cached = self.__dict__.get("_reads")
-        if cached is None or cached[0] is not self.body:
-            cached = self.__dict__["_reads"] = (self.body, tuple(loads(self.body)))
-        return cached[1]
+        return loads(self.body)
 
 
 @dataclass

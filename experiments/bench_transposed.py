@@ -73,9 +73,10 @@ extern "C" void blocks_256x256(const float* x, const float* y, float* out, int64
 extern "C" void blocks_32x1024(const float* x, const float* y, float* out, int64_t n) { blocks<32, 1024>(x, y, out, n); }
 extern "C" void strips_32(const float* x, const float* y, float* out, int64_t n) { strips<32>(x, y, out, n); }
 extern "C" void strips_64(const float* x, const float* y, float* out, int64_t n) { strips<64>(x, y, out, n); }
+extern "C" void strips_256(const float* x, const float* y, float* out, int64_t n) { strips<256>(x, y, out, n); }
 """
 CANDIDATES = {"stream x + y": "stream_add", "blocks 64x64": "blocks_64x64", "blocks 256x256": "blocks_256x256",
-              "blocks 32x1024": "blocks_32x1024", "strips 32": "strips_32", "strips 64": "strips_64"}
+              "blocks 32x1024": "blocks_32x1024", "strips 32": "strips_32", "strips 64": "strips_64", "strips 256": "strips_256"}
 
 
 def kernels(n: int) -> dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]:

@@ -507,16 +507,17 @@ def simplify_loops(buf: ComputedBuffer) -> None:
         return values
 
     def merged(index: Index) -> Index:
-        """``index.subs(mapping(), new_ranges)``, directly when ``index`` is affine (``_mergeable``
-        holds for every index of ``buf``: the outer variables' terms sum to the innermost's)."""
-        if not all(isinstance(atom, str) for atom, _ in index.terms):
-            return index.subs(mapping(), new_ranges)
+        """``index.subs(mapping(), new_ranges)``, its variable terms moved directly (``_mergeable``
+        holds for every index of ``buf``: a group's outer terms sum to its innermost's; a floor
+        division or modulo holds no variable of a merged group, only renamed or dropped ones)."""
         coeffs: dict[str, int] = {}
+        atoms = Index.constant(0)
         for atom, c in index.terms:
-            new = linear.get(atom, atom)
-            if new is not None:
-                coeffs[new] = c
-        return Index.build(coeffs, index.const)
+            if not isinstance(atom, str):
+                atoms = atoms + Index(((atom, c),)).subs(mapping(), new_ranges)
+            elif linear.get(atom, atom) is not None:
+                coeffs[linear.get(atom, atom)] = c
+        return Index.build(coeffs, index.const) + atoms
     buf.body = rewrite_indices(buf.body, merged)
     buf.store_index = merged(buf.store_index)
     buf.ranges, buf.reduction_ranges = result["x"], result["r"]

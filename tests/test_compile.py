@@ -264,6 +264,24 @@ def test_amax_amin_propagate_nan(isa, check):
     check(fn, x, y)
 
 
+def test_maximum_and_minimum_keep_the_generic_rule_bit_for_bit(isa):
+    """The vector maximum and minimum (x86 max and min and a blend) return what the scalar rule
+    ``a > b or a is NaN ? a : b`` (``<`` for the minimum) returns, bit for bit: the first
+    operand's NaN with its payload, the second's, and the second of two equal zeros."""
+    rng = np.random.default_rng(25)
+    a, b = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    a[:4], b[:4] = [0.0, -0.0, 0.0, -0.0], [-0.0, 0.0, 0.0, -0.0]
+    bits_a, bits_b = a.view(np.uint32), b.view(np.uint32)
+    bits_a[8], bits_b[9], bits_a[10], bits_b[10] = 0x7FC00001, 0xFFC00002, 0x7FC00003, 0x7FC00004  # NaN payloads
+    a[12], b[13] = np.inf, -np.inf
+    compiled = stax.compile(lambda x, y: (x.maximum(y), x.minimum(y)), a, b)
+    high, low = compiled(a, b)
+    with np.errstate(invalid="ignore"):
+        want_high = np.where((a > b) | np.isnan(a), a, b)
+        want_low = np.where((a < b) | np.isnan(a), a, b)
+    np.testing.assert_array_equal(high.view(np.uint32), want_high.view(np.uint32))
+    np.testing.assert_array_equal(low.view(np.uint32), want_low.view(np.uint32))
+
 def test_mean_of_integers_needs_a_dtype(check):
     with pytest.raises(UnsupportedError, match="mean"):
         stax.compile(lambda a: a.mean(), sample((3, 4), "int32"))

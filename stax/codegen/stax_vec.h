@@ -353,6 +353,28 @@ template <typename T> inline T v_sigmoid(T x) { return 1 / (1 + v_exp(-x)); }
 // --- NaN-propagating max/min (torch.maximum, amax) ---------------------------------------------------
 template <typename T> inline T v_max(T a, T b) { return (a > b) | (a != a) ? a : b; }
 template <typename T> inline T v_min(T a, T b) { return (a < b) | (a != a) ? a : b; }
+// float vectors: x86's max and min are a > b ? a : b and a < b ? a : b, b when either is NaN, so
+// only a NaN a needs a blend; the same results, bit for bit, in three instructions instead of
+// four (amax and softmax at 64 x 128, same process, alternating: 0.95 to 0.97 of their time)
+#if defined(__AVX512F__) && STAX_W == 16
+inline vec<float> v_max(vec<float> a, vec<float> b) {
+  return (vec<float>)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)a, (__m512)a, _CMP_UNORD_Q),
+                                          _mm512_max_ps((__m512)a, (__m512)b), (__m512)a);
+}
+inline vec<float> v_min(vec<float> a, vec<float> b) {
+  return (vec<float>)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)a, (__m512)a, _CMP_UNORD_Q),
+                                          _mm512_min_ps((__m512)a, (__m512)b), (__m512)a);
+}
+#elif defined(__AVX2__) && STAX_W == 8
+inline vec<float> v_max(vec<float> a, vec<float> b) {
+  return (vec<float>)_mm256_blendv_ps(_mm256_max_ps((__m256)a, (__m256)b), (__m256)a,
+                                      _mm256_cmp_ps((__m256)a, (__m256)a, _CMP_UNORD_Q));
+}
+inline vec<float> v_min(vec<float> a, vec<float> b) {
+  return (vec<float>)_mm256_blendv_ps(_mm256_min_ps((__m256)a, (__m256)b), (__m256)a,
+                                      _mm256_cmp_ps((__m256)a, (__m256)a, _CMP_UNORD_Q));
+}
+#endif
 
 // --- comparisons and selection: bool lanes are 0/1 int8_t ----------------------------------------
 inline bool as_bool(bool m) { return m; }

@@ -117,17 +117,6 @@ class Frame:
         values = _loop_values(self.outer, self.inner, node.ranges, node.reduction_ranges, node.reduction is not None)
         return dict(zip(node.pointwise_vars + node.reduction_vars, values))
 
-    def _loop_values(self, ranges: tuple[int, ...], reduction_ranges: tuple[int, ...],
-                     reduction: bool) -> list[Index]:
-        n, r = prod(self.outer), prod(self.inner)
-        outer_flat = self._flat(self.outer_vars, self.outer)
-        inner_flat = self._flat(self.inner_vars, self.inner)
-        if reduction:
-            return self._unflatten(outer_flat, ranges) + self._unflatten(inner_flat, reduction_ranges)
-        if prod(ranges) == n and (r > 1 or not self.inner):
-            return self._unflatten(outer_flat, ranges)
-        return self._unflatten(outer_flat * r + inner_flat, ranges)
-
     def uses_inner(self, node: ComputedBuffer) -> bool:
         """True when the node runs an inner loop (a reduction or scan, or pointwise over n*r elements)."""
         if self.dims:
@@ -140,7 +129,14 @@ def _loop_values(outer: tuple[int, ...], inner: tuple[int, ...], ranges: tuple[i
                  reduction_ranges: tuple[int, ...], reduction: bool) -> tuple[Index, ...]:
     """A node's loop variables as indices over a (not shape) frame's: they depend on the ranges
     alone, and legality and code generation ask for them pair by pair (indices are immutable)."""
-    return tuple(Frame(outer, inner)._loop_values(ranges, reduction_ranges, reduction))
+    frame = Frame(outer, inner)
+    outer_flat = frame._flat(frame.outer_vars, outer)
+    inner_flat = frame._flat(frame.inner_vars, inner)
+    if reduction:
+        return tuple(frame._unflatten(outer_flat, ranges) + frame._unflatten(inner_flat, reduction_ranges))
+    if prod(ranges) == prod(outer) and (prod(inner) > 1 or not inner):
+        return tuple(frame._unflatten(outer_flat, ranges))
+    return tuple(frame._unflatten(outer_flat * prod(inner) + inner_flat, ranges))
 
 
 def shape_frame(nodes: Sequence[ComputedBuffer], carried: int | None = None) -> Frame:

@@ -76,7 +76,8 @@ extern "C" void strips_64(const float* x, const float* y, float* out, int64_t n)
 extern "C" void strips_256(const float* x, const float* y, float* out, int64_t n) { strips<256>(x, y, out, n); }
 """
 CANDIDATES = {"stream x + y": "stream_add", "blocks 64x64": "blocks_64x64", "blocks 256x256": "blocks_256x256",
-              "blocks 32x1024": "blocks_32x1024", "strips 32": "strips_32", "strips 64": "strips_64", "strips 256": "strips_256"}
+              "blocks 32x1024": "blocks_32x1024", "strips 32": "strips_32", "strips 64": "strips_64",
+              "strips 256": "strips_256"}
 
 
 def kernels(n: int) -> dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]:

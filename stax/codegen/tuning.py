@@ -16,7 +16,8 @@ VECTOR_TILE_BLOCK = 64
 #: 18.2 and 19.6; hand-written strips of 32 rows 16.9 and 16.8, of 64 rows 16.0 and 17.9.  Longer
 #: strips read each transposed row in longer pieces (1 KiB at 256 float32 rows): the generated
 #: kernel, same process, alternating, median time against 64 rows: at 4096 0.95 and 0.93 (128
-#: rows), 0.93, 0.97 and 0.94 (256, the last of 21 rounds), 1.07 (512); at 2048 0.94 (128), 0.86 (256)
+#: rows), 0.93, 0.97 and 0.94 (256, the last of 21 rounds), 1.07 (512); at 2048 0.94 (128 rows)
+#: and 0.86 (256)
 STRIP_ROWS = 256
 STRIPS_PER_THREAD = 4  # fewer strips would leave threads idle: the blocks share the work out finer
 STRIP_BUFFER_BYTES = 8 << 20  # a thread's strip buffers (4.2 MB at 4096 float32 columns) stay in L3

@@ -282,6 +282,7 @@ def test_maximum_and_minimum_keep_the_generic_rule_bit_for_bit(isa):
     np.testing.assert_array_equal(high.view(np.uint32), want_high.view(np.uint32))
     np.testing.assert_array_equal(low.view(np.uint32), want_low.view(np.uint32))
 
+
 def test_mean_of_integers_needs_a_dtype(check):
     with pytest.raises(UnsupportedError, match="mean"):
         stax.compile(lambda a: a.mean(), sample((3, 4), "int32"))

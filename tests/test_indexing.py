@@ -8,8 +8,13 @@ from itertools import product
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import numpy as np
+
+import stax
 import stax.indexing
-from stax.indexing import FloorDiv, Index, Mod, contiguous_strides, floordiv, mod
+from stax.indexing import FloorDiv, Index, Mod, contiguous_strides, floordiv, linear_index, mod
+from stax.ir import ComputedBuffer, Load, Op, loads
+from stax.lowering import lower, simplify_loops
 
 COEFFICIENTS = st.sampled_from([0, 1, 2, 3, 4, 6, 8, 12, 16, 64, -1, -4])
 
@@ -92,7 +97,6 @@ def test_terms_the_divisor_divides_come_out_of_a_floor_division():
     assert mod(x0 + y0 * 6144 + -1, 256, ranges) == mod(x0 + -1, 256, ranges)
 
 
-
 @settings(max_examples=300, deadline=None)
 @given(ranges=st.lists(st.integers(1, 6), min_size=1, max_size=2), data=st.data())
 def test_substitution_equals_evaluating_the_values_and_keeps_the_normal_form(ranges, data):
@@ -126,7 +130,6 @@ def test_substitution_equals_evaluating_the_values_and_keeps_the_normal_form(ran
 def test_linear_index_is_the_sum_of_its_terms_in_normal_form(ranges, data):
     """``linear_index`` (summed at once when every index is affine) equals ``sum(index * stride)``
     at every point, in normal form, with floor-division and modulo indices among them or not."""
-    from stax.indexing import linear_index
     bounds = {"x0": ranges[0], "x1": ranges[1]}
     indices = []
     for _ in range(data.draw(st.integers(1, 3))):
@@ -139,10 +142,10 @@ def test_linear_index_is_the_sum_of_its_terms_in_normal_form(ranges, data):
         values = dict(zip(bounds, point))
         assert result.evaluate(values) == sum(i.evaluate(values) * k for i, k in zip(indices, strides))
 
+
 def _accesses(buf, outer_names, inner_names):
     """What a loop nest does: each stored address, with the sorted addresses its loads read at
     every reduction point (guards as conditions met or not)."""
-    from stax.ir import loads
     ranges = dict(zip(outer_names + inner_names, buf.ranges + buf.reduction_ranges))
     done = {}
     for outer in product(*(range(ranges[v]) for v in outer_names)):
@@ -163,8 +166,6 @@ def test_loop_simplification_keeps_what_every_iteration_stores_and_reads(ranges,
     empty nest): the same stores, each with the same loads, for loads that are contiguous over
     any order of the variables, offset, scaled, through a floor division or modulo (of all their
     variables or of some), or guarded."""
-    from stax.ir import ComputedBuffer, Load, Op
-    from stax.lowering import simplify_loops
     outer = [f"x{i}" for i in range(len(ranges))]
     inner = [f"r{i}" for i in range(len(reduction_ranges))]
     sizes = dict(zip(outer + inner, ranges + reduction_ranges))
@@ -200,9 +201,6 @@ def test_contiguous_loops_of_any_depth_merge_into_affine_indices():
     sums of the merged variables (substituting the merge's floor divisions and modulos left
     three-level nests like ``128*((x // 128) % 4) + x % 128 + 512*(x // 512)``, which dependence
     checks took for other points than ``x``: the transformer's softmax kernels did not fuse)."""
-    import numpy as np
-    import stax
-    from stax.lowering import lower
     x = np.ones((2, 8, 4, 16), np.float32)
     program = lower(stax.trace(lambda a: (a * 2).exp() / (a * 2).exp().sum(-1, keepdim=True), x))
     indices = [ix for buf in program.buffers for ld in buf.reads() for ix in (ld.index, buf.store_index)]

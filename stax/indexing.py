@@ -65,6 +65,8 @@ class Index:
     @staticmethod
     def build(coeffs: Mapping[Atom, int], const: int = 0) -> "Index":
         items = [(a, c) for a, c in coeffs.items() if c != 0]
+        if all(isinstance(a, str) for a, _ in items):  # variables only: sorted by name, nothing to cancel
+            return Index(tuple(sorted(items)), int(const))
         return _cancel_div_mod(Index(tuple(sorted(items, key=lambda t: _atom_key(t[0]))), int(const)))
 
     def as_dict(self) -> dict[Atom, int]:

@@ -475,7 +475,7 @@ def simplify_loops(buf: ComputedBuffer) -> None:
     a nest with an empty range becomes one empty loop (TorchInductor's loop simplification; gives
     example 7.2's ``((8192,), ())`` group)."""
     indices = [ix for ld in buf.reads() for ix in (ld.index, *(e for e, _ in ld.guard))] + [buf.store_index]
-    linear: dict[str, str | None] = {}  # old variable -> the new one its term moves to in an affine index
+    linear: dict[str, str | None] = {}  # old variable -> the new one its term moves to (None: it drops)
     merges: list[tuple[str, list[tuple[str, int]]]] = []  # new variable, the old ones (and sizes) it runs
     new_ranges: dict[str, int] = {}
     result = {}
@@ -516,7 +516,8 @@ def simplify_loops(buf: ComputedBuffer) -> None:
             if not isinstance(atom, str):
                 atoms = atoms + Index(((atom, c),)).subs(mapping(), new_ranges)
             elif linear.get(atom, atom) is not None:
-                coeffs[linear.get(atom, atom)] = c
+                new = linear.get(atom, atom)
+                coeffs[new] = coeffs.get(new, 0) + c
         return Index.build(coeffs, index.const) + atoms
     buf.body = rewrite_indices(buf.body, merged)
     buf.store_index = merged(buf.store_index)

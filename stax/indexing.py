@@ -107,10 +107,13 @@ class Index:
         return all(isinstance(a, str) or var not in a.base.variables() for a, _ in self.terms)
 
     def subs(self, mapping: Mapping[str, "Index"], ranges: Mapping[str, int]) -> "Index":
-        """Substitute variables by indices and simplify with ``ranges`` (of the new variables)."""
-        affine = self._affine_subs(mapping)
-        if affine is not None:
-            return affine
+        """Substitute variables by indices and simplify with ``ranges`` (of the new variables);
+        summed at once when the index and its values are affine (``_affine_sum``)."""
+        if all(isinstance(atom, str) for atom, _ in self.terms):
+            values = [(mapping.get(atom, Index.var(atom)), c) for atom, c in self.terms]
+            affine = _affine_sum([(Index.constant(self.const), 1), *values])
+            if affine is not None:
+                return affine
         out = Index.constant(self.const)
         for atom, c in self.terms:
             if isinstance(atom, str):
@@ -121,25 +124,6 @@ class Index:
                 term = mod(atom.base.subs(mapping, ranges), atom.modulus, ranges)
             out = out + term * c
         return out
-
-    def _affine_subs(self, mapping: Mapping[str, "Index"]) -> "Index | None":
-        """``subs`` when this index and the values it takes are affine (one sum, nothing to
-        simplify), else None."""
-        coeffs: dict[Atom, int] = {}
-        const = self.const
-        for atom, c in self.terms:
-            if not isinstance(atom, str):
-                return None
-            value = mapping.get(atom)
-            if value is None:
-                coeffs[atom] = coeffs.get(atom, 0) + c
-                continue
-            const += value.const * c
-            for a, k in value.terms:
-                if not isinstance(a, str):
-                    return None
-                coeffs[a] = coeffs.get(a, 0) + k * c
-        return Index.build(coeffs, const)
 
     def bounds(self, ranges: Mapping[str, int]) -> tuple[int, int]:
         """Smallest and largest value over the variables' ranges (interval arithmetic)."""
@@ -264,14 +248,24 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _affine_sum(scaled: Sequence[tuple[Index, int]]) -> Index | None:
+    """``sum(index * k)`` in one build when every index is affine (nothing to simplify), else None."""
+    coeffs: dict[Atom, int] = {}
+    const = 0
+    for index, k in scaled:
+        const += index.const * k
+        for atom, c in index.terms:
+            if not isinstance(atom, str):
+                return None
+            coeffs[atom] = coeffs.get(atom, 0) + c * k
+    return Index.build(coeffs, const)
+
+
 def linear_index(indices: Sequence[Index], strides: Sequence[int]) -> Index:
-    """``sum(index * stride)``; summed at once when every index is affine (nothing to simplify)."""
-    if all(isinstance(atom, str) for idx in indices for atom, _ in idx.terms):
-        coeffs: dict[Atom, int] = {}
-        for idx, stride in zip(indices, strides):
-            for atom, c in idx.terms:
-                coeffs[atom] = coeffs.get(atom, 0) + c * stride
-        return Index.build(coeffs, sum(idx.const * stride for idx, stride in zip(indices, strides)))
+    """``sum(index * stride)``; summed at once when every index is affine (``_affine_sum``)."""
+    affine = _affine_sum(list(zip(indices, strides)))
+    if affine is not None:
+        return affine
     out = Index.constant(0)
     for idx, stride in zip(indices, strides):
         out = out + idx * stride

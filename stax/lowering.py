@@ -515,8 +515,9 @@ def simplify_loops(buf: ComputedBuffer) -> None:
         for atom, c in index.terms:
             if not isinstance(atom, str):
                 atoms = atoms + Index(((atom, c),)).subs(mapping(), new_ranges)
-            elif linear.get(atom, atom) is not None:
-                new = linear.get(atom, atom)
+                continue
+            new = linear.get(atom, atom)
+            if new is not None:
                 coeffs[new] = coeffs.get(new, 0) + c
         return Index.build(coeffs, index.const) + atoms
     buf.body = rewrite_indices(buf.body, merged)

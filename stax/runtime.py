@@ -122,12 +122,11 @@ def _gcc_flags(isa: Isa) -> list[str]:
     return [*compile_flags(isa), f"-I{_python_include()}"]
 
 
-@functools.cache
 def _toolchain_key(isa: Isa) -> str:
-    """What a build depends on besides its source: the runtime headers, the flags, the Python
-    whose headers it includes (its version and installation: asking sysconfig for their directory
-    costs 2 ms, so a cache hit does not) and the compiler; read once per process (reading the
-    headers costs 0.3 ms, and they do not change under a running compiler)."""
+    """What a build depends on besides its source: the runtime headers (read once per process:
+    0.3 ms, and they do not change under a running compiler), the flags, the Python whose headers
+    it includes (its version and installation: asking sysconfig for their directory costs 2 ms,
+    so a cache hit does not) and the compiler."""
     return "\0".join([_headers_text(), " ".join(compile_flags(isa) + LINK_FLAGS), sys.version, sys.base_prefix,
                       _compiler_version()])
 

@@ -40,9 +40,12 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stax.errors import StaxError
+
+if TYPE_CHECKING:
+    from stax.strategy import Registry
 
 EXACT_ORDERS = ("cpsat", "dp")
 MEASURES = ("traffic", "peak", "optimum", "compile", "measured_peak", "kernel_time")
@@ -140,21 +143,26 @@ class _Fields:
         return value
 
 
-def _strategy(source: str, where: str, value: Any, known: list[str]) -> StrategySpec:
+def _strategy(source: str, where: str, value: Any, registry: Registry) -> StrategySpec:
     if isinstance(value, str):
         value = {"name": value}
     if not isinstance(value, dict):
         raise ConfigError(f"{source}: field {where!r}: expected a strategy name or a table "
                           f"{{name = ..., params = {{...}}}}, found {value!r}")
     fields = _Fields(source, value, where, ("name", "params"))
+    known = registry.names()
     name = fields.get("name", str, f"a strategy name ({', '.join(known)})", check=lambda n: n in known)
     params = fields.get("params", dict, "a table of constructor parameters", default={})
+    try:
+        registry.check(name, params)
+    except StaxError as exc:
+        raise ConfigError(f"{source}: field {where!r}: {exc}") from None
     return StrategySpec(name, tuple(sorted(params.items())))
 
 
-def _strategies(fields: _Fields, key: str, known: list[str]) -> tuple[StrategySpec, ...]:
+def _strategies(fields: _Fields, key: str, registry: Registry) -> tuple[StrategySpec, ...]:
     values = fields.get(key, list, "a non-empty list of strategies", check=bool)
-    return tuple(_strategy(fields.source, f"{key}[{i}]", v, known) for i, v in enumerate(values))
+    return tuple(_strategy(fields.source, f"{key}[{i}]", v, registry) for i, v in enumerate(values))
 
 
 def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
@@ -217,8 +225,8 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
         name=top.get("name", str, "a string", default=Path(source).stem),
         families=_families(top),
         files=_files(top),
-        fusion=_strategies(top, "fusion", fusion_strategies.names()),
-        order=_strategies(top, "order", order_strategies.names()),
+        fusion=_strategies(top, "fusion", fusion_strategies),
+        order=_strategies(top, "order", order_strategies),
         dependence=tuple(top.get("dependence", list, f"a non-empty list drawn from {list(DEPENDENCE_RULES)}",
                                  default=["parallel"], check=lambda d: d and all(x in DEPENDENCE_RULES for x in d))),
         seed=top.get("seed", int, "an integer", default=0),

@@ -14,9 +14,11 @@
 """
 from __future__ import annotations
 
+import difflib
 import inspect
+import numbers
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -32,16 +34,18 @@ from .graph import Graph
 from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
-from .runtime import Isa, build, default_threads, detect_isa, load_module
+from .runtime import ISA_LEVELS, Isa, build, default_threads, detect_isa, load_module
 from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
-from .strategy import FusionResult, OrderResult, ordered_blocks, run_fusion, run_order
+from .strategy import (FusionResult, OrderResult, fusion_strategies, order_strategies, ordered_blocks, run_fusion,
+                       run_order)
 
 
 @dataclass
 class Options:
-    """Compilation choices; every field is a knob an experiment may turn."""
+    """Compilation choices; every field is a knob an experiment may turn.  Checked when made, so a
+    wrong value fails before tracing or compiling starts."""
 
     fusion: Any = "greedy"
     order: Any = "best"
@@ -50,12 +54,56 @@ class Options:
     cost_model: CostModel = field(default_factory=CostModel)
     fusion_params: dict[str, Any] = field(default_factory=dict)
     order_params: dict[str, Any] = field(default_factory=dict)
-    isa: Isa | None = None
-    threads: int | None = None
+    isa: Isa | str | None = None  # an Isa or its name (runtime.ISA_LEVELS); None: the CPU's widest
+    threads: int | None = None  # None: STAX_THREADS or every core
     reuse: bool = True
     inplace: bool = True
     group_kernels: bool = True  # adjacent kernels share one C++ function and parallel region
     memory_plan: str = "wrapper"  # or "pool": every intermediate at a fixed offset (inference)
+
+    def __post_init__(self):
+        if self.rule not in FUSION_RULES:
+            raise StaxError(f"rule={self.rule!r}: use 'cpu-split' (the default: Definition 7.2's CPU rule, "
+                            "splitting a pointwise loop where a reduction's outer loops end), 'cpu' (the CPU rule "
+                            "as the seed states it) or 'gpu' (element counts only)")
+        if self.dependence not in DEPENDENCE_RULES:
+            raise StaxError(f"dependence={self.dependence!r}: use 'parallel' (distance 0, the seed's rule) or "
+                            "'sequential' (distances <= 0, kernels with sequential loops)")
+        if self.memory_plan not in ("wrapper", "pool"):
+            raise StaxError(f"memory_plan={self.memory_plan!r}: use 'wrapper' (allocate and free per call, "
+                            "with reuse) or 'pool' (one preallocated pool, for inference)")
+        if self.threads is not None:
+            if isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral) or self.threads < 1:
+                raise StaxError(f"threads={self.threads!r}: give a whole number of threads, at least 1, or None "
+                                "(STAX_THREADS, else every core)")
+            self.threads = int(self.threads)
+        if isinstance(self.isa, str):
+            if self.isa not in ISA_LEVELS:
+                raise StaxError(f"isa={self.isa!r} is not a level; use one of {', '.join(ISA_LEVELS)}")
+            self.isa = ISA_LEVELS[self.isa]
+        elif self.isa is not None and not isinstance(self.isa, Isa):
+            raise StaxError(f"isa must be a level's name ({', '.join(ISA_LEVELS)}), a stax.runtime.Isa or None; "
+                            f"got {type(self.isa).__name__}")
+        if not isinstance(self.cost_model, CostModel):
+            raise StaxError(f"cost_model must be a stax.CostModel, got {type(self.cost_model).__name__}; "
+                            "write cost_model=stax.CostModel(...)")
+        for registry, spec, params in ((fusion_strategies, self.fusion, self.fusion_params),
+                                       (order_strategies, self.order, self.order_params)):
+            if not isinstance(params, dict):
+                raise StaxError(f"{registry.kind}_params must be a dict of the strategy's keyword arguments, "
+                                f"got {type(params).__name__}")
+            registry.check(spec, params)
+
+    @classmethod
+    def from_keywords(cls, **kwargs: Any) -> Options:
+        """Options from keyword arguments, naming any that is not a field and the closest field."""
+        known = [f.name for f in fields(cls)]
+        for name in kwargs:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise StaxError(f"stax.compile has no option {name!r}; {hint}the options are {', '.join(known)}")
+        return cls(**kwargs)
 
 
 @dataclass
@@ -150,19 +198,13 @@ def translation_unit(kernels: list[Kernel], counting: bool = False, graph_call: 
     return "\n\n".join(parts) + "\n"
 
 
-def compile_graph(graph: Graph, options: Options = Options()) -> CompiledFunction:
-    """Run every pass after tracing (see the module docstring)."""
+def compile_graph(graph: Graph, options: Options | None = None) -> CompiledFunction:
+    """Run every pass after tracing (see the module docstring); ``None``: the default options."""
+    options = options or Options()
     isa = options.isa or detect_isa()
     threads = options.threads or default_threads()
     program = lower(graph, options.cost_model)
     scheduler = Scheduler(program)
-    if options.rule not in FUSION_RULES:
-        raise StaxError(f"rule={options.rule!r}: use 'cpu-split' (the default: Definition 7.2's CPU rule, splitting "
-                        "a pointwise loop where a reduction's outer loops end), 'cpu' (the CPU rule as the seed "
-                        "states it) or 'gpu' (element counts only)")
-    if options.dependence not in DEPENDENCE_RULES:
-        raise StaxError(f"dependence={options.dependence!r}: use 'parallel' (distance 0, the seed's rule) or "
-                        "'sequential' (distances <= 0, kernels with sequential loops)")
     problem = scheduler.fusion_problem(options.rule, dependence=options.dependence)
     fusion = run_fusion(options.fusion, problem, **options.fusion_params)
     blocks = ordered_blocks(problem, fusion.partition)
@@ -213,9 +255,6 @@ def group_name(kernels: list[Kernel]) -> str:
 def plan_memory_for(kernels: list[Kernel], order_problem: OrderProblem, order: tuple[str, ...],
                     meta: dict[str, tuple[tuple[int, ...], str]], options: Options) -> MemoryPlan:
     """Seed 7.6 step 6: storage for every allocated buffer (reuse, in-place reuse or a pool)."""
-    if options.memory_plan not in ("wrapper", "pool"):
-        raise StaxError(f"memory_plan={options.memory_plan!r}: use 'wrapper' (allocate and free per call, "
-                        "with reuse) or 'pool' (one preallocated pool, for inference)")
     producer = {name: k for k in kernels for name in k.params if name in k.writes_at}
 
     def inplace_ok(buffer: str, source: str) -> bool:
@@ -231,6 +270,7 @@ def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "bes
 
     ``fusion`` / ``order``: a strategy name from the registries, a strategy object or a function.
     Other keyword arguments are ``Options`` fields (rule="cpu-split"|"cpu"|"gpu", dependence="parallel"|"sequential",
-    cost_model, threads, isa...).
+    cost_model, threads, isa, fusion_params...), checked before tracing.
     """
-    return compile_graph(trace(fn, *specs), Options(fusion=fusion, order=order, **kwargs))
+    options = Options.from_keywords(fusion=fusion, order=order, **kwargs)
+    return compile_graph(trace(fn, *specs), options)

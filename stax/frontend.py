@@ -81,7 +81,10 @@ def _spec_of(spec: Any, index: int) -> TensorSpec:
         if any(s % itemsize for s in spec.strides):
             raise UnsupportedError(f"input {index}: strides {spec.strides} (bytes) are not a multiple of the itemsize {itemsize}")
         return TensorSpec(spec.shape, dtype, tuple(s // itemsize for s in spec.strides))
-    raise UnsupportedError(f"input {index}: expected a numpy array or a stax.TensorSpec, got {type(spec).__name__}")
+    hint = (f"; a number is a constant of the function (write it into fn, or pass np.array({spec!r}, np.float32) "
+            "to make it an input)" if isinstance(spec, (int, float)) else "")
+    raise UnsupportedError(f"input {index}: expected a numpy array or a stax.TensorSpec, got {type(spec).__name__}"
+                           f"{hint}")
 
 
 class _Tracer:

@@ -11,12 +11,13 @@ Every answer goes through the problem's validator before it is used.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any, Callable, Sequence
 
-from .errors import StrategyNotFound
+from .errors import StaxError, StrategyNotFound
 from .problems import FusionProblem, OrderProblem, Partition
 
 #: How an answer was obtained: a heuristic, a proven optimum, a solver's best feasible answer
@@ -116,16 +117,38 @@ class Registry:
             raise StrategyNotFound(f"{self.kind} strategy {name!r} is registered as {eps[name].value!r}, "
                                    f"but it cannot be imported ({exc}); install what it needs or fix the entry point") from exc
 
+    def check(self, spec: Any, params: dict[str, Any]) -> None:
+        """Raise, naming what is wrong, unless ``resolve(spec, **params)`` can make a strategy."""
+        if isinstance(spec, str):
+            _check_params(self.factory(spec), params, f"{self.kind} strategy {spec!r}", f"{self.kind}_params")
+            return
+        if not (hasattr(spec, "solve") or callable(spec)):
+            raise StrategyNotFound(f"{self.kind} strategy must be a name, an object with solve(), or a function; "
+                                   f"got {type(spec).__name__}")
+        if params:
+            raise StaxError(f"{self.kind}_params {sorted(params)} configure a {self.kind} strategy given by name; "
+                            f"a {type(spec).__name__} passed itself takes none (set them on it, or pass its name)")
+
     def resolve(self, spec: Any, **params: Any):
         """A strategy object from a name (with ``params``), a strategy object, or a function."""
+        self.check(spec, params)
         if isinstance(spec, str):
             return self.factory(spec)(**params)
-        if hasattr(spec, "solve"):
-            return spec
-        if callable(spec):
-            return _FunctionStrategy(spec, self.kind)
-        raise StrategyNotFound(f"{self.kind} strategy must be a name, an object with solve(), or a function; "
-                               f"got {type(spec).__name__}")
+        return spec if hasattr(spec, "solve") else _FunctionStrategy(spec, self.kind)
+
+
+def _check_params(factory: Callable[..., Any], params: dict[str, Any], what: str, option: str) -> None:
+    """Raise, naming the parameters ``factory`` takes, when it cannot be called with ``params``."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no signature to read: the call itself will tell
+        return
+    try:
+        signature.bind(**params)
+    except TypeError as exc:
+        takes = [p.name for p in signature.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        raise StaxError(f"{option} {sorted(params)} do not fit {what} ({exc}); it takes "
+                        f"{', '.join(takes) or 'no parameters'}") from None
 
 
 fusion_strategies = Registry("stax.fusion", "fusion")

@@ -14,7 +14,7 @@ import stax
 import stax.compiler
 from instances import store
 from instances.dags import fusion_problem, layered_dag, order_problem
-from stax.errors import BuildError, InstanceFormatError, InvalidScheduleError
+from stax.errors import BuildError, InstanceFormatError, InvalidScheduleError, StaxError
 from stax.problems import ORDER_FORMAT, FusionProblem, OrderProblem
 from stax import runtime
 from stax.runtime import Isa, build
@@ -57,6 +57,43 @@ def test_a_missing_compiler_is_named(tmp_path, monkeypatch):
             build("int f() { return 1; }\n", Isa("plain", 1, ()))
     finally:
         runtime._compiler_version.cache_clear()
+
+
+# --- compile options ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("options, message", [
+    ({"fusion_options": {}}, "no option 'fusion_options'; did you mean 'fusion_params'"),
+    ({"threads": 0}, "threads=0: give a whole number of threads, at least 1"),
+    ({"threads": 1.5}, "threads=1.5"),
+    ({"threads": True}, "threads=True"),
+    ({"isa": "sse9"}, "isa='sse9' is not a level; use one of avx512, avx2, none"),
+    ({"isa": 2}, "isa must be a level's name"),
+    ({"cost_model": {}}, "cost_model must be a stax.CostModel, got dict"),
+    ({"rule": "tpu"}, "rule='tpu': use 'cpu-split'"),
+    ({"memory_plan": "heap"}, "memory_plan='heap': use 'wrapper'"),
+    ({"fusion": "cpsat", "fusion_params": {"time_limt": 1}}, "fusion_params \\['time_limt'\\] do not fit fusion "
+                                                              "strategy 'cpsat'.*it takes time_limit, workers"),
+    ({"order_params": {"depth": 2}}, "order_params \\['depth'\\] do not fit order strategy 'best'.*no parameters"),
+    ({"fusion": lambda p: [p.nodes], "fusion_params": {"seed": 1}}, "configure a fusion strategy given by name"),
+    ({"fusion_params": [1]}, "fusion_params must be a dict"),
+])
+def test_a_bad_compile_option_is_named_before_tracing(options, message):
+    def never_traced(x):
+        raise AssertionError("a bad option must fail before the function is traced")
+    with pytest.raises(StaxError, match=message):
+        stax.compile(never_traced, X, **options)
+
+
+def test_an_isa_and_threads_given_by_value_compile():
+    numpy_threads = np.int64(1)  # a numpy integer is a whole number too
+    compiled = stax.compile(lambda a: a * 2, X, isa="none", threads=numpy_threads)
+    assert compiled.isa.name == "none" and "num_threads" not in compiled.source
+    np.testing.assert_array_equal(compiled(X), X * 2)
+
+
+def test_a_number_as_input_says_how_to_pass_it():
+    with pytest.raises(StaxError, match="a number is a constant of the function"):
+        stax.compile(lambda a, s: a * s, X, 2.0)
 
 
 # --- strategies that return invalid answers --------------------------------------------------------

@@ -154,7 +154,7 @@ def _strategy(source: str, where: str, value: Any, registry: Registry) -> Strate
     name = fields.get("name", str, f"a strategy name ({', '.join(known)})", check=lambda n: n in known)
     params = fields.get("params", dict, "a table of constructor parameters", default={})
     try:
-        registry.check(name, params)
+        registry.check(name, params, option="params")
     except StaxError as exc:
         raise ConfigError(f"{source}: field {where!r}: {exc}") from None
     return StrategySpec(name, tuple(sorted(params.items())))

@@ -117,16 +117,18 @@ class Registry:
             raise StrategyNotFound(f"{self.kind} strategy {name!r} is registered as {eps[name].value!r}, "
                                    f"but it cannot be imported ({exc}); install what it needs or fix the entry point") from exc
 
-    def check(self, spec: Any, params: dict[str, Any]) -> None:
-        """Raise, naming what is wrong, unless ``resolve(spec, **params)`` can make a strategy."""
+    def check(self, spec: Any, params: dict[str, Any], option: str = "") -> None:
+        """Raise, naming what is wrong, unless ``resolve(spec, **params)`` can make a strategy;
+        ``option`` is what the caller calls ``params`` (``fusion_params`` by default)."""
+        option = option or f"{self.kind}_params"
         if isinstance(spec, str):
-            _check_params(self.factory(spec), params, f"{self.kind} strategy {spec!r}", f"{self.kind}_params")
+            _check_params(self.factory(spec), params, f"{self.kind} strategy {spec!r}", option)
             return
         if not (hasattr(spec, "solve") or callable(spec)):
             raise StrategyNotFound(f"{self.kind} strategy must be a name, an object with solve(), or a function; "
                                    f"got {type(spec).__name__}")
         if params:
-            raise StaxError(f"{self.kind}_params {sorted(params)} configure a {self.kind} strategy given by name; "
+            raise StaxError(f"{option} {sorted(params)} configure a {self.kind} strategy given by name; "
                             f"a {type(spec).__name__} passed itself takes none (set them on it, or pass its name)")
 
     def resolve(self, spec: Any, **params: Any):

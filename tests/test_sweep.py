@@ -113,7 +113,7 @@ def test_cells_are_keyed_by_content_not_position(tmp_path):
     ("fusion = ['greedy']\norder = ['best']\n[reference]\ntime_limit = -1\n[[families]]\nname = 'layered'\n"
      "sizes = [8]", "reference.time_limit"),
     ("fusion = [{name = 'greedy', params = {bogus = 1}}]\norder = ['best']\n[[families]]\nname = 'layered'\n"
-     "sizes = [8]", "fusion[0]': fusion_params ['bogus'] do not fit fusion strategy 'greedy"),
+     "sizes = [8]", "fusion[0]': params ['bogus'] do not fit fusion strategy 'greedy"),
 ])
 def test_malformed_config_names_file_and_field(tmp_path, text, field):
     path = tmp_path / "bad.toml"

@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 import stax
 from stax import nn
-from stax.codegen import tiles
+from stax.codegen import cpp, tiles
 from stax.codegen.cpp import without_final_barrier
 from stax.codegen.tuning import (ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, PREFETCH_AHEAD_BYTES, SPLIT_MIN_ROWS,
                                  STACK_ARRAY_MAX_BYTES, STREAM_MIN_BYTES)
@@ -585,17 +585,21 @@ def test_transposed_reads_in_register_tiles(isa, dtype, shape, check):
 @pytest.mark.parametrize("shape", [(2, 8, 8), (3, 19, 21), (1, 70, 133), (2, 150, 72)])
 def test_transposed_reads_in_strips(isa, dtype, shape, check, monkeypatch):
     """Over a large transposed input the register tiles run in strips of STRIP_ROWS rows, the
-    strip's transposed reads into the per-thread buffer first, then its rows streamed; with
-    tails, batches, several strips and both thread counts (here at small sizes: strips of 16
-    rows whatever the input's size and the strips' number)."""
+    strip's transposed reads into the per-thread buffer first, then its rows streamed, with
+    non-temporal stores and a fence; with tails, batches, several strips and both thread counts
+    (here at small sizes: strips of 16 rows whatever the input's size and the strips' number,
+    every output streamed)."""
     for name, value in (("STREAM_MIN_BYTES", 1), ("STRIP_ROWS", 16), ("STRIPS_PER_THREAD", 0)):
         monkeypatch.setattr(tiles, name, value)
+    monkeypatch.setattr(cpp, "STREAM_MIN_BYTES", 1)
     x, y = sample(shape, dtype, seed=62), sample((shape[0], shape[2], shape[1]), dtype, seed=63)
     for threads in (1, 2):
         compiled = check(lambda a, b: a * 2 + b.transpose(1, 2) - b.transpose(1, 2) * a, x, y, threads=threads)
         if isa == "avx2":
+            source = compiled.block_kernels[0].source
             assert _forms(compiled) == ["tiled-vector"]
-            assert "stax::thread_scratch(" in compiled.block_kernels[0].source
+            assert "stax::thread_scratch(" in source
+            assert "stax::vstore_stream(out_ptr0" in source and source.rstrip().count("stax::store_fence();") == 1
 
 
 def test_a_transposed_input_of_stream_size_runs_in_strips(isa):
@@ -612,7 +616,9 @@ def test_a_transposed_input_of_stream_size_runs_in_strips(isa):
     long = stax.compile(lambda a, b: a + b.t(), *long_rows, threads=2)
     np.testing.assert_array_equal(few(*few_rows), few_rows[0] + few_rows[1].T)
     if isa == "avx2":
-        assert "stax::thread_scratch(" in compiled.block_kernels[0].source
+        source = compiled.block_kernels[0].source
+        assert "stax::thread_scratch(" in source
+        assert "stax::vstore_stream(out_ptr0" in source and "stax::store_fence();" in source
         assert "thread_scratch" not in few.block_kernels[0].source + long.block_kernels[0].source
 
 

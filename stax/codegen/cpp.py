@@ -124,6 +124,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         self.streamed = self._streamed_outputs(reads)
         self.fenced = False  # set by region_body when the streamed outputs are stored by vectors
         self.transposed_values: dict[Load, str] = {}  # a tile's transposed rows (tiled-vector form)
+        self.strip_rows = False  # set while a strip's rows stream (tiled-vector form, in strips)
         self.state = PrintState()
 
     # --- access classification ----------------------------------------------------------------
@@ -230,7 +231,8 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             return 1, body + self._blocked_scan_body()
         if self.form == "split-reduction":
             return 1, body + self._split_reduction_body(vvar)
-        self.fenced = bool(self.streamed) and self.form == "vector" and bool(f.inner)
+        self.fenced = bool(self.streamed) and ((self.form == "vector" and bool(f.inner))
+                                               or (self.form == "tiled-vector" and self._in_strips()))
         if self.form == "tiled":
             body += self._tiled(depth)
         elif self.form == "tiled-vector":
@@ -597,7 +599,8 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             line = (f"stax::count_vstore({ptr} + {m.store}, {value}, {slot})" if vector
                     else f"stax::count_store({ptr}, {m.store}, {value}, {slot})")
         else:
-            write = "stax::vstore_stream" if row_pass and storage in self.streamed else "stax::vstore"
+            streams = (row_pass or self.strip_rows) and storage in self.streamed
+            write = "stax::vstore_stream" if streams else "stax::vstore"
             line = f"{write}({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
         lines.append(f"{ind}{line};")
 

@@ -145,7 +145,8 @@ class Tiles:
         transposed, tile by tile, into a per-thread buffer (``stax::thread_scratch``, kept from
         call to call), whose rows are a cache line longer than the strip's width (the rows of a
         power-of-two width would share cache sets, as the transposed reads' do); then the rows
-        of the strip computed as vector loops over v, reading the buffer.  The strided reads go
+        of the strip computed as vector loops over v, reading the buffer, their large outputs
+        written with non-temporal stores (see STREAM_MIN_BYTES).  The strided reads go
         together and every other access streams whole rows (x + y.T at 4096 in strips of 64 rows:
         14.7 and 16.8 ms against 18.2 and 19.6 in 64 x 64 blocks; see STRIP_ROWS)."""
         f, w = self.frame, self.width
@@ -188,8 +189,9 @@ class Tiles:
                       f"{ind}            const int64_t {u} = {tile_u} + lane, {v} = {v}_tile * {w};"]
             self.transposed_values = {ld: f"stax::vload({buffers[ld]} + {row_in_strip(ld, 'lane')} + {v})"
                                       for ld in loads}
+            self.strip_rows = True
             lines += self._point("vector", v, ind + "            ", outer_vector=True)
-            self.transposed_values = {}
+            self.transposed_values, self.strip_rows = {}, False
             return lines + [ind + "        }", ind + "    }", ind + "}"]
         strip_vars = vars_[:-2] + [f"{u}_strip"]
         return declared + self._nest(strip_vars, ranges[:-2] + [strips_u], min(depth, len(strip_vars)), strip)

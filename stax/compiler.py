@@ -29,7 +29,7 @@ from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from .errors import StaxError
 from .memory.plan import MemoryPlan, grouped_live, plan_memory
 from .memory.report import MemoryReport
-from .frontend import trace
+from .frontend import parameter_names, trace
 from .graph import Graph
 from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
@@ -108,7 +108,8 @@ class Options:
 
 @dataclass
 class CompiledFunction:
-    """A compiled program: call it with numpy arrays; inspect every stage's result."""
+    """A compiled program: call it with numpy arrays (by position, or by the traced function's parameter
+    names); inspect every stage's result."""
 
     graph: Graph
     program: LoweredProgram
@@ -198,8 +199,10 @@ def translation_unit(kernels: list[Kernel], counting: bool = False, graph_call: 
     return "\n\n".join(parts) + "\n"
 
 
-def compile_graph(graph: Graph, options: Options | None = None) -> CompiledFunction:
-    """Run every pass after tracing (see the module docstring); ``None``: the default options."""
+def compile_graph(graph: Graph, options: Options | None = None, parameters: tuple[str, ...] = ()) -> CompiledFunction:
+    """Run every pass after tracing (see the module docstring); ``None``: the default options.
+    ``parameters``: the name of each input in the traced function, by which a call may pass it
+    (default: the graph's input names)."""
     options = options or Options()
     isa = options.isa or detect_isa()
     threads = options.threads or default_threads()
@@ -224,7 +227,7 @@ def compile_graph(graph: Graph, options: Options | None = None) -> CompiledFunct
     kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
                                                              [g for k in block_kernels[a:b + 1] for g in k.generators])
                for a, b in spans]
-    plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, set(program.mutations))
+    plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, set(program.mutations), parameters)
     kinds = compiled_call_kinds(plan, memory)
     source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
     library_path = build(source, isa)
@@ -273,4 +276,4 @@ def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "bes
     cost_model, threads, isa, fusion_params...), checked before tracing.
     """
     options = Options.from_keywords(fusion=fusion, order=order, **kwargs)
-    return compile_graph(trace(fn, *specs), options)
+    return compile_graph(trace(fn, *specs), options, parameter_names(fn, len(specs)))

@@ -19,6 +19,8 @@ Design (the way torch.fx / TorchInductor's front end does it, simplified):
 """
 from __future__ import annotations
 
+import inspect
+import itertools
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
@@ -949,6 +951,24 @@ def _finalize(graph: Graph, outputs: list[str], mutations: dict[str, str]) -> Gr
     result.outputs = [rename[o] for o in outputs]
     result.mutations = {inp: rename[val] for inp, val in mutations.items()}
     return result
+
+
+def parameter_names(fn: Callable[..., Any], count: int) -> tuple[str, ...]:
+    """The names of the ``count`` parameters of ``fn`` that ``trace`` binds to its specs, in
+    order: its positional parameters, then ``arg<i>`` for those ``*args`` takes (or for all of
+    them when its signature cannot be read)."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in itertools.takewhile(lambda p: p.kind in positional, parameters)][:count]
+    for i in range(len(names), count):
+        name = f"arg{i}"
+        while name in names:
+            name += "_"
+        names.append(name)
+    return tuple(names)
 
 
 def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:

@@ -12,6 +12,7 @@ import pytest
 
 import stax
 from stax.errors import CallError, KernelError
+from stax.frontend import parameter_names
 from stax.codegen.wrapper import MemoryTracker
 from stax.memory.allocator import allocator
 
@@ -45,12 +46,43 @@ def test_inputs_of_another_layout_go_to_the_wrapper_which_accepts_or_explains_th
         compiled(x.astype(np.float64))
     with pytest.raises(CallError, match="numpy array"):
         compiled(x.tolist())
-    with pytest.raises(CallError, match="takes 1 arguments"):
+    with pytest.raises(CallError, match=r"takes 1 arrays \(t\), by position or by name: too many"):
         compiled(x, x)
 
     class Tagged(np.ndarray):
         pass
     np.testing.assert_array_equal(compiled(x.view(Tagged)), x * 2 + 1)  # a subclass: the wrapper runs it
+
+
+@pytest.mark.parametrize("with_matmul", [False, True])
+def test_inputs_may_be_passed_by_the_traced_functions_parameter_names(with_matmul):
+    """By name, by position or both, on the compiled call (kernels only) and on the Python wrapper
+    (a matmul): the same values; a name that is not an input, a missing or a doubled input are
+    errors naming the inputs; layout errors name the parameter."""
+    def program(x, w, scale=2.0):
+        return (x @ w if with_matmul else x * w) * scale + 1
+    x, w = _x(8, 8), _x(8, 8)
+    compiled = stax.compile(program, x, w)
+    assert isinstance(compiled._call, types.FunctionType if with_matmul else types.BuiltinFunctionType)
+    want = program(x, w)
+    for got in (compiled(x, w), compiled(x=x, w=w), compiled(w=w, x=x), compiled(x, w=w)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    with pytest.raises(CallError, match=r"no input 'scale'; it takes x, w \(the traced function's other parameters"):
+        compiled(x, w, scale=3.0)
+    with pytest.raises(CallError, match=r"takes 2 arrays \(x, w\), by position or by name: missing a required argument: 'w'"):
+        compiled(x=x)
+    with pytest.raises(CallError, match="multiple values for argument 'x'"):
+        compiled(x, x=x)
+    with pytest.raises(CallError, match="argument w has shape"):
+        compiled(x=x, w=w[:4])
+    star = stax.compile(lambda *arrays: arrays[0] - arrays[1], x, w)
+    np.testing.assert_array_equal(star(arg1=w, arg0=x), x - w)
+
+
+def test_the_names_of_the_inputs_are_the_positional_parameters_then_unique_arg_names():
+    assert parameter_names(lambda x, w, scale=2.0: x, 2) == ("x", "w")
+    assert parameter_names(lambda arg1, *rest, key=None: arg1, 3) == ("arg1", "arg1_", "arg2")
+    assert parameter_names(max, 2) == ("arg0", "arg1")  # a builtin without a signature to read
 
 
 def test_a_read_only_input_updated_in_place_is_refused():

@@ -5,8 +5,8 @@ When the wrapper (seed 8.5) only checks inputs, allocates from the caching alloc
 kernels, the unit also has ``graph_set_up``, which makes the graph's compiled call: the
 wrapper's work, line for line, without the interpreter (the issue's lean call path).  It takes
 an input only if it is exactly a numpy array of the compiled dtype, shape and strides (writable
-when the graph updates it); any other call, whatever the reason, goes to the Python wrapper,
-which explains or accepts it.
+when the graph updates it), passed by position; any other call, whatever the reason (arrays
+passed by name among them), goes to the Python wrapper, which explains or accepts it.
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _input_lines(plan: WrapperPlan) -> list[str]:
                      f"strides{k}, {writable}, views, {k})")
     if tests:
         joined = " ||\n        ".join(tests)
-        lines += [f"    if ({joined})", "        return stax::call_wrapper(s[0], args, nargs);"]
+        lines += [f"    if ({joined})", "        return stax::call_wrapper(s[0], args, nargs, NULL);"]
     return lines
 
 
@@ -86,7 +86,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind
     slot = {name: k for k, name in enumerate([i.name for i in inputs] + buffers)}  # in views
     owned = {name: k for k, name in enumerate(buffers)}
     first_site = len(STATE) + len(inputs)
-    lines = [f"    if (nargs != {len(inputs)}) return stax::call_wrapper(s[0], args, nargs);",
+    lines = [f"    if (nargs != {len(inputs)} || kwnames != NULL) return stax::call_wrapper(s[0], args, nargs, kwnames);",
              f"    stax::Owned<{len(buffers)}> owned;", f"    stax::Views<{len(slot)}> views;", *_input_lines(plan),
              f"    long long live = {memory.pool_size}, peak = live;  // bytes held"]
     created: set[str] = set()
@@ -116,12 +116,12 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind
                             for p in plan.outputs])
     size = len(STATE) + len(inputs) + len(kinds)
     body = "\n".join(lines)
-    return f"""static PyObject* py_graph_call(PyObject* state, PyObject* const* args, Py_ssize_t nargs) {{
+    return f"""static PyObject* py_graph_call(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {{
     PyObject* const* s = ((PyTupleObject*)state)->ob_item;  // {", ".join(STATE)}, dtypes, sites
 {body}
 }}
 
-static PyMethodDef graph_call_def = {{"call", (PyCFunction)(void (*)(void))py_graph_call, METH_FASTCALL,
+static PyMethodDef graph_call_def = {{"call", (PyCFunction)(void (*)(void))py_graph_call, METH_FASTCALL | METH_KEYWORDS,
                                      "the compiled graph: inputs checked, buffers allocated, kernels called"}};
 
 static PyObject* py_graph_set_up(PyObject*, PyObject* state) {{

@@ -133,8 +133,8 @@ void drop_objects(PyObject** objects, int n) {
   for (int i = 0; i < n; ++i) Py_CLEAR(objects[i]);
 }
 
-PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t nargs) {
-  return PyObject_Vectorcall(wrapper, args, nargs, NULL);
+PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return PyObject_Vectorcall(wrapper, args, nargs, kwnames);
 }
 
 PyObject* raise_kernel_error(PyObject* raise, const char* kernel, const char* nodes) {

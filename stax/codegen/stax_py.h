@@ -89,8 +89,9 @@ void record_peak(PyObject* counts, long long peak);
 // ... which graph_set_up checks once (false with the exception set).
 bool takes_counts(PyObject* counts);
 
-// The Python wrapper's answer to a call the compiled call does not take.
-PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t nargs);
+// The Python wrapper's answer to a call the compiled call does not take (arguments by name
+// among them: ``kwnames`` and their values after the positional ones, as vectorcall passes them).
+PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 // ``raise_kernel_error(kernel, (nodes,))`` (wrapper.py), which raises KernelError: NULL.
 PyObject* raise_kernel_error(PyObject* raise, const char* kernel, const char* nodes);

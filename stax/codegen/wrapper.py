@@ -13,6 +13,7 @@ the first such call, not with the graph: 0.7 ms of a warm compile).
 """
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -55,10 +56,21 @@ class MemoryTracker:
         self._pair[1] += 1
 
 
-def check_arguments(args: Sequence[Any], names: Sequence[str]) -> None:
-    """The number of arguments, checked before the wrapper unpacks them."""
-    if len(args) != len(names):
-        raise CallError(f"the compiled function takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+def bind_arguments(args: Sequence[Any], named: dict[str, Any], parameters: Sequence[str]) -> tuple[Any, ...]:
+    """The arrays in input order, passed by position, by name (the traced function's parameter
+    names) or both; the wrapper's answer to a call it cannot unpack as it is."""
+    unknown = [name for name in named if name not in parameters]
+    if unknown:
+        raise CallError(f"the compiled function has no input {unknown[0]!r}; it takes {', '.join(parameters)} "
+                        "(the traced function's other parameters keep the values they had when it was traced: "
+                        "compile again to change them)")
+    signature = inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in parameters])
+    try:
+        bound = signature.bind(*args, **named)
+    except TypeError as error:
+        raise CallError(f"the compiled function takes {len(parameters)} arrays ({', '.join(parameters)}), "
+                        f"by position or by name: {error}") from None
+    return tuple(bound.arguments[p] for p in parameters)
 
 
 def check_input(array: Any, name: str, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str,
@@ -90,6 +102,9 @@ class WrapperPlan:
     buffer_meta: dict[str, tuple[tuple[int, ...], str]]  # allocated buffer -> (shape, dtype)
     outputs: list[str]
     mutated_inputs: set[str] = field(default_factory=set)
+    #: each input's name in the traced function (passed by name, named in errors); empty: the
+    #: inputs' own names
+    parameters: tuple[str, ...] = ()
 
 
 def site_name(shape: tuple[int, ...], dtype: str) -> str:
@@ -117,16 +132,19 @@ def _storage_lines(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPl
 def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     """The wrapper's Python source (listing 8.1's shape), following the memory plan: called with
     the arrays, it returns the one output, or a tuple of several."""
-    names = [i.name for i in sorted(plan.inputs, key=lambda i: i.position)]
-    lines = ["def call(*args):", f"    if len(args) != {len(names)}: check_arguments(args, {tuple(names)!r})"]
+    inputs = sorted(plan.inputs, key=lambda i: i.position)
+    names = [i.name for i in inputs]
+    parameters = plan.parameters or tuple(names)
+    lines = ["def call(*args, **named):",
+             f"    if named or len(args) != {len(names)}: args = bind_arguments(args, named, {tuple(parameters)!r})"]
     if names:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
-    for inp in sorted(plan.inputs, key=lambda i: i.position):
+    for inp, parameter in zip(inputs, parameters):
         byte_strides = tuple(s * np.dtype(inp.dtype).itemsize for s in inp.strides)
         writable = f" or not {inp.name}.flags.writeable" if inp.name in plan.mutated_inputs else ""
         lines.append(f"    if {inp.name}.__class__ is not ndarray or {inp.name}.shape != {inp.shape} or "
                      f"{inp.name}.strides != {byte_strides} or {inp.name}.dtype != {inp.dtype}{writable}:")
-        lines.append(f"        assert_size_stride({inp.name}, '{inp.name}', {inp.shape}, {inp.strides}, "
+        lines.append(f"        assert_size_stride({inp.name}, {parameter!r}, {inp.shape}, {inp.strides}, "
                      f"'{inp.dtype}', {inp.name in plan.mutated_inputs})")
     lines.append(f"    live = peak = {memory.pool_size}  # bytes held")
     created: set[str] = set()
@@ -182,7 +200,7 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
     namespace: dict[str, Any] = {
         "np": np, "ndarray": np.ndarray, **{d: np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")},
         "memory": tracker, "pool_view": pool_view,
-        "check_arguments": check_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
+        "bind_arguments": bind_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
         "one_blas_thread": one_blas_thread, "parallel_matmul": parallel_matmul,
     }
     allocated = {meta for name, meta in plan.buffer_meta.items() if memory.storage[name].kind == "alloc"}
@@ -196,9 +214,9 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
     if compiled_kinds is None:
         return source, python_call(), tracker
 
-    def fallback(*arrays: Any) -> Any:
+    def fallback(*arrays: Any, **named: Any) -> Any:
         """The calls the compiled call hands on; the Python wrapper is compiled at the first."""
-        return python_call()(*arrays)
+        return python_call()(*arrays, **named)
     fallback.python_call = python_call  # type: ignore[attr-defined]
     dtypes = [np.dtype(i.dtype) for i in sorted(plan.inputs, key=lambda i: i.position)]
     state = (fallback, np.ndarray, tracker.counts, raise_kernel_error, *dtypes,

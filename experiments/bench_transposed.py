@@ -7,7 +7,9 @@ in one process, alternating.  A benchmark of what the code generator could emit,
 - ``blocks BxB``: the generated kernel's traversal below STREAM_MIN_BYTES, for several block shapes;
 - ``strips H``: two phases per strip of H rows of out, as the generated kernel's strips: y's
   strided strip is transposed into a per-thread buffer (rows padded by a cache line: its rows
-  would be 16 KiB apart, like y's), then x and the buffer stream into out.
+  would be 16 KiB apart, like y's), then x and the buffer stream into out;
+- ``strips 256 nt``: the same, out written with non-temporal stores, as the generated kernel's
+  strips write an output of STREAM_MIN_BYTES or more.
 
     python -m experiments.bench_transposed [--n 4096] [--rounds 7]
 """
@@ -27,7 +29,6 @@ from stax import runtime
 
 SOURCE = r"""
 #include "stax_vec.h"
-#include <cstdlib>
 constexpr int64_t W = STAX_W;
 extern "C" void stream_add(const float* x, const float* y, float* out, int64_t n) {
     #pragma omp parallel for
@@ -46,11 +47,11 @@ template <int64_t BR, int64_t BC> void blocks(const float* x, const float* y, fl
                         stax::vstore(out + n * (t0 + lane) + t1, stax::vload(x + n * (t0 + lane) + t1) + t[lane]);
                 }
 }
-template <int64_t H> void strips(const float* x, const float* y, float* out, int64_t n) {
+template <int64_t H, bool NT> void strips(const float* x, const float* y, float* out, int64_t n) {
     #pragma omp parallel
     {
         const int64_t stride = n + 64 / sizeof(float);
-        float* buffer = static_cast<float*>(std::aligned_alloc(64, H * stride * sizeof(float)));
+        float* buffer = reinterpret_cast<float*>(stax::thread_scratch(H * stride * sizeof(float)));  // kept, as the generated kernel's
         #pragma omp for nowait
         for (int64_t s = 0; s < n / H; ++s) {
             const int64_t i0 = s * H;
@@ -62,22 +63,25 @@ template <int64_t H> void strips(const float* x, const float* y, float* out, int
                     for (int64_t lane = 0; lane < W; ++lane) stax::vstore(buffer + stride * (h0 + lane) + j, t[lane]);
                 }
             for (int64_t h = 0; h < H; ++h)
-                for (int64_t j = 0; j < n; j += W)
-                    stax::vstore(out + n * (i0 + h) + j, stax::vload(x + n * (i0 + h) + j) + stax::vload(buffer + stride * h + j));
+                for (int64_t j = 0; j < n; j += W) {
+                    const auto sum = stax::vload(x + n * (i0 + h) + j) + stax::vload(buffer + stride * h + j);
+                    if (NT) stax::vstore_stream(out + n * (i0 + h) + j, sum); else stax::vstore(out + n * (i0 + h) + j, sum);
+                }
         }
-        std::free(buffer);
+        if (NT) stax::store_fence();
     }
 }
 extern "C" void blocks_64x64(const float* x, const float* y, float* out, int64_t n) { blocks<64, 64>(x, y, out, n); }
 extern "C" void blocks_256x256(const float* x, const float* y, float* out, int64_t n) { blocks<256, 256>(x, y, out, n); }
 extern "C" void blocks_32x1024(const float* x, const float* y, float* out, int64_t n) { blocks<32, 1024>(x, y, out, n); }
-extern "C" void strips_32(const float* x, const float* y, float* out, int64_t n) { strips<32>(x, y, out, n); }
-extern "C" void strips_64(const float* x, const float* y, float* out, int64_t n) { strips<64>(x, y, out, n); }
-extern "C" void strips_256(const float* x, const float* y, float* out, int64_t n) { strips<256>(x, y, out, n); }
+extern "C" void strips_32(const float* x, const float* y, float* out, int64_t n) { strips<32, false>(x, y, out, n); }
+extern "C" void strips_64(const float* x, const float* y, float* out, int64_t n) { strips<64, false>(x, y, out, n); }
+extern "C" void strips_256(const float* x, const float* y, float* out, int64_t n) { strips<256, false>(x, y, out, n); }
+extern "C" void strips_256_nt(const float* x, const float* y, float* out, int64_t n) { strips<256, true>(x, y, out, n); }
 """
 CANDIDATES = {"stream x + y": "stream_add", "blocks 64x64": "blocks_64x64", "blocks 256x256": "blocks_256x256",
               "blocks 32x1024": "blocks_32x1024", "strips 32": "strips_32", "strips 64": "strips_64",
-              "strips 256": "strips_256"}
+              "strips 256": "strips_256", "strips 256 nt": "strips_256_nt"}
 
 
 def kernels(n: int) -> dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]:

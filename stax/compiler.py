@@ -106,6 +106,17 @@ class Options:
         return cls(**kwargs)
 
 
+class _CallSignature:
+    """``inspect.signature`` of a compiled function: its inputs, by the traced function's names
+    (of the class itself: its constructor's, as inspect finds it)."""
+
+    def __get__(self, instance: CompiledFunction | None, owner: type) -> inspect.Signature | None:
+        if instance is None:
+            return None
+        return inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=np.ndarray)
+                                  for p in instance.parameters])
+
+
 @dataclass
 class CompiledFunction:
     """A compiled program: call it with numpy arrays (by position, or by the traced function's parameter
@@ -128,12 +139,12 @@ class CompiledFunction:
     isa: Isa
     library_path: str = ""
     dependence: str = "parallel"  # Proposition 7.3's case the partition was validated under
+    parameters: tuple[str, ...] = ()  # each input's name, by which a call may pass it
 
     #: calling the function calls ``_call`` (the compiled call, else the Python wrapper) with no
     #: Python frame between: a method forwarding the arguments cost about 100 ns of a 0.6 us call
     __call__ = property(operator.attrgetter("_call"))
-    __signature__ = inspect.Signature([inspect.Parameter("arrays", inspect.Parameter.VAR_POSITIONAL,
-                                                         annotation=np.ndarray)])
+    __signature__ = _CallSignature()
 
     @property
     def source(self) -> str:
@@ -227,13 +238,15 @@ def compile_graph(graph: Graph, options: Options | None = None, parameters: tupl
     kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
                                                              [g for k in block_kernels[a:b + 1] for g in k.generators])
                for a, b in spans]
+    parameters = parameters or tuple(graph.inputs)
     plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, set(program.mutations), parameters)
     kinds = compiled_call_kinds(plan, memory)
     source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
     library_path = build(source, isa)
     wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), kinds)
     return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, block_kernels,
-                            source, wrapper_src, memory, tracker, call, isa, str(library_path), options.dependence)
+                            source, wrapper_src, memory, tracker, call, isa, str(library_path), options.dependence,
+                            parameters)
 
 
 def group_steps(kernels: list[Kernel], memory: MemoryPlan, order_problem: OrderProblem) -> list[tuple[int, int]]:

@@ -142,14 +142,15 @@ def test_separate_compiles_of_one_graph_keep_their_own_trackers():
 
 def test_calling_the_function_is_calling_its_call_and_its_signature_says_so():
     """CompiledFunction's call goes straight to ``_call`` (no Python frame between), and
-    introspection still shows what it takes."""
+    introspection shows its inputs, by the traced function's names."""
     x = _x(4, 8)
     compiled = stax.compile(lambda t: t * 2, x)
     np.testing.assert_array_equal(compiled(x), x * 2)
     seen = []
     compiled._call = lambda *arrays: seen.append(arrays) or "called"
     assert compiled(x, x) == "called" and seen == [(x, x)]
-    assert str(inspect.signature(compiled)) == "(*arrays: numpy.ndarray)"
+    assert str(inspect.signature(compiled)) == "(t: numpy.ndarray)"
+    assert "kernel_source" in inspect.signature(stax.CompiledFunction).parameters  # the class: its constructor
 
 
 def test_the_compiled_call_refuses_a_tracker_it_cannot_write(monkeypatch):

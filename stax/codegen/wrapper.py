@@ -102,9 +102,7 @@ class WrapperPlan:
     buffer_meta: dict[str, tuple[tuple[int, ...], str]]  # allocated buffer -> (shape, dtype)
     outputs: list[str]
     mutated_inputs: set[str] = field(default_factory=set)
-    #: each input's name in the traced function (passed by name, named in errors); empty: the
-    #: inputs' own names
-    parameters: tuple[str, ...] = ()
+    parameters: tuple[str, ...] = ()  # each input's name in the traced function (passed by name, named in errors)
 
 
 def site_name(shape: tuple[int, ...], dtype: str) -> str:
@@ -134,7 +132,7 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     the arrays, it returns the one output, or a tuple of several."""
     inputs = sorted(plan.inputs, key=lambda i: i.position)
     names = [i.name for i in inputs]
-    parameters = plan.parameters or tuple(names)
+    parameters = plan.parameters or tuple(names)  # a plan made without them: the inputs' own names
     lines = ["def call(*args, **named):",
              f"    if named or len(args) != {len(names)}: args = bind_arguments(args, named, {tuple(parameters)!r})"]
     if names:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -32,6 +33,21 @@ def _parse_shapes(text: str) -> list[tuple[int, ...]]:
         raise click.BadParameter(f"{text!r}: expected shapes like 64x128 or 64x128,128 (one per argument)")
 
 
+def _parse_params(pairs: tuple[str, ...], option: str) -> dict[str, object]:
+    """``KEY=VALUE`` pairs as strategy parameters; a value is read as JSON (5, 2.5, true, "x") or
+    else kept as text."""
+    params: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE (for example time_limit=5)", param_hint=option)
+        try:
+            params[key] = json.loads(text)
+        except json.JSONDecodeError:
+            params[key] = text
+    return params
+
+
 def _random_input(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
     if dtype == "bool":
         return rng.random(shape) < 0.5
@@ -51,9 +67,17 @@ def main() -> None:
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--fusion", default="greedy", show_default=True, help="Fusion strategy name")
 @click.option("--order", default="best", show_default=True, help="Order strategy name")
+@click.option("--fusion-param", "fusion_params", multiple=True, metavar="KEY=VALUE",
+              help="A parameter of the fusion strategy (repeatable), e.g. time_limit=5")
+@click.option("--order-param", "order_params", multiple=True, metavar="KEY=VALUE",
+              help="A parameter of the order strategy (repeatable), e.g. max_states=1000")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Kernel threads  [default: the machine's cores]")
+@click.option("--isa", default=None, help="Vector level: none, avx2 or avx512  [default: the CPU's best]")
 @click.option("--show-code/--no-show-code", default=False)
 @click.option("--log/--no-log", default=True, help="Print the fusion log")
-def compile_command(target: str, shapes: str, dtype: str, fusion: str, order: str, show_code: bool, log: bool) -> None:
+def compile_command(target: str, shapes: str, dtype: str, fusion: str, order: str, fusion_params: tuple[str, ...],
+                    order_params: tuple[str, ...], threads: int | None, isa: str | None, show_code: bool,
+                    log: bool) -> None:
     """Compile FILE.py:FN for the given shapes, run it once on random inputs and check it."""
     from .compiler import compile as stax_compile
     from .reference import evaluate
@@ -63,7 +87,9 @@ def compile_command(target: str, shapes: str, dtype: str, fusion: str, order: st
     rng = np.random.default_rng(0)
     arrays = [_random_input(s, dtype, rng) for s in _parse_shapes(shapes)]
     try:
-        compiled = stax_compile(fn, *arrays, fusion=fusion, order=order)
+        compiled = stax_compile(fn, *arrays, fusion=fusion, order=order, threads=threads, isa=isa,
+                                fusion_params=_parse_params(fusion_params, "--fusion-param"),
+                                order_params=_parse_params(order_params, "--order-param"))
         if show_code:
             click.echo(compiled.source)
         if log:

@@ -26,7 +26,7 @@ import numpy as np
 from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
 from .codegen.entry import compiled_call_kinds, compiled_call_source, python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
-from .errors import StaxError
+from .errors import CallError, StaxError
 from .memory.plan import MemoryPlan, grouped_live, plan_memory
 from .memory.report import MemoryReport
 from .frontend import parameter_names, trace
@@ -34,7 +34,7 @@ from .graph import Graph
 from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
-from .runtime import ISA_LEVELS, Isa, build, default_threads, detect_isa, load_module
+from .runtime import ISA_LEVELS, Isa, build, default_threads, detect_isa, load_module, native_isa, runs_here
 from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
@@ -244,9 +244,21 @@ def compile_graph(graph: Graph, options: Options | None = None, parameters: tupl
     source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
     library_path = build(source, isa)
     wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), kinds)
+    if not runs_here(isa):
+        call = _refusing_call(isa)
     return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, block_kernels,
                             source, wrapper_src, memory, tracker, call, isa, str(library_path), options.dependence,
                             parameters)
+
+
+def _refusing_call(isa: Isa) -> Callable:
+    """The call of a function built for a vector level this CPU does not have (its code can be read
+    and its kernels are built, but running them would end the process on an illegal instruction)."""
+    def call(*args: Any, **named: Any) -> Any:
+        native = native_isa().name
+        raise CallError(f"this function was compiled for {isa.name}, which this CPU does not have (its widest level "
+                        f"is {native}); compile it with isa={native!r} (or without STAX_ISA) to run it")
+    return call
 
 
 def group_steps(kernels: list[Kernel], memory: MemoryPlan, order_problem: OrderProblem) -> list[tuple[int, int]]:

@@ -61,6 +61,21 @@ def _cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+#: the CPU flags each level's code needs to run (any level builds on any x86-64 CPU)
+LEVEL_FLAGS = {"avx512": frozenset({"avx512f", "avx512dq", "avx512bw", "avx512vl"}),
+               "avx2": frozenset({"avx2", "fma"}), "none": frozenset()}
+
+
+def runs_here(isa: Isa) -> bool:
+    """Whether this CPU runs code built for ``isa`` (a level stax does not know: assumed so)."""
+    return LEVEL_FLAGS.get(isa.name, frozenset()) <= _cpu_flags()
+
+
+def native_isa() -> Isa:
+    """The widest level this CPU supports."""
+    return next(isa for isa in ISA_LEVELS.values() if runs_here(isa))
+
+
 def detect_isa() -> Isa:
     """The widest level this CPU supports, or the one ``STAX_ISA`` names."""
     forced = os.environ.get("STAX_ISA")
@@ -68,12 +83,7 @@ def detect_isa() -> Isa:
         if forced not in ISA_LEVELS:
             raise StaxError(f"STAX_ISA={forced!r} is not a level; use one of {', '.join(ISA_LEVELS)}")
         return ISA_LEVELS[forced]
-    flags = _cpu_flags()
-    if {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags:
-        return ISA_LEVELS["avx512"]
-    if {"avx2", "fma"} <= flags:
-        return ISA_LEVELS["avx2"]
-    return ISA_LEVELS["none"]
+    return native_isa()
 
 
 def default_threads() -> int:

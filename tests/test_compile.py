@@ -951,7 +951,7 @@ def test_a_cached_library_is_found_without_asking_sysconfig_and_a_new_python_mis
 
 
 def test_avx512_builds(monkeypatch):
-    """The AVX-512 level compiles (and runs where the CPU has it)."""
+    """The AVX-512 level compiles, and runs where the CPU has it; elsewhere a call says so."""
     monkeypatch.setenv("STAX_ISA", "avx512")
     x, w = sample((37, 45), seed=53), sample((37, 45), seed=54)
     compiled = compile_graph(stax.trace(_softmax_and_friends, x, w), Options(fusion="greedy"))
@@ -960,6 +960,9 @@ def test_avx512_builds(monkeypatch):
     if HAS_AVX512:
         for a, b in zip(compiled(x, w), evaluate(compiled.graph, x, w, upcast=True)):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    else:  # a call would end the process on an illegal instruction: it is refused
+        with pytest.raises(CallError, match="compiled for avx512, which this CPU does not have .* isa='avx2'"):
+            compiled(x, w)
 
 
 def test_unknown_isa_level_raises(monkeypatch):

@@ -1,0 +1,80 @@
+"""``stax compile``: a function from a file compiled with the chosen strategies, parameters,
+threads and vector level, run on random inputs and checked against the numpy reference; bad
+arguments are named."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from stax.cli import main
+from stax.runtime import ISA_LEVELS, runs_here
+
+PROGRAM = '''
+def bias_gelu(x, b):
+    y = x + b
+    return y * 0.5 * (1 + (y * 0.7071067811865476).erf())
+'''
+
+
+@pytest.fixture
+def target(tmp_path) -> str:
+    path = tmp_path / "program.py"
+    path.write_text(PROGRAM)
+    return f"{path}:bias_gelu"
+
+
+def _compile(*args: str):
+    return CliRunner().invoke(main, ["compile", *args], catch_exceptions=False)
+
+
+def _max_difference(output: str) -> float:
+    return float(re.search(r"max abs difference from the numpy reference (\S+)", output).group(1))
+
+
+@pytest.mark.parametrize("options", [[], ["--fusion", "cpsat", "--fusion-param", "time_limit=5",
+                                          "--fusion-param", "workers=1"],
+                                     ["--order", "dp", "--order-param", "max_states=1000", "--threads", "1",
+                                      "--isa", "none", "--show-code"]])
+def test_a_function_compiles_runs_and_matches_the_reference(target, options):
+    result = _compile(target, "--shapes", "64x128,128", *options)
+    assert result.exit_code == 0, result.output
+    assert _max_difference(result.output) < 1e-5
+    assert re.search(r"1 kernels, modeled traffic 66048 bytes, median time \S+ us", result.output)
+    if "cpsat" in options:
+        assert "strategy cpsat: optimal" in result.output
+    if "--show-code" in options:
+        assert "extern \"C\" void cpp_fused_op0(" in result.output and "stax::vload" not in result.output  # scalar
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--fusion", "cpsat", "--fusion-param", "time_limt=5"],
+     "fusion_params \\['time_limt'\\] do not fit fusion strategy 'cpsat'.*it takes time_limit"),
+    (["--fusion-param", "5"], "'5' is not KEY=VALUE"),
+    (["--isa", "sse"], "isa='sse' is not a level; use one of avx512, avx2, none"),
+    (["--threads", "0"], "0 is not in the range x>=1"),
+    (["--fusion", "fastest"], "no fusion strategy named 'fastest'"),
+])
+def test_bad_options_are_named(target, args, message):
+    result = _compile(target, "--shapes", "64x128,128", *args)
+    assert result.exit_code != 0
+    assert re.search(message, result.output), result.output
+
+
+def test_bad_targets_and_shapes_are_named(target, tmp_path):
+    assert "no such file" in _compile(f"{tmp_path}/missing.py:f", "--shapes", "4").output
+    assert "defines no function 'gelu'" in _compile(target.replace("bias_gelu", "gelu"), "--shapes", "4").output
+    assert "expected FILE.py:FUNCTION" in _compile("program.py", "--shapes", "4").output
+    assert "expected shapes like 64x128" in _compile(target, "--shapes", "64by128").output
+
+
+def test_a_level_this_cpu_lacks_compiles_but_does_not_run(target):
+    """An AVX-512 build on a CPU without AVX-512 is refused at its call, not by an illegal
+    instruction ending the process; where the CPU has it, it runs."""
+    result = _compile(target, "--shapes", "64x128,128", "--isa", "avx512")
+    if runs_here(ISA_LEVELS["avx512"]):
+        assert result.exit_code == 0 and _max_difference(result.output) < 1e-5
+    else:
+        assert result.exit_code != 0
+        assert "compiled for avx512, which this CPU does not have" in result.output

@@ -215,6 +215,9 @@ def compile_graph(graph: Graph, options: Options | None = None, parameters: tupl
     ``parameters``: the name of each input in the traced function, by which a call may pass it
     (default: the graph's input names)."""
     options = options or Options()
+    parameters = tuple(parameters) or tuple(graph.inputs)
+    if len(parameters) != len(graph.inputs) or len(set(parameters)) != len(parameters):
+        raise StaxError(f"parameters {parameters} must name each of the graph's {len(graph.inputs)} inputs once")
     isa = options.isa or detect_isa()
     threads = options.threads or default_threads()
     program = lower(graph, options.cost_model)
@@ -238,8 +241,7 @@ def compile_graph(graph: Graph, options: Options | None = None, parameters: tupl
     kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
                                                              [g for k in block_kernels[a:b + 1] for g in k.generators])
                for a, b in spans]
-    parameters = parameters or tuple(graph.inputs)
-    plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, set(program.mutations), parameters)
+    plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, parameters, set(program.mutations))
     kinds = compiled_call_kinds(plan, memory)
     source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
     library_path = build(source, isa)

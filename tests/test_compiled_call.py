@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import stax
-from stax.errors import CallError, KernelError
+from stax.compiler import compile_graph
+from stax.errors import CallError, KernelError, StaxError
 from stax.frontend import parameter_names
 from stax.codegen.wrapper import MemoryTracker
 from stax.memory.allocator import allocator
@@ -83,6 +84,10 @@ def test_the_names_of_the_inputs_are_the_positional_parameters_then_unique_arg_n
     assert parameter_names(lambda x, w, scale=2.0: x, 2) == ("x", "w")
     assert parameter_names(lambda arg1, *rest, key=None: arg1, 3) == ("arg1", "arg1_", "arg2")
     assert parameter_names(max, 2) == ("arg0", "arg1")  # a builtin without a signature to read
+    graph = stax.trace(lambda a, b: a + b, _x(4), _x(4))
+    for wrong in (("a",), ("a", "a"), ("a", "b", "c")):
+        with pytest.raises(StaxError, match="must name each of the graph's 2 inputs once"):
+            compile_graph(graph, None, wrong)
 
 
 def test_a_read_only_input_updated_in_place_is_refused():

@@ -101,8 +101,8 @@ class WrapperPlan:
     spans: list[tuple[int, int]]  # the order's steps (first, last) each kernel call runs
     buffer_meta: dict[str, tuple[tuple[int, ...], str]]  # allocated buffer -> (shape, dtype)
     outputs: list[str]
+    parameters: tuple[str, ...]  # each input's name in the traced function (passed by name, named in errors)
     mutated_inputs: set[str] = field(default_factory=set)
-    parameters: tuple[str, ...] = ()  # each input's name in the traced function (passed by name, named in errors)
 
 
 def site_name(shape: tuple[int, ...], dtype: str) -> str:
@@ -132,12 +132,11 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     the arrays, it returns the one output, or a tuple of several."""
     inputs = sorted(plan.inputs, key=lambda i: i.position)
     names = [i.name for i in inputs]
-    parameters = plan.parameters or tuple(names)  # a plan made without them: the inputs' own names
     lines = ["def call(*args, **named):",
-             f"    if named or len(args) != {len(names)}: args = bind_arguments(args, named, {tuple(parameters)!r})"]
+             f"    if named or len(args) != {len(names)}: args = bind_arguments(args, named, {plan.parameters!r})"]
     if names:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
-    for inp, parameter in zip(inputs, parameters):
+    for inp, parameter in zip(inputs, plan.parameters, strict=True):
         byte_strides = tuple(s * np.dtype(inp.dtype).itemsize for s in inp.strides)
         writable = f" or not {inp.name}.flags.writeable" if inp.name in plan.mutated_inputs else ""
         lines.append(f"    if {inp.name}.__class__ is not ndarray or {inp.name}.shape != {inp.shape} or "

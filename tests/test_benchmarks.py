@@ -44,10 +44,17 @@ def test_the_region_benchmark_times_each_runtime_it_names():
 
 
 def test_the_transposed_add_candidates_compute_numpys_result():
-    """bench_transposed's hand-written layouts and the generated kernel, at 1024 x 1024."""
+    """bench_transposed's hand-written layouts and the generated kernel, at 1024 x 1024; of the
+    parts of the strips' work, the reads sum what phase 1 loads (y, every element once) and
+    phase 1 writes only its buffers."""
     rng = np.random.default_rng(3)
     x, y = (rng.random((1024, 1024), dtype=np.float32) for _ in range(2))
     for label, fn in transposed_candidates(1024).items():
         out = np.full_like(x, np.nan)
-        want = x + y if label == "stream x + y" else x + y.T
-        np.testing.assert_array_equal(fn(x, y, out), want, err_msg=label)
+        result = fn(x, y, out)
+        if label == "strips 256 reads":
+            np.testing.assert_allclose(result[0, 0], y.sum(dtype=np.float64), rtol=1e-4)
+        elif label == "strips 256 phase 1":  # the buffers only: out stays as it was
+            assert np.isnan(result).all()
+        else:
+            np.testing.assert_array_equal(result, x + y if label == "stream x + y" else x + y.T, err_msg=label)

@@ -87,12 +87,25 @@ def detect_isa() -> Isa:
 
 
 def default_threads() -> int:
-    return int(os.environ.get("STAX_THREADS", os.cpu_count() or 1))
+    """The threads a kernel runs on: ``STAX_THREADS``, else every core."""
+    text = os.environ.get("STAX_THREADS")
+    if text is None:
+        return os.cpu_count() or 1
+    threads = int(text) if text.strip().isdigit() else 0
+    if threads < 1:
+        raise StaxError(f"STAX_THREADS={text!r} is not a number of threads; set it to a whole number of at least 1 "
+                        f"(this machine has {os.cpu_count()} cores) or unset it")
+    return threads
 
 
 def cache_dir() -> Path:
+    """Where built kernels are kept: ``STAX_CACHE_DIR``, else ``~/.cache/stax``."""
     path = Path(os.environ.get("STAX_CACHE_DIR", Path.home() / ".cache" / "stax"))
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BuildError(f"the kernel cache {path} cannot be made ({error.strerror}); point STAX_CACHE_DIR at a "
+                         "writable directory") from None
     return path
 
 

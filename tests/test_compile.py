@@ -26,7 +26,7 @@ from stax.codegen.cpp import without_final_barrier
 from stax.codegen.tuning import (ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, PREFETCH_AHEAD_BYTES, SPLIT_MIN_ROWS,
                                  STACK_ARRAY_MAX_BYTES, STREAM_MIN_BYTES)
 from stax.compiler import Options, compile_graph
-from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
+from stax.errors import BuildError, CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
 from stax.reference import evaluate
 from stax import runtime
@@ -969,6 +969,23 @@ def test_unknown_isa_level_raises(monkeypatch):
     monkeypatch.setenv("STAX_ISA", "sse9")
     with pytest.raises(StaxError, match="STAX_ISA='sse9' is not a level"):
         stax.compile(lambda a: a + 1, sample((3,)))
+
+
+def test_a_cache_directory_that_cannot_be_made_is_named(monkeypatch, tmp_path):
+    (tmp_path / "a file").write_text("")
+    for where, reason in ((tmp_path / "a file", "File exists"), (tmp_path / "a file" / "below", "Not a directory")):
+        monkeypatch.setenv("STAX_CACHE_DIR", str(where))
+        with pytest.raises(BuildError, match=f"the kernel cache {re.escape(str(where))} cannot be made \\({reason}\\)"):
+            stax.compile(lambda a: a + 1, sample((3,)))
+
+
+@pytest.mark.parametrize("threads", ["0", "-2", "two", "1.5", ""])
+def test_a_bad_thread_count_in_the_environment_is_named(monkeypatch, threads):
+    monkeypatch.setenv("STAX_THREADS", threads)
+    with pytest.raises(StaxError, match=f"STAX_THREADS={threads!r} is not a number of threads"):
+        stax.compile(lambda a: a + 1, sample((3,)))
+    monkeypatch.setenv("STAX_THREADS", " 1 ")
+    assert "#pragma omp parallel" not in stax.compile(lambda a: a + 1, sample((1 << 17,))).kernel_source
 
 
 _BUILD_SCRIPT = """

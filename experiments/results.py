@@ -65,14 +65,29 @@ class ResultDir:
         return table
 
 
+#: columns every row of a sweep has, which the figures and the report read
+IDENTITY = ("cell", "family", "kind", "instance", "fusion", "order", "status", "error", "date")
+
+
 def load_results(path: str | Path) -> pd.DataFrame:
-    """A results table from a results directory, a .parquet or a .csv file."""
+    """A results table from a results directory, a .parquet or a .csv file; anything else, or a
+    table that is not a sweep's, raises an error that says so."""
     path = Path(path)
     if path.is_dir():
         path = path / TABLE
     if not path.exists():
         raise FileNotFoundError(f"{path}: no results table here; run `stax sweep CONFIG --out DIR` first")
-    return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    if path.suffix not in (".csv", ".parquet"):
+        raise ValueError(f"{path}: a results table is a results directory, a .parquet or a .csv file")
+    try:
+        table = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    except (ValueError, OSError) as error:  # pandas' and pyarrow's parse errors are ValueErrors
+        raise ValueError(f"{path}: not a readable table ({error})") from None
+    missing = [column for column in IDENTITY if column not in table]
+    if missing:
+        raise ValueError(f"{path}: not a sweep's results table (no column {', '.join(missing)}); "
+                         "tables come from `stax sweep CONFIG --out DIR`")
+    return table
 
 
 def _plain(value: Any) -> Any:

@@ -48,6 +48,15 @@ def _parse_params(pairs: tuple[str, ...], option: str) -> dict[str, object]:
     return params
 
 
+def _results_table(results: str):
+    """The results table at ``results``, or a command-line error that says what is wrong."""
+    from experiments.results import load_results
+    try:
+        return load_results(results)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(str(exc))
+
+
 def _random_input(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
     if dtype == "bool":
         return rng.random(shape) < 0.5
@@ -172,9 +181,8 @@ def main_job(out: str, workers: int | None) -> None:
 def plot(results: str, out: str | None) -> None:
     """Draw the figures of a results directory (or .parquet/.csv table)."""
     from experiments.plots import plot_all
-    from experiments.results import load_results
     target = Path(out or (results if Path(results).is_dir() else Path(results).parent))
-    for path in plot_all(load_results(results), target):
+    for path in plot_all(_results_table(results), target):
         click.echo(str(path))
 
 
@@ -185,9 +193,8 @@ def plot(results: str, out: str | None) -> None:
 def report(results: str, out: str | None, title: str) -> None:
     """Write a self-contained report.html (figures embedded, summary tables) of a results table."""
     from experiments.report import write_report
-    from experiments.results import load_results
     target = Path(out or (results if Path(results).is_dir() else Path(results).parent))
-    click.echo(str(write_report(load_results(results), target, title)))
+    click.echo(str(write_report(_results_table(results), target, title)))
 
 
 @main.group()

@@ -1,10 +1,11 @@
-"""``stax compile``: a function from a file compiled with the chosen strategies, parameters,
-threads and vector level, run on random inputs and checked against the numpy reference; bad
-arguments are named."""
+"""The command line: ``stax compile`` (a function from a file compiled with the chosen strategies,
+parameters, threads and vector level, run on random inputs and checked against the numpy
+reference) and ``stax plot``/``report`` on what is not a results table; bad arguments are named."""
 from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -78,3 +79,29 @@ def test_a_level_this_cpu_lacks_compiles_but_does_not_run(target):
     else:
         assert result.exit_code != 0
         assert "compiled for avx512, which this CPU does not have" in result.output
+
+
+@pytest.mark.parametrize("command", ["plot", "report"])
+def test_plot_and_report_name_what_is_not_a_results_table(tmp_path, command):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
+    pd.DataFrame({"a": [1], "b": [2]}).to_csv(tmp_path / "other.csv", index=False)
+    for path, message in ((tmp_path / "empty", "no results table here; run `stax sweep CONFIG --out DIR` first"),
+                          (tmp_path / "notes.txt", "a results table is a results directory, a .parquet or a .csv file"),
+                          (tmp_path / "broken.parquet", "not a readable table"),
+                          (tmp_path / "other.csv", "not a sweep's results table \\(no column cell, family, kind")):
+        result = CliRunner().invoke(main, [command, str(path)])
+        assert result.exit_code == 1, result.output  # a command-line error, not a traceback
+        assert re.search(f"Error: .*{message}", result.output), result.output
+
+
+def test_a_report_of_a_small_table_counts_its_cells_and_shows_its_failures(tmp_path):
+    rows = {"cell": ["c0", "c1"], "family": ["layered"] * 2, "kind": ["fusion"] * 2, "instance": ["a", "b"],
+            "fusion": ["greedy"] * 2, "order": ["best"] * 2, "status": ["ok", "failed"],
+            "error": [None, "Traceback (most recent call last):\nValueError: boom"], "date": ["2026-12-01"] * 2}
+    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "results.csv")], catch_exceptions=False)
+    page = (tmp_path / "report.html").read_text()
+    assert result.output.strip() == str(tmp_path / "report.html")
+    assert "2 cells: 1 ok, 1 failed" in page and "ValueError: boom" in page

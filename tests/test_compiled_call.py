@@ -9,12 +9,13 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import stax
 from stax.compiler import compile_graph
 from stax.errors import CallError, KernelError, StaxError
 from stax.frontend import parameter_names
-from stax.codegen.wrapper import MemoryTracker
+from stax.codegen.wrapper import MemoryTracker, bind_arguments
 from stax.memory.allocator import allocator
 
 
@@ -88,6 +89,27 @@ def test_the_names_of_the_inputs_are_the_positional_parameters_then_unique_arg_n
     for wrong in (("a",), ("a", "a"), ("a", "b", "c")):
         with pytest.raises(StaxError, match="must name each of the graph's 2 inputs once"):
             compile_graph(graph, None, wrong)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.permutations(range(n)))))
+def test_any_split_of_the_inputs_between_position_and_name_binds_them_in_order(case):
+    """bind_arguments: the first k inputs by position and the others by name, in any order, give
+    the inputs in their order; the same call with an input named twice, or one too few, is an error."""
+    n, k, order = case
+    parameters = tuple(f"p{i}" for i in range(n))
+    values = tuple(object() for _ in range(n))
+    named = {parameters[i]: values[i] for i in order if i >= k}
+    assert bind_arguments(values[:k], named, parameters) == values
+    if k > 0:
+        with pytest.raises(CallError, match="multiple values"):
+            bind_arguments(values[:k], {**named, parameters[0]: values[0]}, parameters)
+    last = parameters[-1]  # passed by position when k == n, else by name
+    with pytest.raises(CallError, match=f"missing a required argument: '{last}'"):
+        if k == n:
+            bind_arguments(values[:-1], {}, parameters)
+        else:
+            bind_arguments(values[:k], {name: value for name, value in named.items() if name != last}, parameters)
 
 
 def test_a_read_only_input_updated_in_place_is_refused():

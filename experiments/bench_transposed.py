@@ -66,11 +66,12 @@ template <int64_t H, bool NT, bool PHASE2 = true> void strips(const float* x, co
                     stax::transpose(t);
                     for (int64_t lane = 0; lane < W; ++lane) stax::vstore(buffer + stride * (h0 + lane) + j, t[lane]);
                 }
-            for (int64_t h = 0; h < (PHASE2 ? H : 0); ++h)
-                for (int64_t j = 0; j < n; j += W) {
-                    const auto sum = stax::vload(x + n * (i0 + h) + j) + stax::vload(buffer + stride * h + j);
-                    if (NT) stax::vstore_stream(out + n * (i0 + h) + j, sum); else stax::vstore(out + n * (i0 + h) + j, sum);
-                }
+            if (PHASE2)
+                for (int64_t h = 0; h < H; ++h)
+                    for (int64_t j = 0; j < n; j += W) {
+                        const auto sum = stax::vload(x + n * (i0 + h) + j) + stax::vload(buffer + stride * h + j);
+                        if (NT) stax::vstore_stream(out + n * (i0 + h) + j, sum); else stax::vstore(out + n * (i0 + h) + j, sum);
+                    }
         }
         if (NT) stax::store_fence();
     }

@@ -34,7 +34,8 @@ from .graph import Graph
 from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
-from .runtime import ISA_LEVELS, Isa, build, default_threads, detect_isa, load_module, native_isa, runs_here
+from .runtime import (ISA_LEVELS, Isa, build, default_threads, detect_isa, isa_level, load_module, native_isa,
+                      runs_here)
 from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
@@ -78,9 +79,7 @@ class Options:
                                 "(STAX_THREADS, else every core)")
             self.threads = int(self.threads)
         if isinstance(self.isa, str):
-            if self.isa not in ISA_LEVELS:
-                raise StaxError(f"isa={self.isa!r} is not a level; use one of {', '.join(ISA_LEVELS)}")
-            self.isa = ISA_LEVELS[self.isa]
+            self.isa = isa_level(self.isa, "isa")
         elif self.isa is not None and not isinstance(self.isa, Isa):
             raise StaxError(f"isa must be a level's name ({', '.join(ISA_LEVELS)}), a stax.runtime.Isa or None; "
                             f"got {type(self.isa).__name__}")

@@ -76,14 +76,17 @@ def native_isa() -> Isa:
     return next(isa for isa in ISA_LEVELS.values() if runs_here(isa))
 
 
+def isa_level(name: str, setting: str) -> Isa:
+    """The level called ``name``; ``setting`` (``isa``, ``STAX_ISA``) is where it was given."""
+    if name not in ISA_LEVELS:
+        raise StaxError(f"{setting}={name!r} is not a level; use one of {', '.join(ISA_LEVELS)}")
+    return ISA_LEVELS[name]
+
+
 def detect_isa() -> Isa:
     """The widest level this CPU supports, or the one ``STAX_ISA`` names."""
     forced = os.environ.get("STAX_ISA")
-    if forced:
-        if forced not in ISA_LEVELS:
-            raise StaxError(f"STAX_ISA={forced!r} is not a level; use one of {', '.join(ISA_LEVELS)}")
-        return ISA_LEVELS[forced]
-    return native_isa()
+    return isa_level(forced, "STAX_ISA") if forced else native_isa()
 
 
 def default_threads() -> int:

@@ -8,6 +8,7 @@ program where they can, to keep the number of distinct builds small.
 """
 from __future__ import annotations
 
+import math
 import itertools
 import os
 import re
@@ -554,6 +555,17 @@ def _forms(compiled) -> list[str]:
     return [k.form for k in compiled.block_kernels]
 
 
+def _holds_vectors(isa: str, *extents: int) -> bool:
+    """Whether every extent holds at least one vector at this level (W lanes: 8 at avx2, 16 at
+    avx512): a register tile needs W rows and W columns, a split reduction W columns."""
+    return isa != "none" and min(extents) >= ISA_LEVELS[isa].width
+
+
+def _transposed_form(isa: str, shape) -> str:
+    """The form of a block reading a transposed operand of ``shape``'s last two extents."""
+    return "scalar" if isa == "none" else "tiled-vector" if _holds_vectors(isa, *shape[-2:]) else "tiled"
+
+
 def test_kernel_forms(monkeypatch, check):
     monkeypatch.setenv("STAX_ISA", "avx2")
     x, y = sample((40, 24), seed=51), sample((24, 40), seed=52)
@@ -574,8 +586,8 @@ def test_transposed_reads_in_register_tiles(isa, dtype, shape, check):
     nests for the rows and columns past the last whole tile (none when the sizes divide)."""
     x, y = sample(shape, dtype, seed=60), sample((shape[0], shape[2], shape[1]), dtype, seed=61)
     compiled = check(lambda a, b: a * 2 + b.transpose(1, 2) - b.transpose(1, 2) * a, x, y)
-    if isa == "avx2":
-        assert _forms(compiled) == ["tiled-vector"]
+    assert _forms(compiled) == [_transposed_form(isa, shape)]
+    if _holds_vectors(isa, *shape[1:]):
         source = compiled.block_kernels[0].source
         assert "stax::transpose(" in source
         assert bool(re.search(r"int64_t x\d = [1-9]", source)) == (shape[1:] != (8, 8))  # tail nests
@@ -595,9 +607,9 @@ def test_transposed_reads_in_strips(isa, dtype, shape, check, monkeypatch):
     x, y = sample(shape, dtype, seed=62), sample((shape[0], shape[2], shape[1]), dtype, seed=63)
     for threads in (1, 2):
         compiled = check(lambda a, b: a * 2 + b.transpose(1, 2) - b.transpose(1, 2) * a, x, y, threads=threads)
-        if isa == "avx2":
+        assert _forms(compiled) == [_transposed_form(isa, shape)]
+        if _holds_vectors(isa, *shape[1:]):
             source = compiled.block_kernels[0].source
-            assert _forms(compiled) == ["tiled-vector"]
             assert "stax::thread_scratch(" in source
             assert "stax::vstore_stream(out_ptr0" in source and source.rstrip().count("stax::store_fence();") == 1
 
@@ -615,7 +627,7 @@ def test_a_transposed_input_of_stream_size_runs_in_strips(isa):
     long_rows = [rng.random(shape, dtype=np.float32) for shape in ((512, 32768), (32768, 512))]
     long = stax.compile(lambda a, b: a + b.t(), *long_rows, threads=2)
     np.testing.assert_array_equal(few(*few_rows), few_rows[0] + few_rows[1].T)
-    if isa == "avx2":
+    if isa != "none":
         source = compiled.block_kernels[0].source
         assert "stax::thread_scratch(" in source
         assert "stax::vstore_stream(out_ptr0" in source and "stax::store_fence();" in source
@@ -636,7 +648,7 @@ def test_register_tiles_start_on_the_transposed_operands_lines(isa, dtype):
     transposed = [storage[first + k:first + k + rows * cols].reshape(cols, rows) for k in range(per_line)]
     x = sample((rows, cols), dtype, seed=120)
     compiled = stax.compile(lambda a, b: a * 2 + b.t(), x, transposed[0])
-    if isa == "avx2":
+    if isa != "none":
         assert _forms(compiled) == ["tiled-vector"]
         assert "stax::line_head(" in compiled.block_kernels[0].source
     for k, y in enumerate(transposed):
@@ -668,7 +680,7 @@ def test_column_reductions_step_several_vectors(isa, dtype, check):
     vector), then single vectors, then a scalar tail: 150 columns exercise all three."""
     x = sample((37, 150), dtype, seed=59)
     compiled = check(_column_statistics, x, atol=1e-5)
-    if isa == "avx2":
+    if isa != "none":
         assert _forms(compiled) == ["outer-vector"]
         lanes = OUTER_VECTOR_BYTES // (8 * np.dtype(dtype).itemsize)
         assert f"x0 += {lanes * 8}" in compiled.block_kernels[0].source
@@ -687,7 +699,7 @@ def test_column_reductions_start_vectors_on_cache_lines(isa, dtype):
     first = (-storage.ctypes.data % 64) // itemsize
     views = [storage[first + k:first + k + rows * cols].reshape(rows, cols) for k in range(per_line)]
     compiled = stax.compile(_column_statistics, views[0])
-    if isa == "avx2":
+    if isa != "none":
         assert _forms(compiled) == ["outer-vector"]
         assert "stax::line_head(" in compiled.block_kernels[0].source
     for k, view in enumerate(views):
@@ -715,11 +727,11 @@ def test_split_column_reductions(isa, dtype, shape, threads, check):
     if dtype.startswith("float"):
         x[SPLIT_MIN_ROWS - 3, 1] = np.nan
     compiled = check(_column_reductions, x, threads=threads, atol=1e-4)  # float32 sums of 300 terms
-    if isa == "avx2":
-        assert _forms(compiled) == ["split-reduction"]
+    form = ["split-reduction" if _holds_vectors(isa, math.prod(shape[1:])) else "scalar"]
+    assert _forms(compiled) == form
     products = check(lambda a: (a * 0.01 + 1).prod(0), sample(shape, dtype if dtype.startswith("float") else "float64",
                                                                seed=141), threads=threads)
-    assert _forms(products) == (["split-reduction"] if isa == "avx2" else ["scalar"])
+    assert _forms(products) == form
 
 
 @settings(max_examples=20, deadline=None)

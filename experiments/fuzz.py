@@ -7,7 +7,9 @@ cross-checks (:func:`~experiments.fuzz_check.cross_check`) and compiles and runs
 combinations of options chosen by the seed: the fusion and order strategies rotate so every
 strategy is exercised evenly, the exact ones (CP-SAT, multiway cut, down-set DP) only on small
 programs with short time limits; rule (the default twice as often as each other rule), reuse,
-in-place reuse, pool planning, kernel grouping, threads and ISA level are drawn at random.
+in-place reuse, pool planning, kernel grouping, threads and ISA level (each vector level this CPU
+runs twice as often as ``none``) are drawn at random, so a seed draws other levels on a CPU with
+other levels.
 Every failure is shrunk and written to ``OUT/regressions/<name>.json`` in the format
 ``tests/test_regressions.py`` replays (copy a file to ``tests/regressions/`` once it passes).
 The last line is the summary: ``fuzz: programs=N combinations=M failures=F ...``.
@@ -24,10 +26,12 @@ from typing import Any, Callable
 
 from .fuzz_check import FUSIONS, ORDERS, SMALL, Combo, cross_check, run_case
 from instances.random_programs import FuzzProgram, generate
+from stax.runtime import ISA_LEVELS, runs_here
 from stax.scheduler.legality import DEFAULT_FUSION_RULE, FUSION_RULES
 from .fuzz_shrink import shrink
 
 EXACT_FUSIONS, EXACT_ORDERS = {"cpsat", "mwc"}, {"cpsat", "dp"}
+LEVELS = (*(name for name, isa in ISA_LEVELS.items() if name != "none" and runs_here(isa) for _ in range(2)), "none")
 
 
 def combos_for(index: int, seed: int, count: int, nodes: int) -> list[Combo]:
@@ -44,7 +48,7 @@ def combos_for(index: int, seed: int, count: int, nodes: int) -> list[Combo]:
         result.append(Combo(fusion, order, rule=rng.choice((DEFAULT_FUSION_RULE, *FUSION_RULES)), reuse=rng.random() < 0.7,
                             inplace=rng.random() < 0.7, memory_plan=rng.choice(("wrapper", "wrapper", "pool")),
                             group_kernels=rng.random() < 0.6, threads=rng.choice((1, 2)),
-                            isa=rng.choice(("avx2", "avx2", "none"))))
+                            isa=rng.choice(LEVELS)))
     return result
 
 

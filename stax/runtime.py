@@ -132,9 +132,13 @@ def _python_include() -> str:
 
 def compile_flags(isa: Isa) -> list[str]:
     """Flags of the kernels and their precompiled header (which must match exactly), but for the
-    Python headers' directory (``_gcc_flags``)."""
-    return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-Wno-psabi",
-            f"-DSTAX_W={isa.width}", *isa.flags]
+    Python headers' directory (``_gcc_flags``).  ``-fno-tree-loop-if-convert``: gcc 12.2 at -O3
+    with AVX2 or AVX-512 turns a scalar loop's guarded loads (``c ? p[i] : -0.0f``, a ``cat``'s
+    padding) into masked loads whose mask it folds to all false, so they read zeros
+    (tests/regressions/cat_of_a_row_min_guarded_load.json); the kernels' own vector loops guard
+    their loads with ``stax::vload_guarded`` and lose nothing."""
+    return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fno-tree-loop-if-convert",
+            "-Wno-psabi", f"-DSTAX_W={isa.width}", *isa.flags]
 
 
 #: the OpenMP entry points GCC lowers the kernels' constructs to, which the kernels take from

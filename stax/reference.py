@@ -8,6 +8,13 @@ has been computed (seed 7.1: the mutation is ordered after every read of the old
 
 With ``upcast=True`` every float32 value is computed in float64 (inputs, constants, casts); the
 outputs are rounded back to the graph's dtypes. Use it as the reference for long reductions.
+
+With a ``rounding`` generator the values are perturbed as rounding in some order could perturb
+them (Monte Carlo arithmetic): every float op's result by a random relative error of up to
+ROUNDING_UNITS units of its dtype's rounding, and the terms of a reduction, scan or matmul by
+their count times that, the backward error of summing them in any order.  How far such runs
+land from the unperturbed one measures how much an output depends on rounding (the cosine of a
+float32 sum of 300 terms near 674 moves by 2e-4).
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import CallError, KernelError, StaxError
-from .graph import Graph, Node
+from .graph import REDUCTION_OPS, SCAN_OPS, VIEW_OPS, Graph, Node
 
 Array = np.ndarray
 
@@ -41,6 +48,11 @@ _BINARY: dict[str, Callable[[Array, Array], Array]] = {
     "eq": np.equal, "ne": np.not_equal,
 }
 _INTEGER_DIVISIONS = frozenset({"floordiv", "mod"})
+#: a perturbed op's relative error, in units of its dtype's rounding (2**-24 for float32): the
+#: kernels' float32 exp and erf and libm's functions are within a few
+ROUNDING_UNITS = 4
+_UNIT_ROUNDING = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
+_VALUE_PRESERVING = VIEW_OPS | {"pad", "constant"}
 
 
 def _m2(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
@@ -134,13 +146,36 @@ def _check_inputs(graph: Graph, arrays: tuple[Array, ...]) -> None:
             raise CallError(f"input {name} is updated in place but the array is read-only")
 
 
-def evaluate(graph: Graph, *arrays: Array, upcast: bool = False, zero_division: str = "raise") -> tuple[Array, ...]:
+def _perturbed(x: Array, dtype: str, terms: int, rounding: np.random.Generator) -> Array:
+    """``x`` times 1 + e, e uniform within ROUNDING_UNITS * ``terms`` units of ``dtype``'s rounding."""
+    if x.dtype.kind != "f" or dtype not in _UNIT_ROUNDING:
+        return x
+    bound = ROUNDING_UNITS * terms * _UNIT_ROUNDING[dtype]
+    return (x * (1 + rounding.uniform(-bound, bound, x.shape))).astype(x.dtype, copy=False)
+
+
+def _with_rounded_terms(node: Node, args: list[Array], dtypes: list[str], rounding: np.random.Generator) -> list[Array]:
+    """The arguments of an accumulating op with its terms perturbed by their count's backward error."""
+    if node.op in REDUCTION_OPS:
+        terms = math.prod(args[0].shape[d] for d in node.attr("dims"))
+    elif node.op in SCAN_OPS:
+        terms = args[0].shape[node.attr("dim")]
+    elif node.op == "matmul":
+        terms = args[0].shape[-1]
+    else:
+        return args
+    return [_perturbed(args[0], dtypes[0], terms, rounding), *args[1:]]
+
+
+def evaluate(graph: Graph, *arrays: Array, upcast: bool = False, zero_division: str = "raise",
+             rounding: np.random.Generator | None = None) -> tuple[Array, ...]:
     """Run ``graph`` on ``arrays``; returns one new array per output and applies
     ``graph.mutations`` to the caller's arrays in place, as torch's in-place methods do.
 
     Integer division by zero raises ``KernelError`` (torch's eager behaviour); with
     ``zero_division="sentinel"`` those elements become the dtype's largest value instead, so a
-    caller can check that results which never needed them are still right."""
+    caller can check that results which never needed them are still right.  ``rounding``
+    perturbs the values as rounding could (the module's docstring)."""
     _check_inputs(graph, arrays)
     env: dict[str, Array] = {}
     with np.errstate(all="ignore"):  # torch computes inf/NaN silently
@@ -149,8 +184,13 @@ def evaluate(graph: Graph, *arrays: Array, upcast: bool = False, zero_division: 
                 value = arrays[node.attr("index")]
                 value = value.astype(np.float64) if upcast and node.dtype == "float32" else value
             else:
-                value = np.asarray(_evaluate_node(node, [env[i] for i in node.inputs], upcast, zero_division))
+                args = [env[i] for i in node.inputs]
+                if rounding is not None:
+                    args = _with_rounded_terms(node, args, [graph.nodes[i].dtype for i in node.inputs], rounding)
+                value = np.asarray(_evaluate_node(node, args, upcast, zero_division))
                 value = value.astype(_np_dtype(node.dtype, upcast), copy=False)
+                if rounding is not None and node.op not in _VALUE_PRESERVING:
+                    value = _perturbed(value, node.dtype, 1, rounding)
             if value.shape != node.shape:
                 raise StaxError(f"reference: node {node.name} ({node.op}) computed shape {value.shape}, "
                                 f"the graph says {node.shape}")

@@ -13,6 +13,7 @@ from experiments.fuzz import Tally, combos_for, fuzz_one, main
 from experiments.fuzz_check import FUSIONS, ORDERS, Combo, cross_check, run_case
 from instances.random_programs import OPS, FuzzProgram, generate
 from experiments.fuzz_shrink import shrink
+from stax.reference import ROUNDING_UNITS, evaluate
 
 
 def test_generator_covers_what_the_fuzzer_promises():
@@ -61,6 +62,49 @@ def test_a_wrong_answer_is_reported(monkeypatch):
     monkeypatch.setattr(fuzz_check, "evaluate", lambda graph, *arrays, **kw: tuple(o + 1 for o in real(graph, *arrays, **kw)))
     [problem] = run_case(program, Combo(), 0)
     assert problem.startswith("output 0: 5 of 5 elements differ")
+
+
+#: the cosine of a float32 sum of 300 products near 674 (a fuzz case of seed 2042)
+ILL_CONDITIONED = {"inputs": [[[1], "float32", "c"], [[300], "float32", "c"]],
+                   "steps": [["maximum", [0, 1], []], ["mul", [0, 2], []], ["sum", [3], [0, False]], ["cos", [4], []]],
+                   "outputs": [5]}
+
+
+def test_an_output_as_near_as_rounding_moves_it_matches():
+    """The kernels' order of the sum moves the cosine by 7e-5, past RTOL of the float64 and the
+    numpy float32 references (whose pairwise sum is nearer), but not past where rounding in some
+    order can move it (the spread of references perturbed by stax.reference's rounding); the
+    same sum missing one of its terms is still a wrong answer."""
+    program, seed = FuzzProgram.from_dict(ILL_CONDITIONED), 2042006485
+    graph = program.trace(seed)
+    x, y = program.arrays(seed)
+    terms = x * np.maximum(x, y)
+    want = evaluate(graph, x, y, upcast=True)[0]
+    [spread] = fuzz_check.rounding_spreads(program, graph, seed, [want])
+    in_order = np.asarray(np.cos(np.add.accumulate(terms)[-1]), np.float32)  # one float32 accumulator
+    missing_a_term = np.asarray(np.cos(terms[:-1].astype(np.float64).sum()), np.float32)
+    assert fuzz_check.compare("cos", in_order, want, want) is not None  # without the spread: a mismatch
+    assert fuzz_check.compare("cos", in_order, want, want, spread=spread) is None
+    assert fuzz_check.compare("cos", missing_a_term, want, want, spread=spread) is not None
+    assert run_case(program, Combo(isa="none"), seed) == []
+
+
+def test_rounding_perturbs_by_at_most_the_backward_error_of_any_order():
+    """A sum of 1000 float32 terms evaluated with ``rounding`` lands within ROUNDING_UNITS * 1000
+    units of float32 rounding of the sum of the terms' magnitudes from the exact sum (and its own
+    result's rounding), and not on it; integer values and views are left exact."""
+    program = FuzzProgram.from_dict({"inputs": [[[1000], "float32", "c"], [[4, 5], "int32", "c"]],
+                                     "steps": [["sum", [0], [0, False]], ["transpose", [1], [0, 1]], ["sum", [3], [1, False]]],
+                                     "outputs": [2, 3, 4]})
+    graph = program.trace(7)
+    x, ints = program.arrays(7)
+    exact = x.astype(np.float64).sum()
+    bound = ROUNDING_UNITS * (1000 * np.abs(x).astype(np.float64).sum() + abs(exact)) * 2.0 ** -24
+    for seed in range(5):
+        total, transposed, row_sums = evaluate(graph, x, ints, upcast=True, rounding=np.random.default_rng(seed))
+        assert 0 < abs(float(total) - exact) <= bound + abs(exact) * 2.0 ** -24  # the float32 output's rounding
+        np.testing.assert_array_equal(transposed, ints.T)
+        np.testing.assert_array_equal(row_sums, ints.T.sum(1))
 
 
 def test_a_compile_crash_is_reported(monkeypatch):

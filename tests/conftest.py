@@ -59,3 +59,12 @@ def run_check(fn, *arrays: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6, u
 @pytest.fixture
 def check():
     return run_check
+
+
+@pytest.fixture
+def cpu_without_avx512(monkeypatch):
+    """This CPU as stax sees it, without its AVX-512 flags: the refusal of a level the CPU lacks
+    is tested on every machine, not only on those that lack it."""
+    from stax import runtime
+    flags = runtime._cpu_flags()
+    monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset(f for f in flags if not f.startswith("avx512")))

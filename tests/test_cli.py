@@ -81,6 +81,12 @@ def test_a_level_this_cpu_lacks_compiles_but_does_not_run(target):
         assert "compiled for avx512, which this CPU does not have" in result.output
 
 
+def test_the_refusal_of_a_level_the_cpu_lacks_is_printed(target, cpu_without_avx512):
+    result = _compile(target, "--shapes", "64x128,128", "--isa", "avx512")
+    assert result.exit_code != 0
+    assert "compiled for avx512, which this CPU does not have (its widest level is avx2)" in result.output
+
+
 @pytest.mark.parametrize("command", ["plot", "report"])
 def test_plot_and_report_name_what_is_not_a_results_table(tmp_path, command):
     (tmp_path / "empty").mkdir()

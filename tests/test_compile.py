@@ -986,6 +986,17 @@ def test_avx512_builds(monkeypatch):
             compiled(x, w)
 
 
+def test_a_level_the_cpu_lacks_is_refused_at_the_call(monkeypatch, cpu_without_avx512):
+    """Kernels built for avx512 on a CPU without it are built and readable; their call raises a
+    CallError that names the level to use, instead of ending the process on an illegal instruction."""
+    monkeypatch.setenv("STAX_ISA", "avx512")
+    x = sample((37, 45), seed=55)
+    compiled = stax.compile(lambda a: a.exp() / a.exp().sum(-1, keepdim=True), x)
+    assert compiled.isa.name == "avx512" and "stax::v_exp" in compiled.kernels[0].source
+    with pytest.raises(CallError, match="compiled for avx512, which this CPU does not have .* isa='avx2'"):
+        compiled(x)
+
+
 def test_unknown_isa_level_raises(monkeypatch):
     monkeypatch.setenv("STAX_ISA", "sse9")
     with pytest.raises(StaxError, match="STAX_ISA='sse9' is not a level"):

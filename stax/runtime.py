@@ -137,8 +137,8 @@ def compile_flags(isa: Isa) -> list[str]:
     padding) into masked loads whose mask it folds to all false, so they read zeros
     (tests/regressions/cat_of_a_row_min_guarded_load.json); the kernels' own vector loops guard
     their loads with ``stax::vload_guarded`` and lose nothing."""
-    return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fno-tree-loop-if-convert",
-            "-Wno-psabi", f"-DSTAX_W={isa.width}", *isa.flags]
+    return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
+            "-fno-tree-loop-if-convert", "-Wno-psabi", f"-DSTAX_W={isa.width}", *isa.flags]
 
 
 #: the OpenMP entry points GCC lowers the kernels' constructs to, which the kernels take from

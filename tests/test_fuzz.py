@@ -93,8 +93,8 @@ def test_rounding_perturbs_by_at_most_the_backward_error_of_any_order():
     """A sum of 1000 float32 terms evaluated with ``rounding`` lands within ROUNDING_UNITS * 1000
     units of float32 rounding of the sum of the terms' magnitudes from the exact sum (and its own
     result's rounding), and not on it; integer values and views are left exact."""
-    program = FuzzProgram.from_dict({"inputs": [[[1000], "float32", "c"], [[4, 5], "int32", "c"]],
-                                     "steps": [["sum", [0], [0, False]], ["transpose", [1], [0, 1]], ["sum", [3], [1, False]]],
+    steps = [["sum", [0], [0, False]], ["transpose", [1], [0, 1]], ["sum", [3], [1, False]]]
+    program = FuzzProgram.from_dict({"inputs": [[[1000], "float32", "c"], [[4, 5], "int32", "c"]], "steps": steps,
                                      "outputs": [2, 3, 4]})
     graph = program.trace(7)
     x, ints = program.arrays(7)

@@ -83,9 +83,9 @@ struct Word {
 // What the master hands one pool thread for a region.  The region's fields share the cache line
 // of the word that hands it over, so the pool thread takes them with the transfer of that line
 // that shows it the new value; it reports the region done on a line of its own, which only the
-// master reads.  On this kind of machine a round trip between the two cores costs 0.35 to
-// 0.45 us, and an empty two-thread region in a loop 0.67 to 0.77 us (0.74 to 0.86 with a count
-// of running threads and a join word that every pool thread updated).
+// master reads.  On an AVX-512 host whose two cores take 0.35 to 0.45 us for a round trip, an
+// empty two-thread region in a loop took 0.67 to 0.77 us (0.74 to 0.86 with a count of running
+// threads and a join word that every pool thread updated).
 struct alignas(64) Slot {
   Word start;  // bumped to hand over a region
   void (*fn)(void*) = nullptr;

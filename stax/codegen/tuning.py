@@ -80,18 +80,18 @@ MAX_VECTOR_STRIDE = 4
 #: a kernel opens its parallel region only when it has this much work (iterations, an expensive
 #: op such as exp counting EXPENSIVE_WEIGHT times): below it the region's fixed cost o of 8.4
 #: outweighs the time it saves.  Under libgomp o was about 2 us on two cores (x * 2 + 1 on
-#: 64 x 128: 5.6 us a call with two threads, 3.3 us with one); on an AVX2 host, on stax_parallel.cpp's pool an
-#: empty region costs 0.2-0.3 us, and x * 2 + 1 on 64 x 128 took 2.2 and 1.7 us with two threads,
-#: 2.2 and 1.5 with one (two runs), so the threshold stays.  Algorithm 8.1's loops keep their
-#: ``omp for``, which then runs orphaned on the calling thread.  An op of a row's values only counts once a row: RMSNorm
-#: and layernorm at 64 x 128, whose rsqrt is a row's, then run on one thread (same process, 21
-#: alternating batches, three runs: RMSNorm 0.81-0.90 of its time on two, layernorm 0.78-1.04,
-#: its best batches 1.02-1.06).  On an AVX-512 host whose empty region costs 0.7 us, two runs,
-#: calls in us at 2**16 and 2**14: x * 2 + 1 at 128 x 256 4.24 -> 3.07 and 4.61 -> 3.32, at
-#: 128 x 384 6.07 -> 4.23 and 6.54 -> 4.46, RMSNorm at 128 x 256 5.01 -> 4.06 and 6.56 -> 3.57,
-#: layernorm 8.39 -> 6.49 and 7.75 -> 6.04, bias + GELU at 32 x 128 2.91 -> 2.49 and 3.05 -> 2.36;
-#: at 2**13 the 64 x 128 programs gained in one run and lost in the other (RMSNorm 2.22 -> 2.97,
-#: then 2.53 -> 2.14), so the threshold is 2**14
+#: 64 x 128: 5.6 us a call with two threads, 3.3 us with one).  On an AVX2 host, where an empty
+#: region on stax_parallel.cpp's pool cost 0.2-0.3 us, x * 2 + 1 on 64 x 128 took 2.2 and 1.7 us
+#: with two threads, 2.2 and 1.5 with one (two runs), and the threshold stayed at 2**16.
+#: Algorithm 8.1's loops keep their ``omp for``, which then runs orphaned on the calling thread.
+#: An op of a row's values only counts once a row: RMSNorm and layernorm at 64 x 128, whose rsqrt
+#: is a row's, then run on one thread (same process, 21 alternating batches, three runs: RMSNorm
+#: 0.81-0.90 of its time on two, layernorm 0.78-1.04, its best batches 1.02-1.06).  On an AVX-512
+#: host whose empty region costs 0.7 us, two runs, calls in us at 2**16 and 2**14: x * 2 + 1 at
+#: 128 x 256 4.24 -> 3.07 and 4.61 -> 3.32, at 128 x 384 6.07 -> 4.23 and 6.54 -> 4.46, RMSNorm
+#: at 128 x 256 5.01 -> 4.06 and 6.56 -> 3.57, layernorm 8.39 -> 6.49 and 7.75 -> 6.04, bias +
+#: GELU at 32 x 128 2.91 -> 2.49 and 3.05 -> 2.36; at 2**13 the 64 x 128 programs gained in one
+#: run and lost in the other (RMSNorm 2.22 -> 2.97, then 2.53 -> 2.14), so the threshold is 2**14
 PARALLEL_MIN_WORK = 1 << 14
 EXPENSIVE_WEIGHT = 8
 

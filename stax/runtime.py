@@ -136,7 +136,9 @@ def compile_flags(isa: Isa) -> list[str]:
     with AVX2 or AVX-512 turns a scalar loop's guarded loads (``c ? p[i] : -0.0f``, a ``cat``'s
     padding) into masked loads whose mask it folds to all false, so they read zeros
     (tests/regressions/cat_of_a_row_min_guarded_load.json); the kernels' own vector loops guard
-    their loads with ``stax::vload_guarded`` and lose nothing."""
+    their loads with ``stax::vload_guarded`` and lose nothing measurable (same process, medians of
+    9, with and without the flag: conv 3x3 + ReLU at (8, 16, 32, 32) 4.60 and 4.63 ms, a padded
+    1024 x 1000 add 0.247 and 0.258 ms)."""
     return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
             "-fno-tree-loop-if-convert", "-Wno-psabi", f"-DSTAX_W={isa.width}", *isa.flags]
 

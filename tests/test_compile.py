@@ -266,7 +266,7 @@ def test_amax_amin_propagate_nan(isa, check):
 
 
 def test_row_reductions_combine_every_lane(isa, check):
-    """A row's vector lanes are combined by a tree (stax_vec.h's fold_lanes, fold_m2): a NaN in
+    """A row's vector lanes are combined by a tree (stax_vec.h's fold_lanes): a NaN in
     any lane of any unrolled accumulator, row i's NaN at column i, reaches the row's max, min,
     sum, variance and product; the last rows, without NaN, agree with the reference."""
     x = sample((130, 128), seed=26)

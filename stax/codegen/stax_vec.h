@@ -489,18 +489,13 @@ template <typename V, typename S> inline welford<V, S> r_m2(welford<V, S> a, wel
   const V d = b.mean - a.mean;
   return {a.mean + d * wb, a.m2 + b.m2 + d * d * (a.n * wb), n};
 }
-// The lanes' states merged by a tree (fold_lanes): every lane has seen v.n elements, so each
-// step merges two states of equal counts, whose weights are 1/2.
-template <int H = STAX_W / 2, typename T> inline welford_vec<T> fold_m2(welford_vec<T> v) {
-  if constexpr (H >= 1) {
-    const vec<T> d = lanes_on<H>(v.mean) - v.mean;
-    return fold_m2<H / 2, T>({v.mean + d * T(0.5), v.m2 + lanes_on<H>(v.m2) + d * d * (v.n * T(0.5)), v.n * 2});
-  } else {
-    return v;
-  }
+// The lanes' states merged by fold_lanes's tree: every lane has seen v.n elements, so each step
+// merges two states of equal counts (weights 1/2) with r_m2.
+template <int H, typename T> inline welford_vec<T> lanes_on(welford_vec<T> v) {
+  return {lanes_on<H>(v.mean), lanes_on<H>(v.m2), v.n};
 }
 template <typename T> inline welford_of<T> hreduce_m2(welford_vec<T> v) {
-  const welford_vec<T> r = fold_m2<STAX_W / 2, T>(v);
+  const welford_vec<T> r = fold_lanes(v, [](welford_vec<T> a, welford_vec<T> b) { return r_m2(a, b); });
   return {T(r.mean[0]), T(r.m2[0]), r.n};
 }
 // A reduction's value from its accumulator: the m2 of a Welford state, any other as it is.

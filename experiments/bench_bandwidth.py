@@ -60,7 +60,7 @@ def stream(n: int, threads: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=64 * 1024 * 1024, help="floats per large array")
     parser.add_argument("--threads", type=int, default=default_threads())
     args = parser.parse_args()

@@ -61,7 +61,7 @@ def best_seconds(kind: str, elements: int, threads: int, batches: int = 7) -> fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--elements", type=int, nargs="+", default=[0, 2000, 8000, 32000])

@@ -135,7 +135,7 @@ def measure(name: str, size: tuple[int, int], stream: Stream, inductor: bool) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=[(64, 128), (1024, 1024), (4096, 4096)],
                         help="N (n x n) or NxM; default 64x128 1024 4096")
     parser.add_argument("--programs", nargs="+", default=list(MEMORY_BOUND),

@@ -129,7 +129,7 @@ def kernels(n: int) -> dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()

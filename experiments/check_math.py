@@ -63,7 +63,7 @@ FLAGS = {"with fused multiply-add (the avx2 and avx512 kernels)": ["-mfma"],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--step", type=int, default=1, help="check every STEP-th float32 bit pattern")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

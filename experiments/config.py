@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stax.errors import StaxError
+from stax.strategy import check_time_limit
+from stax.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from stax.strategy import Registry
@@ -122,15 +124,21 @@ class _Fields:
         self.source, self.table, self.where = source, table, where
         unknown = sorted(set(table) - set(known))
         if unknown:
-            self.fail(unknown[0], f"one of the known keys ({', '.join(known)})", "an unknown key")
+            self.fail(unknown[0], f"one of the known keys ({', '.join(known)})", "an unknown key",
+                      did_you_mean(unknown[0], known))
 
     def path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
 
-    def fail(self, key: str, expected: str, found: Any) -> None:
-        raise ConfigError(f"{self.source}: field {self.path(key)!r}: expected {expected}, found {found!r}")
+    def fail(self, key: str, expected: str, found: Any, hint: str = "") -> None:
+        raise ConfigError(f"{self.source}: field {self.path(key)!r}: expected {expected}, found {found!r}"
+                          + (f"; {hint.strip()}" if hint else ""))
 
-    def get(self, key: str, kind: type | tuple[type, ...], expected: str, default: Any = ..., check=None) -> Any:
+    def get(self, key: str, kind: type | tuple[type, ...], expected: str, default: Any = ..., check=None,
+            choices: tuple[str, ...] = ()) -> Any:
+        """The value of ``key``, checked; a string that is not one of ``choices`` fails with the closest."""
+        if choices:
+            check = lambda v: v in choices  # noqa: E731
         if key not in self.table:
             if default is ...:
                 self.fail(key, expected, "nothing (the field is required)")
@@ -139,8 +147,16 @@ class _Fields:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         wrong_type = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
         if wrong_type or (check is not None and not check(value)):
-            self.fail(key, expected, value)
+            self.fail(key, expected, value, did_you_mean(value, choices) if choices and isinstance(value, str) else "")
         return value
+
+
+    def seconds(self, key: str, default: float) -> float:
+        """A time limit: a number above 0, refused with the message of every time limit."""
+        try:
+            return check_time_limit(self.table.get(key, default), key)
+        except StaxError as exc:
+            raise ConfigError(f"{self.source}: field {self.path(key)!r}: {exc}") from None
 
 
 def _strategy(source: str, where: str, value: Any, registry: Registry) -> StrategySpec:
@@ -151,7 +167,7 @@ def _strategy(source: str, where: str, value: Any, registry: Registry) -> Strate
                           f"{{name = ..., params = {{...}}}}, found {value!r}")
     fields = _Fields(source, value, where, ("name", "params"))
     known = registry.names()
-    name = fields.get("name", str, f"a strategy name ({', '.join(known)})", check=lambda n: n in known)
+    name = fields.get("name", str, f"a strategy name ({', '.join(known)})", choices=tuple(known))
     params = fields.get("params", dict, "a table of constructor parameters", default={})
     try:
         registry.check(name, params, option="params")
@@ -175,7 +191,7 @@ def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
         if not isinstance(table, dict):
             fields.fail(f"families[{i}]", "a table with name and sizes", table)
         fam = _Fields(fields.source, table, f"families[{i}]", ("name", "sizes"))
-        name = fam.get("name", str, f"an instance family ({', '.join(FAMILIES)})", check=lambda n: n in FAMILIES)
+        name = fam.get("name", str, f"an instance family ({', '.join(FAMILIES)})", choices=tuple(FAMILIES))
         sizes = fam.get("sizes", list, "a list of positive integers",
                         check=lambda s: s and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in s))
         result.append(FamilySpec(name, tuple(sizes)))
@@ -215,7 +231,6 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
     from stax.strategy import fusion_strategies, order_strategies
     top = _Fields(source, data, "", ("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
                                      "dependence", "reference", "timing", "families", "files"))
-    positive = "a positive number"
     measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(MEASURES),
                        check=lambda m: all(x in MEASURES for x in m))
     ref = _Fields(source, top.get("reference", dict, "a table", default={}), "reference",
@@ -231,12 +246,12 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
                                  default=["parallel"], check=lambda d: d and all(x in DEPENDENCE_RULES for x in d))),
         seed=top.get("seed", int, "an integer", default=0),
         seeds=top.get("seeds", int, "a positive integer", default=1, check=lambda s: s > 0),
-        cell_timeout=float(top.get("cell_timeout", (int, float), positive, default=120.0, check=lambda t: t > 0)),
+        cell_timeout=top.seconds("cell_timeout", 120.0),
         measures=tuple(measures),
-        reference=ReferenceSpec(float(ref.get("time_limit", (int, float), positive, default=10.0, check=lambda t: t > 0)),
+        reference=ReferenceSpec(ref.seconds("time_limit", 10.0),
                                 ref.get("workers", int, "a positive integer", default=1, check=lambda w: w > 0),
                                 ref.get("order", str, f"an exact order solver ({', '.join(EXACT_ORDERS)})",
-                                        default="cpsat", check=lambda o: o in EXACT_ORDERS)),
+                                        default="cpsat", choices=EXACT_ORDERS)),
         timing=TimingSpec(timing.get("repeat", int, "a positive integer", default=5, check=lambda r: r > 0),
                           timing.get("threads", int, "a positive integer", default=1, check=lambda t: t > 0)),
         source=source,

@@ -116,7 +116,7 @@ def fuzz_one(index: int, seed: int, combos: int, out: Path | None, tally: Tally,
 
 
 def main(argv: list[str] | None = None) -> Tally:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="index of the first program (to continue a run)")

@@ -76,7 +76,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=1 << 20, help="elements of the input")
     parser.add_argument("--random", type=int, default=6, help="random programs of shifted views")
     args = parser.parse_args()

@@ -93,7 +93,7 @@ def summary(rows: pd.DataFrame, small: float, large: float) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small ladder, 1 seed, limits 1 s and 3 s")
     parser.add_argument("--seeds", type=int, default=3, help="instances per (family, n)")
     parser.add_argument("--limits", type=float, nargs=2, default=(10.0, 60.0), metavar=("SMALL", "LARGE"))

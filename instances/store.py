@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from stax.errors import InstanceFormatError, StaxError
 from stax.problems import FusionProblem, OrderProblem, kernel_order_problem
+from stax.suggest import did_you_mean
 
 from . import dags, graphs
 from .programs import PROGRAMS, Program
@@ -145,7 +146,8 @@ FAMILIES: dict[str, Family] = _families()
 
 def get_family(name: str) -> Family:
     if name not in FAMILIES:
-        raise StaxError(f"no instance family named {name!r}; known: {', '.join(FAMILIES)}")
+        raise StaxError(f"no instance family named {name!r}; {did_you_mean(name, FAMILIES)}"
+                        f"known: {', '.join(FAMILIES)}")
     return FAMILIES[name]
 
 
@@ -177,7 +179,8 @@ def load(name: str) -> Instance:
     if name.startswith("data/"):
         path = DATA_DIR / f"{name[5:]}.json"
         if not path.exists():
-            raise StaxError(f"no shipped instance {name!r}; shipped: {', '.join(shipped()) or 'none'}")
+            raise StaxError(f"no shipped instance {name!r}; {did_you_mean(name, shipped())}"
+                            f"shipped: {', '.join(shipped()) or 'none'}")
         return load_file(path, name)
     if name.endswith(".json"):
         return load_file(name)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from . import __version__
 from .errors import StaxError
 
 
@@ -57,6 +58,43 @@ def _results_table(results: str):
         raise click.ClickException(str(exc))
 
 
+def _check_arity(fn, shapes: list[tuple[int, ...]]) -> None:
+    """One shape per parameter of ``fn``, or an error naming them."""
+    import inspect
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):  # no signature to read: the call will tell
+        return
+    if len(shapes) != len(params):
+        example = ",".join(["64x128"] * len(params)) or "''"
+        raise click.BadParameter(f"{len(shapes)} shape(s) for {len(params)} argument(s) of "
+                                 f"{getattr(fn, '__name__', 'the function')}({', '.join(params)}); give one shape per "
+                                 f"argument, separated by commas, e.g. --shapes {example}", param_hint="--shapes")
+
+
+def _check_dtype(dtype: str) -> str:
+    from .dtypes import canonical
+    try:
+        return canonical(dtype)
+    except StaxError as exc:
+        raise click.BadParameter(str(exc), param_hint="--dtype")
+
+
+class _NamesOption(click.Option):
+    """An option naming a strategy: its help lists the registered names (read when help is shown)."""
+
+    def __init__(self, *args, registry: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.registry = registry
+
+    def get_help_record(self, ctx):
+        from . import strategy
+        names = getattr(strategy, self.registry).names()
+        self.help = f"{self.help}: {', '.join(names)} (see `stax strategies`)"
+        return super().get_help_record(ctx)
+
+
 def _random_input(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
     if dtype == "bool":
         return rng.random(shape) < 0.5
@@ -66,6 +104,7 @@ def _random_input(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) 
 
 
 @click.group()
+@click.version_option(__version__, prog_name="stax", message="%(prog)s %(version)s")
 def main() -> None:
     """Stax: a tensor compiler whose fusion and ordering strategies can be swapped, solved exactly and timed."""
 
@@ -73,9 +112,11 @@ def main() -> None:
 @main.command("compile")
 @click.argument("target")
 @click.option("--shapes", required=True, help="One shape per argument, e.g. 64x128 or 64x128,128")
-@click.option("--dtype", default="float32", show_default=True)
-@click.option("--fusion", default="greedy", show_default=True, help="Fusion strategy name")
-@click.option("--order", default="best", show_default=True, help="Order strategy name")
+@click.option("--dtype", default="float32", show_default=True, help="Dtype of every input: float32, float64, int32, int64 or bool")
+@click.option("--fusion", default="greedy", show_default=True, help="Fusion strategy", cls=_NamesOption,
+              registry="fusion_strategies")
+@click.option("--order", default="best", show_default=True, help="Order strategy", cls=_NamesOption,
+              registry="order_strategies")
 @click.option("--fusion-param", "fusion_params", multiple=True, metavar="KEY=VALUE",
               help="A parameter of the fusion strategy (repeatable), e.g. time_limit=5")
 @click.option("--order-param", "order_params", multiple=True, metavar="KEY=VALUE",
@@ -93,8 +134,11 @@ def compile_command(target: str, shapes: str, dtype: str, fusion: str, order: st
     from .timing import time_call
 
     fn = _load_function(target)
+    dtype = _check_dtype(dtype)
+    parsed = _parse_shapes(shapes)
+    _check_arity(fn, parsed)
     rng = np.random.default_rng(0)
-    arrays = [_random_input(s, dtype, rng) for s in _parse_shapes(shapes)]
+    arrays = [_random_input(s, dtype, rng) for s in parsed]
     try:
         compiled = stax_compile(fn, *arrays, fusion=fusion, order=order, threads=threads, isa=isa,
                                 fusion_params=_parse_params(fusion_params, "--fusion-param"),
@@ -206,8 +250,19 @@ def instances() -> None:
 def instances_list() -> None:
     """Every instance family and shipped file."""
     from instances.store import catalogue
-    for row in catalogue():
-        click.echo(f"{row['name']:28s} {row['kind']:8s} {row['description']}")
+
+    from .textable import text_table
+    click.echo(text_table(("name", "kind", "description"),
+                          [(row["name"], row["kind"], row["description"]) for row in catalogue()]))
+
+
+@main.command()
+def strategies() -> None:
+    """Every fusion and order strategy a name selects: its parameters (with defaults) and what it does."""
+    from .catalog import entries
+    from .textable import text_table
+    click.echo(text_table(("kind", "name", "parameters", "description"),
+                          [(e.kind, e.name, e.parameters or "-", e.doc) for e in entries()]))
 
 
 @instances.command("show")

@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import difflib
 import inspect
 import numbers
 import operator
@@ -27,6 +26,7 @@ from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
 from .codegen.entry import compiled_call_kinds, compiled_call_source, python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from .errors import CallError, StaxError
+from .suggest import did_you_mean
 from .memory.plan import MemoryPlan, grouped_live, plan_memory
 from .memory.report import MemoryReport
 from .frontend import parameter_names, trace
@@ -99,9 +99,8 @@ class Options:
         known = [f.name for f in fields(cls)]
         for name in kwargs:
             if name not in known:
-                close = difflib.get_close_matches(name, known, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise StaxError(f"stax.compile has no option {name!r}; {hint}the options are {', '.join(known)}")
+                raise StaxError(f"stax.compile has no option {name!r}; {did_you_mean(name, known)}"
+                                f"the options are {', '.join(known)}")
         return cls(**kwargs)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import UnsupportedError
+from .suggest import did_you_mean
 
 SUPPORTED = ("float32", "float64", "int32", "int64", "bool")
 CPP_TYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
@@ -21,7 +22,8 @@ def canonical(dtype) -> str:
     except TypeError:
         name = None
     if name not in SUPPORTED:
-        raise UnsupportedError(f"dtype {dtype!r} is not supported; use one of {', '.join(SUPPORTED)}")
+        hint = did_you_mean(dtype, [*SUPPORTED, *aliases]) if isinstance(dtype, str) else ""
+        raise UnsupportedError(f"dtype {dtype!r} is not supported; {hint}use one of {', '.join(SUPPORTED)}")
     return name
 
 

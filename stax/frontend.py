@@ -27,9 +27,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, numpy_calls
 from .errors import ShapeError, StaxError, UnsupportedError
 from .graph import COMPARE_OPS, REDUCTION_OPS, Graph, Node
+from .suggest import closest
 
 Scalar = bool | int | float
 _SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
@@ -336,7 +337,12 @@ _DATA_DEPENDENT = ("__bool__", "__int__", "__float__", "__index__", "item", "tol
 class Tensor:
     """A traced tensor. Methods and operators follow ``torch.Tensor``; ``dtype`` is a string."""
 
-    __array_ufunc__ = None  # numpy scalars on the left defer to our reflected operators
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):  # a numpy scalar on the left, or np.exp(x)
+        return numpy_calls.reflected_operator(Tensor, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):  # np.sum(x), np.where(...): refused with a hint
+        return numpy_calls.refuse_function(Tensor, func)
+
     __hash__ = object.__hash__  # comparisons return tensors, as in torch
 
     def __init__(self, tracer: _Tracer, name: str, *, input_name: str | None = None,
@@ -394,8 +400,10 @@ class Tensor:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        supported = sorted(n for n in dir(type(self)) if not n.startswith("_"))
-        raise UnsupportedError(f"Tensor.{name} is not supported by stax; supported: {', '.join(supported)}")
+        near = closest(name, [n for n in dir(type(self)) if not n.startswith("_")])
+        raise UnsupportedError(f"Tensor.{name} is not supported by stax"
+                               + (f"; the closest supported methods: {', '.join(near)}" if near else
+                                  "; see the methods of stax.Tensor"))
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise UnsupportedError("index assignment (x[...] = v) is not supported by stax; compute the new value "

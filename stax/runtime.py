@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BuildError, StaxError
+from .suggest import did_you_mean
 
 HEADER_DIR = Path(__file__).parent / "codegen"
 
@@ -79,7 +80,8 @@ def native_isa() -> Isa:
 def isa_level(name: str, setting: str) -> Isa:
     """The level called ``name``; ``setting`` (``isa``, ``STAX_ISA``) is where it was given."""
     if name not in ISA_LEVELS:
-        raise StaxError(f"{setting}={name!r} is not a level; use one of {', '.join(ISA_LEVELS)}")
+        raise StaxError(f"{setting}={name!r} is not a level; {did_you_mean(name, ISA_LEVELS)}"
+                        f"use one of {', '.join(ISA_LEVELS)}")
     return ISA_LEVELS[name]
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 from .errors import StaxError, StrategyNotFound
 from .problems import FusionProblem, OrderProblem, Partition
+from .suggest import did_you_mean
 
 #: How an answer was obtained: a heuristic, a proven optimum, a solver's best feasible answer
 #: when time ran out (not proven optimal), or no answer at all.
@@ -108,7 +109,8 @@ class Registry:
             eps = self._entry_points()
         if name not in eps:
             raise StrategyNotFound(
-                f"no {self.kind} strategy named {name!r}; known: {', '.join(self.names()) or 'none'}. "
+                f"no {self.kind} strategy named {name!r}; {did_you_mean(name, self.names())}"
+                f"known: {', '.join(self.names()) or 'none'}. "
                 f"Register one with stax.{self.kind}_strategies.register(name, cls) or an entry point in "
                 f"group {self.group!r} (and `pip install -e .` after editing pyproject.toml)")
         try:
@@ -121,6 +123,9 @@ class Registry:
         """Raise, naming what is wrong, unless ``resolve(spec, **params)`` can make a strategy;
         ``option`` is what the caller calls ``params`` (``fusion_params`` by default)."""
         option = option or f"{self.kind}_params"
+        for key, value in params.items():
+            if key.endswith("time_limit") and value is not None:
+                check_time_limit(value, f"{option} {key}")
         if isinstance(spec, str):
             _check_params(self.factory(spec), params, f"{self.kind} strategy {spec!r}", option)
             return
@@ -139,7 +144,15 @@ class Registry:
         return spec if hasattr(spec, "solve") else _FunctionStrategy(spec, self.kind)
 
 
-def _signature(factory: Callable[..., Any]) -> inspect.Signature | None:
+def check_time_limit(value: Any, where: str) -> float:
+    """``value`` as seconds, or the one error every time limit (strategy parameter, sweep config) gives
+    when it is not a number above 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise StaxError(f"{where}={value!r}: a time limit must be a number of seconds above 0 (for example 5)")
+    return float(value)
+
+
+def strategy_signature(factory: Callable[..., Any]) -> inspect.Signature | None:
     """The parameters ``factory`` takes, or None when there is no signature to read.  A class
     defining neither ``__init__`` nor ``__new__`` takes none: read so directly, as inspect would
     parse object's text signature (7 of the 15 ms of a warm compile in a new process)."""
@@ -153,7 +166,7 @@ def _signature(factory: Callable[..., Any]) -> inspect.Signature | None:
 
 def _check_params(factory: Callable[..., Any], params: dict[str, Any], what: str, option: str) -> None:
     """Raise, naming the parameters ``factory`` takes, when it cannot be called with ``params``."""
-    signature = _signature(factory)
+    signature = strategy_signature(factory)
     if signature is None:  # the call itself will tell
         return
     try:

@@ -148,6 +148,9 @@ class _Heuristic:
     order: Callable[[OrderProblem], Order]
     parameters: dict = {}
 
+    def __init_subclass__(cls) -> None:
+        cls.__doc__ = cls.order.__doc__  # the strategy documents itself by its order function
+
     def solve(self, problem: OrderProblem) -> OrderResult:
         order = self.order(problem)
         return OrderResult(order, "heuristic", peak=problem.peak(order))

@@ -59,6 +59,17 @@ def _section(title: str, frame: pd.DataFrame, note: str = "") -> str:
     return f"<h2>{html.escape(title)}</h2>{note}{frame.to_html(index=False, na_rep='', border=0)}"
 
 
+def sweep_name(results: str | Path) -> str:
+    """The name of the sweep whose results are at ``results``: its config's (``config.toml``
+    beside the table), else the folder's."""
+    import tomllib
+    folder = Path(results) if Path(results).is_dir() else Path(results).parent
+    try:
+        return str(tomllib.loads((folder / "config.toml").read_text()).get("name", folder.name))
+    except (OSError, tomllib.TOMLDecodeError):
+        return folder.resolve().name
+
+
 def write_report(table: pd.DataFrame, out: str | Path, title: str = "Stax sweep") -> Path:
     """Draw the figures into ``out`` and write ``out/report.html`` (figures embedded); return its path."""
     out = Path(out)

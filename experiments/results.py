@@ -19,6 +19,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from .measure import write_atomic
+from .nulls import as_nulls
 
 TABLE = "results.parquet"
 
@@ -56,7 +57,7 @@ class ResultDir:
 
     def write_table(self, keys: Iterable[str]) -> pd.DataFrame:
         """Merge the rows of ``keys`` into results.parquet and results.csv (atomically)."""
-        table = pd.DataFrame(self.rows(keys))
+        table = as_nulls(pd.DataFrame(self.rows(keys)))
         for name, writer in ((TABLE, lambda p: table.to_parquet(p, index=False)),
                              ("results.csv", lambda p: table.to_csv(p, index=False))):
             tmp = self.out / f".{name}.tmp"

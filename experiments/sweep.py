@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 from tqdm import tqdm
 
-from . import provenance
+from . import provenance, sweep_status
 from .cells import Cell, plan
 from .config import SweepConfig
 from .isolate import call_with_limit
@@ -48,8 +48,8 @@ def execute(cell: Cell, cache_dir: str | None, in_process: bool = False) -> dict
         status, value = call_with_limit(run_cell, (cell, cache_dir), cell.timeout)
     metrics, error = (value, None) if status == "ok" else ({}, value)
     return {**cell.identity(), **metrics, "status": status, "error": error,
-            "cell_seconds": time.perf_counter() - start, **provenance.git(), **provenance.environment(),
-            "date": provenance.now()}
+            "cell_seconds": time.perf_counter() - start, **provenance.settings(cell), **provenance.git(),
+            **provenance.environment(), "date": provenance.now()}
 
 
 def _local(cells: list[Cell], cache_dir: str, workers: int) -> Iterator[dict[str, Any]]:
@@ -84,11 +84,19 @@ def _in_process(cells: list[Cell], cache_dir: str) -> Iterator[dict[str, Any]]:
 
 def run_sweep(config: SweepConfig, out: str | Path, workers: int = 1, scheduler: str | None = None,
               raise_errors: bool = False, echo: Callable[[str], None] = print,
-              progress: bool = True) -> SweepSummary:
-    """Run the cells of ``config`` not yet done in ``out``; write and return the results table."""
+              progress: bool = True, keep_stale: bool = False) -> SweepSummary:
+    """Run the cells of ``config`` not yet done in ``out``; write and return the results table.
+    Cells done by other code or settings are redone, or with ``keep_stale`` reused."""
     results = ResultDir(out)
+    provenance.keep_config(config, results.out)
     cells = plan(config, provenance.code_version())
     done = results.done()
+    stale = sweep_status.stale_cells(cells, results.cells, done)
+    if stale:
+        echo(sweep_status.explain(stale, keep_stale))
+    for row in sweep_status.reuse(stale) if keep_stale else ():
+        results.record(row)
+        done.add(row["cell"])
     pending = [c for c in cells if c.key not in done]
     where = f"Dask at {scheduler}" if scheduler else "this process" if raise_errors else f"{workers} processes"
     echo(f"sweep {config.name!r}: {len(cells)} cells, {len(cells) - len(pending)} already done, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -175,48 +176,77 @@ def _workers_option(fn):
                         help="Parallel cell processes (default: the number of cores)")(fn)
 
 
+def _sweep_flags(fn):
+    """The options every command running a sweep takes."""
+    fn = click.option("--allow-failures", is_flag=True, help="Exit 0 even when cells failed or timed out")(fn)
+    fn = click.option("--keep-stale", is_flag=True,
+                      help="Reuse rows of cells done by other code or settings instead of redoing them")(fn)
+    fn = click.option("--dry-run", is_flag=True, help="List the cells and which are done; run nothing")(fn)
+    return _workers_option(fn)
+
+
 def _run_and_report(config_path: str | Path, out: str | None, workers: int | None, scheduler: str | None,
-                    raise_errors: bool, report: bool) -> None:
+                    raise_errors: bool, report: bool, allow_failures: bool = False, keep_stale: bool = False,
+                    dry_run: bool = False, rerun: str = "") -> None:
+    """Run a sweep and end it with the strategies' summary (and the report); exit 1 if a cell failed."""
     import os
 
     from experiments.config import load_config
+    from experiments.summary import format_summary, strategy_summary
     from experiments.sweep import run_sweep
     try:
         config = load_config(config_path)
         out_dir = Path(out or Path("results") / config.name)
+        if dry_run:
+            from experiments.sweep_status import describe_plan
+            click.echo(describe_plan(config, out_dir))
+            return
+        started = time.time()
         summary = run_sweep(config, out_dir, workers=workers or os.cpu_count() or 1, scheduler=scheduler,
-                            raise_errors=raise_errors, echo=click.echo)
+                            raise_errors=raise_errors, echo=click.echo, keep_stale=keep_stale)
     except StaxError as exc:
         raise click.ClickException(str(exc))
+    except KeyboardInterrupt:
+        from experiments.sweep_status import interrupted
+        raise click.ClickException(interrupted(out_dir, started, rerun or f"stax sweep {config_path} --out {out_dir}"))
     click.echo(f"{summary.cells} cells ({summary.skipped} were already done, {summary.failed} failed or timed out "
                f"in this run); table: {summary.out / 'results.parquet'} and {summary.out / 'results.csv'}")
+    if len(summary.table):
+        click.echo(format_summary(strategy_summary(summary.table)))
     if report:
         from experiments.report import write_report
-        path = write_report(summary.table, summary.out, f"Stax sweep {config.name!r}")
+        path = write_report(summary.table, summary.out, config.name)
         click.echo(f"report: {path} (figures beside it: {', '.join(p.name for p in sorted(summary.out.glob('*.png')))})")
+    failed = int((summary.table["status"] != "ok").sum()) if len(summary.table) else 0
+    if failed and not allow_failures:
+        raise click.ClickException(f"{failed} of {summary.cells} cells failed or timed out (their errors: "
+                                   f"{summary.out / 'failed'}, the table's error column); rerunning retries them, "
+                                   "--allow-failures exits 0")
 
 
 @main.command()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory (default results/NAME)")
-@_workers_option
+@_sweep_flags
 @click.option("--scheduler", default=None, help="Dask scheduler address: run the cells on that cluster")
 @click.option("--raise", "raise_errors", is_flag=True, help="Run cells in this process and re-raise the first failure")
 @click.option("--report/--no-report", default=False, help="Also write the plots and report.html")
 def sweep(config: str, out: str | None, workers: int | None, scheduler: str | None, raise_errors: bool,
-          report: bool) -> None:
-    """Run the sweep of CONFIG (TOML); finished cells are skipped, so rerunning resumes."""
-    _run_and_report(config, out, workers, scheduler, raise_errors, report)
+          report: bool, allow_failures: bool, keep_stale: bool, dry_run: bool) -> None:
+    """Run the sweep of CONFIG (TOML); finished cells are skipped, so rerunning resumes. Ends with a
+    table per strategy and exits 1 if a cell failed."""
+    _run_and_report(config, out, workers, scheduler, raise_errors, report, allow_failures, keep_stale, dry_run)
 
 
 @main.command("main-job")
 @click.option("--out", type=click.Path(file_okay=False), default="results/main-job", show_default=True)
-@_workers_option
-def main_job(out: str, workers: int | None) -> None:
+@_sweep_flags
+def main_job(out: str, workers: int | None, allow_failures: bool, keep_stale: bool, dry_run: bool) -> None:
     """The built-in sweep (experiments/configs/main.toml): programs and abstract instances, every
     strategy against the CP-SAT optimum; leaves the table, plots and report.html in OUT."""
     import experiments
-    _run_and_report(Path(experiments.__file__).parent / "configs" / "main.toml", out, workers, None, False, True)
+    _run_and_report(Path(experiments.__file__).parent / "configs" / "main.toml", out, workers, None, False, True,
+                    allow_failures, keep_stale, dry_run, rerun=f"stax main-job --out {out}")
 
 
 @main.command()
@@ -226,19 +256,25 @@ def plot(results: str, out: str | None) -> None:
     """Draw the figures of a results directory (or .parquet/.csv table)."""
     from experiments.plots import plot_all
     target = Path(out or (results if Path(results).is_dir() else Path(results).parent))
-    for path in plot_all(_results_table(results), target):
+    table = _results_table(results)
+    paths = plot_all(table, target)
+    for path in paths:
         click.echo(str(path))
+    if not paths:
+        finished = int((table["status"] == "ok").sum())
+        raise click.ClickException(f"no figure to draw: {finished} of {len(table)} cells finished (see the status "
+                                   "and error columns)")
 
 
 @main.command()
 @click.argument("results", type=click.Path(exists=True))
 @click.option("--out", type=click.Path(file_okay=False), help="Where to write report.html (default: beside the table)")
-@click.option("--title", default="Stax sweep", show_default=True)
-def report(results: str, out: str | None, title: str) -> None:
+@click.option("--title", default=None, help="The report's title  [default: the sweep's name]")
+def report(results: str, out: str | None, title: str | None) -> None:
     """Write a self-contained report.html (figures embedded, summary tables) of a results table."""
-    from experiments.report import write_report
+    from experiments.report import sweep_name, write_report
     target = Path(out or (results if Path(results).is_dir() else Path(results).parent))
-    click.echo(str(write_report(_results_table(results), target, title)))
+    click.echo(str(write_report(_results_table(results), target, title or sweep_name(results))))
 
 
 @main.group()

@@ -144,6 +144,17 @@ class CompiledFunction:
     __call__ = property(operator.attrgetter("_call"))
     __signature__ = _CallSignature()
 
+    def __repr__(self) -> str:
+        """Two lines: the inputs and kernels, then the strategies and the peak (``f.source``,
+        ``f.fusion_log``, ``f.memory_report`` have the rest)."""
+        externs = sum(k.extern is not None for k in self.block_kernels)
+        count = len(self.block_kernels)
+        return (f"<stax.CompiledFunction({', '.join(self.parameters)}): {count} kernel{'s' * (count != 1)}"
+                f"{f' ({externs} extern)' if externs else ''} in {len(self.kernels)} calls, {self.isa.name}>\n"
+                f"  fusion {self.fusion.info.get('strategy', '?')} ({self.fusion.status}, traffic "
+                f"{self.fusion.cost} B), order {self.order.info.get('strategy', '?')} ({self.order.status}, "
+                f"peak {self.order.peak} B)")
+
     @property
     def source(self) -> str:
         return f"# wrapper\n{self.wrapper_source}\n// kernels\n{self.kernel_source}"

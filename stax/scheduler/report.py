@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from ..problems import FusionProblem
 from ..strategy import FusionResult
 
@@ -34,6 +36,17 @@ def node_class(problem: FusionProblem, block: tuple[str, ...]) -> str:
     return f"FusedSchedulerNode({inner.replace(', ', ',')})"
 
 
+def why_unfused(result: FusionResult) -> str | None:
+    """When a strategy that records its rejected pairs fused nothing, why: each reason with the
+    count of pairs sharing data it kept apart (an MLP's extern matmuls separate every kernel)."""
+    rejections = set(result.info.get("rejections", ()))
+    if result.info.get("merges") or not rejections:
+        return None
+    reasons = Counter(reason for _, _, reason in rejections)
+    return (f"no fusion: each of the {len(rejections)} pairs sharing data is illegal: "
+            + "; ".join(f"{reason} ({count} pair{'s' if count > 1 else ''})" for reason, count in reasons.most_common()))
+
+
 def fusion_log(problem: FusionProblem, result: FusionResult, verbose: bool = False) -> str:
     """The strategy's log lines, the kind of each merge, the fused nodes; with ``verbose`` every
     rejected candidate and its reason."""
@@ -48,6 +61,9 @@ def fusion_log(problem: FusionProblem, result: FusionResult, verbose: bool = Fal
             score = merges.get((a, b))
             line += f" ({kind}" + (f", shared data {score[1]} bytes)" if score else ")")
         lines.append(line)
+    unfused = why_unfused(result)
+    if unfused:
+        lines.append(unfused)
     for name, block in split.items():
         if len(block) > 1:
             lines.append(f"{name}: {node_class(problem, block)}")

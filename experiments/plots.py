@@ -1,13 +1,16 @@
-"""Figures of a sweep's results table (matplotlib, Agg backend).
+"""Figures of a sweep's results table (matplotlib, Agg backend), drawn to be read at page width:
+one colour per strategy in every figure (:func:`colour`), fonts of 12 points, at most two panels
+across, and a caption (:data:`CAPTIONS`) saying what every mark means.
 
-- ``fusion_ratio.png``: traffic / reference traffic of each fusion strategy, one panel per abstract
-  family and one for all programs;
-- ``order_peak.png``: estimated peak / reference peak of each order strategy, panels likewise;
-- ``solver_time.png``: strategy solve seconds against instance size (nodes or tasks), log scale;
-- ``kernel_time.png``: measured kernel time (median, bars to min/max) against modeled traffic.
-
-Ratios use only rows whose reference is proven optimal; the count of the others is in each
-panel's title, so a best-found value is never drawn as the optimum.
+- ``profiles.png``: Dolan-More performance profiles: the share of instances on which a strategy is
+  within a factor tau of the reference (traffic for fusion, Definition 7.3; peak for orders,
+  Definition 7.5);
+- ``fusion_gap.png``, ``order_gap.png``: the gap to the reference against instance size, one panel
+  per family (the program suite in one);
+- ``order_peak.png``: the peak of each order strategy per instance against its size, with the
+  reference's optimum and, where it is not proven, its lower bound;
+- ``kernel_time.png``: measured time per call (median, bars to the spread) against modeled traffic;
+- ``solver_time.png``: strategy solve seconds against instance size.
 """
 from __future__ import annotations
 
@@ -17,7 +20,50 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+#: fixed colours of the registered strategies (cpsat is one strategy name for both problems)
+COLOURS = {"none": "#7f7f7f", "greedy": "#0072B2", "random": "#CC79A7", "mwc": "#009E73", "cpsat": "#D55E00",
+           "original": "#8c564b", "best": "#56B4E9", "lpmf": "#E69F00", "bfs": "#bcbd22", "dfs": "#17becf",
+           "dp": "#9467bd"}
+SPARE = ("#1b9e77", "#e7298a", "#66a61e", "#a6761d", "#666666", "#7570b3")
+STYLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "legend.fontsize": 10,
+         "xtick.labelsize": 11, "ytick.labelsize": 11, "figure.dpi": 100}
+WIDTH = 10.0  # inches: 1000 pixels, the report's column
+
+CAPTIONS = {
+    "profiles": "Performance profiles (Dolan-More): for each strategy, the share of cells (y) in which its "
+                "value is at most tau times the reference's (x, log scale); a curve reaching 1 at tau = 1 is at the "
+                "reference everywhere. Left: fusion traffic (Definition 7.3); right: order peak (Definition 7.5; "
+                "an order cell is an instance with one fusion's kernels). Only cells whose reference is positive count.",
+    "fusion_gap": "Gap of each fusion strategy's traffic to the reference (%, y) against instance size (nodes, x), one "
+                  "panel per family. A filled dot is a cell whose reference is a proven optimum, a hollow one a cell "
+                  "whose reference is only the best found; dots of one size are spread sideways; the line joins the "
+                  "strategy's geometric-mean gap per size.",
+    "order_gap": "Gap of each order strategy's peak to the reference (%, y) against instance size (tasks, x), one "
+                 "panel per family. Filled dot: proven optimal reference; hollow: best found only; the line joins "
+                 "the geometric-mean gap per size.",
+    "order_peak": "Peak memory (bytes, log scale) of each order strategy (coloured dots) on each instance, against "
+                  "its size (tasks, x; dots of one size spread sideways). A black bar, drawn over the dots, is "
+                  "the reference's peak when proven optimal, a grey bar when only the best found, and a grey "
+                  "triangle its lower bound when that is below it.",
+    "kernel_time": "Measured time per call of each compiled program (us, log scale): the dot is the median, the bar "
+                   "spans the spread the table records (min to max of the repeats), against the modeled traffic of "
+                   "the fusion (bytes, Definition 7.3, log scale); colour is the fusion strategy.",
+    "solver_time": "Solve time of each strategy (seconds, log scale) against instance size: nodes for fusion "
+                   "(left), tasks for orders (right). One dot per instance and strategy.",
+}
+
+
+def colour(label: str) -> str:
+    """The colour of a strategy in every figure: its registered name's, else a spare one chosen by
+    the label, so the same label has the same colour in every report."""
+    name = str(label).split("(")[0]
+    if name in COLOURS:
+        return COLOURS[name]
+    return SPARE[sum(map(ord, str(label))) % len(SPARE)]
 
 
 def _ok(table: pd.DataFrame) -> pd.DataFrame:
@@ -39,98 +85,207 @@ def compared(table: pd.DataFrame, value: str, strategy: str) -> pd.DataFrame:
     return _ok(table).dropna(subset=[value, ref]).drop_duplicates(keys)
 
 
-def _ratio_panels(table: pd.DataFrame, value: str, strategy: str, title: str, path: Path) -> Path | None:
-    ref = f"{value}_ref"
-    rows = compared(table, value, strategy)
-    if rows.empty:
-        return None
-    rows = rows.assign(panel=rows["family"].where(rows["kind"] != "program", "programs"))
-    panels = sorted(rows["panel"].unique())
-    ncols = min(4, len(panels))
-    nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols + 0.5, 3.4 * nrows), squeeze=False, sharey=True)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
-    for ax, panel in zip(axes.flat, panels):
-        group = rows[rows["panel"] == panel]
-        proven = group[group[f"{ref}_status"] == "optimal"]
-        labels = sorted(group[strategy].unique())
-        data = [(proven.loc[proven[strategy] == s, value] / proven.loc[proven[strategy] == s, ref].where(
-            proven.loc[proven[strategy] == s, ref] > 0)).dropna() for s in labels]
-        ax.boxplot(data, tick_labels=labels, showmeans=True)
-        unproven = len(group) - len(proven)
-        ax.set_title(f"{panel} ({len(group)} rows)" + (f"\n{unproven} without a proven optimum" if unproven else ""),
-                     fontsize=9)
-        ax.tick_params(axis="x", rotation=45, labelsize=8)
-        ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-    for row in axes:
-        row[0].set_ylabel(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+def _ratios(rows: pd.DataFrame, value: str) -> pd.Series:
+    ref = rows[f"{value}_ref"]
+    return (rows[value] / ref.where(ref > 0)).astype(float)
+
+
+def _figure(nrows: int, ncols: int, height: float = 3.6, **kwargs):
+    with plt.rc_context(STYLE):
+        return plt.subplots(nrows, ncols, figsize=(WIDTH, height * nrows), squeeze=False, **kwargs)
+
+
+def _save(fig, path: Path, legend: list[str] | None = None) -> Path:
+    """Lay out and write ``fig``; with ``legend``, one legend of those strategies above the panels."""
+    for ax in fig.axes:
+        for axis, scale, (low, high) in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()),
+                                         (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
+            if scale == "log":  # plain numbers (3, 20, 1e+06), not 3x10^0; at 1, 2, 5 x 10^k on short axes
+                short = high / low < 300
+                axis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5) if short else (1,), numticks=12))
+                axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                axis.set_minor_formatter(ticker.NullFormatter())
+    top = 1 - 0.5 / fig.get_figheight() if legend else 1
+    fig.tight_layout(rect=(0, 0, 1, top))
+    if legend:
+        handles = [plt.Line2D([], [], color=colour(s), marker="o", ls="", ms=8) for s in legend]
+        fig.legend(handles, legend, loc="upper center", ncol=min(len(legend), 7), frameon=False)
+    fig.savefig(path)
     plt.close(fig)
     return path
 
 
-def fusion_ratio(table: pd.DataFrame, out: Path) -> Path | None:
-    return _ratio_panels(table, "traffic", "fusion", "traffic / optimal traffic", out / "fusion_ratio.png")
+def profiles(table: pd.DataFrame, out: Path) -> Path | None:
+    kinds = [(s, v) for s, v in (("fusion", "traffic"), ("order", "peak")) if not compared(table, v, s).empty]
+    if not kinds:
+        return None
+    with plt.rc_context(STYLE):
+        fig, axes = _figure(1, 2, 4.2)
+        for ax, (strategy, value) in zip(axes[0], kinds):
+            rows = compared(table, value, strategy)
+            top = 1.0
+            for label, group in rows.groupby(strategy):
+                ratios = np.sort(_ratios(group, value).dropna().to_numpy())
+                if not len(ratios):
+                    continue
+                top = max(top, ratios[-1])
+                share = np.arange(1, len(ratios) + 1) / len(ratios)
+                ax.step(np.r_[1.0, ratios], np.r_[0.0, share], where="post", color=colour(label), lw=2, label=label)
+            ax.set_xscale("log")
+            ax.set_xlim(1.0, top * 1.15)
+            ax.set_ylim(0, 1.02)
+            ax.set_xlabel(f"tau: {value} / reference {value}")
+            ax.set_ylabel("share of cells within tau")
+            ax.set_title(f"{strategy} strategies ({len(rows)} cells)")
+            ax.legend(loc="lower right")
+        for ax in axes[0][len(kinds):]:
+            ax.set_visible(False)
+        return _save(fig, out / "profiles.png")
+
+
+def _panels(rows: pd.DataFrame) -> pd.Series:
+    """The panel of each row: its family, or ``programs`` for the program suite."""
+    return rows["family"].where(rows["kind"] != "program", "programs")
+
+
+def _dodge(labels: list[str], width: float) -> dict[str, float]:
+    """Sideways offsets that spread the strategies' dots of one size."""
+    step = width / max(len(labels), 1)
+    return {s: (i - (len(labels) - 1) / 2) * step for i, s in enumerate(labels)}
+
+
+def _gap(table: pd.DataFrame, out: Path, strategy: str, value: str, size: str) -> Path | None:
+    rows = compared(table, value, strategy)
+    if rows.empty or size not in rows:
+        return None
+    rows = rows.dropna(subset=[size])
+    if rows.empty:
+        return None
+    rows = rows.assign(panel=_panels(rows), gap=(_ratios(rows, value) - 1) * 100,
+                       proven=rows[f"{value}_ref_status"] == "optimal")
+    panels = sorted(rows["panel"].unique())
+    labels = sorted(rows[strategy].unique())
+    ncols = min(2, len(panels))
+    fig, axes = _figure(-(-len(panels) // ncols), ncols, 3.4)
+    for ax, panel in zip(axes.flat, panels):
+        group = rows[rows["panel"] == panel]
+        sizes = sorted(group[size].unique())
+        spread = 0.6 * (min(np.diff(sizes)) if len(sizes) > 1 else 1)
+        offsets = _dodge(labels, spread)
+        for label in labels:
+            mine = group[group[strategy] == label].dropna(subset=["gap"])
+            x = mine[size] + offsets[label]
+            ax.scatter(x[mine["proven"]], mine.loc[mine["proven"], "gap"], color=colour(label), s=22)
+            ax.scatter(x[~mine["proven"]], mine.loc[~mine["proven"], "gap"], facecolors="none",
+                       edgecolors=colour(label), s=22)
+            means = mine.groupby(size)["gap"].apply(lambda g: (np.exp(np.log1p(g / 100).mean()) - 1) * 100)
+            ax.plot(means.index + offsets[label], means.to_numpy(), color=colour(label), lw=1.2)
+        ax.axhline(0, color="gray", lw=0.8, ls="--")
+        ax.set_title(f"{panel} ({group['instance'].nunique()} instances)")
+        ax.set_xlabel(f"instance size ({size})")
+        ax.set_ylabel("gap to reference (%)")
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    return _save(fig, out / f"{strategy}_gap.png", labels)
+
+
+def fusion_gap(table: pd.DataFrame, out: Path) -> Path | None:
+    return _gap(table, out, "fusion", "traffic", "nodes")
+
+
+def order_gap(table: pd.DataFrame, out: Path) -> Path | None:
+    return _gap(table, out, "order", "peak", "tasks")
 
 
 def order_peak(table: pd.DataFrame, out: Path) -> Path | None:
-    return _ratio_panels(table, "peak", "order", "peak / optimal peak", out / "order_peak.png")
+    rows = compared(table, "peak", "order")
+    if rows.empty or "tasks" not in rows:
+        return None
+    rows = rows[rows["tasks"].notna() & (rows["peak"] > 0)]
+    if rows.empty:
+        return None
+    rows = rows.assign(panel=_panels(rows))
+    panels = sorted(rows["panel"].unique())
+    labels = sorted(rows["order"].unique())
+    ncols = min(2, len(panels))
+    fig, axes = _figure(-(-len(panels) // ncols), ncols, 3.4)
+    for ax, panel in zip(axes.flat, panels):
+        group = rows[rows["panel"] == panel]
+        sizes = sorted(group["tasks"].unique())
+        spread = 0.7 * (min(np.diff(sizes)) if len(sizes) > 1 else 1)
+        offsets = _dodge(labels, spread)
+        for label in labels:
+            mine = group[group["order"] == label]
+            ax.scatter(mine["tasks"] + offsets[label], mine["peak"], color=colour(label), s=16, zorder=3)
+        refs = group.drop_duplicates(["instance", *rules(group), "fusion"])
+        proven = refs["peak_ref_status"] == "optimal"
+        for mask, shade in ((proven, "black"), (~proven, "gray")):
+            ax.hlines(refs.loc[mask, "peak_ref"], refs.loc[mask, "tasks"] - spread / 2,
+                      refs.loc[mask, "tasks"] + spread / 2, colors=shade, lw=1.5, zorder=4)
+        if "peak_ref_bound" in refs:
+            below = refs[refs["peak_ref_bound"].notna() & (refs["peak_ref_bound"] < refs["peak_ref"])]
+            ax.scatter(below["tasks"], below["peak_ref_bound"].clip(lower=1), marker="v", color="gray", s=30, zorder=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{panel} ({refs['instance'].nunique()} instances)")
+        ax.set_xlabel("instance size (tasks)")
+        ax.set_ylabel("peak (bytes)")
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    return _save(fig, out / "order_peak.png", labels)
 
 
 def solver_time(table: pd.DataFrame, out: Path) -> Path | None:
     rows = _ok(table)
-    if rows.empty:
+    kinds = [k for k in (("nodes", "fusion_seconds", "fusion"), ("tasks", "order_seconds", "order"))
+             if k[1] in rows and not rows.dropna(subset=[k[0], k[1]]).empty]
+    if not kinds:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, (size, seconds, strategy, what) in zip(axes, (("nodes", "fusion_seconds", "fusion", "fusion"),
-                                                          ("tasks", "order_seconds", "order", "order"))):
-        if seconds not in rows:
-            continue
+    fig, axes = _figure(1, 2, 4.0)
+    for ax, (size, seconds, strategy) in zip(axes[0], kinds):
         # one point per (instance, strategy): the same fusion solve appears once per order strategy
         points = rows.dropna(subset=[size, seconds]).drop_duplicates(["instance", strategy, size])
         for label, group in points.groupby(strategy):
-            ax.scatter(group[size], group[seconds].clip(lower=1e-6), label=label, s=14, alpha=0.7)
+            ax.scatter(group[size], group[seconds].clip(lower=1e-6), label=label, s=18, alpha=0.8,
+                       color=colour(label))
         ax.set_yscale("log")
         ax.set_xlabel(f"instance size ({size})")
         ax.set_ylabel("solve seconds")
-        ax.set_title(f"{what} strategies", fontsize=10)
-        if len(points):
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "solver_time.png", dpi=110)
-    plt.close(fig)
-    return out / "solver_time.png"
+        ax.set_title(f"{strategy} strategies")
+        ax.legend()
+    for ax in axes[0][len(kinds):]:
+        ax.set_visible(False)
+    return _save(fig, out / "solver_time.png")
 
 
 def kernel_time(table: pd.DataFrame, out: Path) -> Path | None:
     if "kernel_time_median" not in table:
         return None
-    rows = _ok(table).dropna(subset=["kernel_time_median", "traffic"])
+    rows = _ok(table).dropna(subset=["kernel_time_median", "traffic"]).drop_duplicates(
+        ["instance", *rules(table), "fusion"])
     if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for family, group in rows.groupby("family"):
+    fig, axes = _figure(1, 1, 5.0)
+    ax = axes[0][0]
+    for label, group in rows.groupby("fusion"):
         median = group["kernel_time_median"] * 1e6
-        spread = [median - group["kernel_time_min"] * 1e6, group["kernel_time_max"] * 1e6 - median]
-        ax.errorbar(group["traffic"], median, yerr=spread, fmt="o", ms=4, capsize=2, label=family, alpha=0.8)
+        spread = [median - group["kernel_time_min"] * 1e6, group["kernel_time_max"] * 1e6 - median] \
+            if "kernel_time_min" in group else None
+        ax.errorbar(group["traffic"], median, yerr=spread, fmt="o", ms=5, capsize=3, label=label, alpha=0.85,
+                    color=colour(label))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("modeled traffic (bytes, Definition 7.3)")
-    ax.set_ylabel("measured time per call (us, median; bars min-max)")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "kernel_time.png", dpi=110)
-    plt.close(fig)
-    return out / "kernel_time.png"
+    ax.set_ylabel("time per call (us)")
+    ax.legend(title="fusion")
+    return _save(fig, out / "kernel_time.png")
 
 
-FIGURES = (fusion_ratio, order_peak, solver_time, kernel_time)
+FIGURES = (profiles, fusion_gap, order_gap, order_peak, kernel_time, solver_time)
 
 
 def plot_all(table: pd.DataFrame, out: str | Path) -> list[Path]:
     """Draw every figure the table has data for into ``out``; return their paths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    return [path for figure in FIGURES if (path := figure(table, out)) is not None]
+    with plt.rc_context(STYLE):
+        return [path for figure in FIGURES if (path := figure(table, out)) is not None]

@@ -136,8 +136,12 @@ class _Fields:
 
     def get(self, key: str, kind: type | tuple[type, ...], expected: str, default: Any = ..., check=None,
             choices: tuple[str, ...] = ()) -> Any:
-        """The value of ``key``, checked; a string that is not one of ``choices`` fails with the closest."""
-        if choices:
+        """The value of ``key``, checked; a string (or a list's string) that is not one of ``choices``
+        fails naming the closest."""
+        if choices and kind is list:
+            also = check
+            check = lambda v: (also is None or also(v)) and all(x in choices for x in v)  # noqa: E731
+        elif choices:
             check = lambda v: v in choices  # noqa: E731
         if key not in self.table:
             if default is ...:
@@ -147,7 +151,8 @@ class _Fields:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         wrong_type = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
         if wrong_type or (check is not None and not check(value)):
-            self.fail(key, expected, value, did_you_mean(value, choices) if choices and isinstance(value, str) else "")
+            wrong = next((x for x in value if x not in choices), None) if isinstance(value, list) else value
+            self.fail(key, expected, value, did_you_mean(wrong, choices) if choices and isinstance(wrong, str) else "")
         return value
 
 
@@ -232,7 +237,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
     top = _Fields(source, data, "", ("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
                                      "dependence", "reference", "timing", "families", "files"))
     measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(MEASURES),
-                       check=lambda m: all(x in MEASURES for x in m))
+                       choices=MEASURES)
     ref = _Fields(source, top.get("reference", dict, "a table", default={}), "reference",
                   ("time_limit", "workers", "order"))
     timing = _Fields(source, top.get("timing", dict, "a table", default={}), "timing", ("repeat", "threads"))
@@ -243,7 +248,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
         fusion=_strategies(top, "fusion", fusion_strategies),
         order=_strategies(top, "order", order_strategies),
         dependence=tuple(top.get("dependence", list, f"a non-empty list drawn from {list(DEPENDENCE_RULES)}",
-                                 default=["parallel"], check=lambda d: d and all(x in DEPENDENCE_RULES for x in d))),
+                                 default=["parallel"], check=bool, choices=tuple(DEPENDENCE_RULES))),
         seed=top.get("seed", int, "an integer", default=0),
         seeds=top.get("seeds", int, "a positive integer", default=1, check=lambda s: s > 0),
         cell_timeout=top.seconds("cell_timeout", 120.0),

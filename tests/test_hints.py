@@ -65,6 +65,8 @@ TIME_LIMIT = "a time limit must be a number of seconds above 0 (for example 5)"
     (BASE | {"families": [{"name": "layerd", "sizes": [4]}]}, "field 'families[0].name'"),
     (BASE | {"famlies": []}, "field 'famlies'"),
     (BASE | {"reference": {"order": "dpp"}}, "field 'reference.order'"),
+    (BASE | {"measures": ["peak", "trafic"]}, "field 'measures'"),
+    (BASE | {"dependence": ["paralel"]}, "field 'dependence'"),
 ])
 def test_config_name_typos_get_did_you_mean(data, field):
     with pytest.raises(ConfigError, match=r"did you mean '[a-z_]+'\?$") as error:

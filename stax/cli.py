@@ -134,16 +134,22 @@ def compile_command(target: str, shapes: str, dtype: str, fusion: str, order: st
     from .reference import evaluate
     from .timing import time_call
 
+    from .strategy import fusion_strategies, order_strategies
     fn = _load_function(target)
     dtype = _check_dtype(dtype)
+    fusion_options, order_options = _parse_params(fusion_params, "--fusion-param"), _parse_params(order_params, "--order-param")
+    try:  # named as the command line names them, before anything is traced
+        fusion_strategies.check(fusion, fusion_options, option="--fusion-param")
+        order_strategies.check(order, order_options, option="--order-param")
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
     parsed = _parse_shapes(shapes)
     _check_arity(fn, parsed)
     rng = np.random.default_rng(0)
     arrays = [_random_input(s, dtype, rng) for s in parsed]
     try:
         compiled = stax_compile(fn, *arrays, fusion=fusion, order=order, threads=threads, isa=isa,
-                                fusion_params=_parse_params(fusion_params, "--fusion-param"),
-                                order_params=_parse_params(order_params, "--order-param"))
+                                fusion_params=fusion_options, order_params=order_options)
         if show_code:
             click.echo(compiled.source)
         if log:

@@ -173,7 +173,9 @@ def _check_params(factory: Callable[..., Any], params: dict[str, Any], what: str
         signature.bind(**params)
     except TypeError as exc:
         takes = [p.name for p in signature.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        raise StaxError(f"{option} {sorted(params)} do not fit {what} ({exc}); it takes "
+        unknown = [name for name in params if name not in takes]
+        hint = did_you_mean(unknown[0], takes) if unknown else ""
+        raise StaxError(f"{option} {sorted(params)} do not fit {what} ({exc}); {hint}it takes "
                         f"{', '.join(takes) or 'no parameters'}") from None
 
 

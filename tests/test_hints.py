@@ -45,6 +45,7 @@ def test_unsupported_method_names_only_the_closest():
     (lambda: stax.compile(lambda x: x, X, fusoin="greedy"), "did you mean 'fusion'?"),
     (lambda: stax.compile(lambda x: x, X, isa="avx52"), "did you mean 'avx512'?"),
     (lambda: stax.TensorSpec((3,), "floa32"), "did you mean 'float32'?"),
+    (lambda: stax.compile(lambda x: x, X, fusion="cpsat", fusion_params={"time_limt": 3}), "did you mean 'time_limit'?"),
 ])
 def test_name_typos_get_did_you_mean(call, message):
     with pytest.raises(stax.StaxError, match=message):
@@ -107,7 +108,7 @@ def two_inputs(tmp_path):
                                                    "supported; did you mean 'float32'? use one of float32, float64, "
                                                    "int32, int64, bool"),
     (["--shapes", "4x8,4x8", "--fusion-param", "time_limit=-1", "--fusion", "cpsat"],
-     f"Error: fusion_params time_limit=-1: {TIME_LIMIT}"),
+     f"Error: --fusion-param time_limit=-1: {TIME_LIMIT}"),
     (["--shapes", "4x8,4x8", "--order", "cpsatt"], "Error: no order strategy named 'cpsatt'; did you mean 'cpsat'?"),
 ])
 def test_compile_command_bad_inputs_end_in_one_line(two_inputs, args, line):

@@ -51,7 +51,7 @@ def test_a_function_compiles_runs_and_matches_the_reference(target, options):
 
 @pytest.mark.parametrize("args,message", [
     (["--fusion", "cpsat", "--fusion-param", "time_limt=5"],
-     "fusion_params \\['time_limt'\\] do not fit fusion strategy 'cpsat'.*it takes time_limit"),
+     "--fusion-param \\['time_limt'\\] do not fit fusion strategy 'cpsat'.*did you mean 'time_limit'\\? it takes time_limit"),
     (["--fusion-param", "5"], "'5' is not KEY=VALUE"),
     (["--isa", "sse"], "isa='sse' is not a level; use one of avx512, avx2, none"),
     (["--threads", "0"], "0 is not in the range x>=1"),

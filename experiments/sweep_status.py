@@ -106,6 +106,7 @@ def describe_plan(config: SweepConfig, out: Path) -> str:
 
 def interrupted(out: Path, started: float, rerun: str) -> str:
     """The line an interrupted sweep ends with: what is saved and how to resume."""
-    saved = [p for p in (Path(out) / "cells").glob("*.json") if p.stat().st_mtime >= started]
-    return (f"interrupted: the {len(saved)} cells finished in this run are saved in {Path(out) / 'cells'} (with those "
-            f"done before); `{rerun}` resumes, skipping every finished cell")
+    files = list((Path(out) / "cells").glob("*.json"))
+    saved = sum(p.stat().st_mtime >= started for p in files)
+    return (f"interrupted: the {saved} cells finished in this run are saved in {Path(out) / 'cells'} ({len(files)} "
+            f"in all); `{rerun}` resumes, skipping every finished cell")

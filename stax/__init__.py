@@ -1,11 +1,6 @@
 """Stax: a TorchInductor-like tensor compiler whose fusion and ordering strategies can be
 swapped, solved exactly and timed (seed sections 7 and 8)."""
-from importlib.metadata import PackageNotFoundError as _NotInstalled, version as _version
 
-try:
-    __version__ = _version("stax")  # the installed distribution's, as `stax --version` prints it
-except _NotInstalled:  # imported from a checkout that was never installed
-    __version__ = "0+unknown"
 from .errors import (BuildError, CallError, InstanceFormatError, InvalidScheduleError, KernelError,
                      ShapeError, StaxError, StrategyNotFound, UnsupportedError)
 from .problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
@@ -13,3 +8,15 @@ from .strategy import FusionResult, OrderResult, fusion_strategies, order_strate
 from .frontend import Tensor, TensorSpec, trace, where
 from .lowering import CostModel
 from .compiler import CompiledFunction, Options, compile, compile_graph
+
+
+def __getattr__(name: str):
+    """``stax.__version__``: the installed distribution's, as `stax --version` prints it; read on
+    first use, as reading package metadata costs about 15 ms of a new process."""
+    if name != "__version__":
+        raise AttributeError(f"module 'stax' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("stax")
+    except PackageNotFoundError:  # imported from a checkout that was never installed
+        return "0+unknown"

@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 import numpy as np
 
-from . import __version__
 from .errors import StaxError
 
 
@@ -105,7 +104,7 @@ def _random_input(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) 
 
 
 @click.group()
-@click.version_option(__version__, prog_name="stax", message="%(prog)s %(version)s")
+@click.version_option(package_name="stax", prog_name="stax", message="%(prog)s %(version)s")
 def main() -> None:
     """Stax: a tensor compiler whose fusion and ordering strategies can be swapped, solved exactly and timed."""
 

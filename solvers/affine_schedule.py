@@ -9,14 +9,17 @@ one linear equation per coefficient of ``x`` and one for the constant.  All of t
 one linear program over ``(c, lambda)`` (Proposition 7.5), solved by OR-Tools' GLOP; among the
 feasible schedules it picks one with the smallest ``sum |c| + sum |c_0|``.
 
-The program is the rational relaxation: a schedule it returns is legal on the integer points too;
-``verify`` re-checks a schedule exactly (rational minimum of each constraint, Fourier-Motzkin).
+The program is the rational relaxation: a schedule it returns is legal on the integer points too
+(before its values are rounded to fractions); ``verify`` re-checks a schedule exactly on the
+integer points, one integer-point query per dependence ("a pair with
+``theta_T(j) - theta_S(i) < 1``?"), within a work limit.
 
     >>> from stax.affine import Access, DependenceProblem, Domain
     >>> box, identity = Domain.box((6, 6)), [[1, 0], [0, 1]]
     >>> problem = DependenceProblem(Access.of(identity, [0, 0]), box, Access.of(identity, [-1, 1]), box)
-    >>> schedule = one_dimensional_schedule({"S": 2}, dependences_of(problem, "S", "S"))
-    >>> schedule.time("S", (1, 0)) - schedule.time("S", (0, 1)), verify(schedule, dependences_of(problem, "S", "S"))
+    >>> deps = dependences_of(problem, "S", "S")
+    >>> schedule = one_dimensional_schedule({"S": 2}, deps)
+    >>> schedule.time("S", (1, 0)) - schedule.time("S", (0, 1)), verify(schedule, deps).valid
     (Fraction(1, 1), True)
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Mapping, Sequence
 
 from ortools.linear_solver import pywraplp
 
-from stax.affine import DependenceProblem, Polyhedron, exact_test
+from stax.affine import WORK_LIMIT, Budget, DependenceProblem, Outcome, Polyhedron, WorkLimitReached, exact_test
 
 
 @dataclass(frozen=True)
@@ -64,15 +67,35 @@ class AffineSchedule:
                 + (self.constants[dep.target] - self.constants[dep.source] - 1,))
 
 
-def verify(schedule: AffineSchedule, dependences: Sequence[Dependence]) -> bool:
-    """Exactly: ``theta_T(j) - theta_S(i) >= 1`` on every dependence polyhedron (rational minimum)."""
+@dataclass(frozen=True)
+class Verification:
+    """``verify``'s answer: ``valid`` when every dependent pair is ordered; otherwise ``violation``
+    names a dependence and a pair ``(i, j)`` it leaves unordered, or ``outcome`` is
+    ``Outcome.WORK_LIMIT`` (undecided: not shown valid)."""
+
+    valid: bool
+    outcome: Outcome = Outcome.COMPLETE
+    violation: tuple[Dependence, tuple[int, ...], tuple[int, ...]] | None = None
+
+
+def verify(schedule: AffineSchedule, dependences: Sequence[Dependence], work_limit: int = WORK_LIMIT) -> Verification:
+    """Exactly on the integer points: ``theta_T(j) - theta_S(i) >= 1`` on every dependence, that
+    is, no integer point of its polyhedron with ``theta_T(j) - theta_S(i) - 1 <= -1/scale``
+    (``scale`` clears the schedule's denominators).  The dependences share ``work_limit`` units."""
+    budget = Budget(work_limit)
     for dep in dependences:
         row = schedule.delay_row(dep)
         scale = lcm(*(v.denominator for v in row))
-        bounds = dep.polyhedron.rational_bounds(tuple(int(v * scale) for v in row))
-        if bounds is not None and (bounds[0] is None or bounds[0] < 0):
-            return False
-    return True
+        late = tuple(-int(v * scale) for v in row[:-1]) + (-int(row[-1] * scale) - 1,)   # scale * delay <= -1
+        form = dep.polyhedron.lattice()
+        try:
+            pair = None if form is None else form.integer_point([late], budget)
+        except WorkLimitReached:
+            return Verification(False, Outcome.WORK_LIMIT)
+        if pair is not None:
+            ds = len(schedule.coefficients[dep.source])
+            return Verification(False, violation=(dep, pair[:ds], pair[ds:]))
+    return Verification(True)
 
 
 def one_dimensional_schedule(dims: Mapping[str, int], dependences: Sequence[Dependence],

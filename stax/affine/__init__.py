@@ -2,8 +2,9 @@
 
 Pure Python (no OR-Tools); the scheduler and the experiments may call it.  One module per job:
 
-- ``lattice``: integer solutions of linear equations (the exact GCD test);
-- ``polyhedron``: polyhedra, Fourier-Motzkin elimination, rational bounds, exact integer points;
+- ``lattice``: integer solutions of linear equations (the exact GCD test), LLL-reduced;
+- ``polyhedron``: polyhedra, Fourier-Motzkin elimination, rational bounds, exact integer points
+  with the equalities solved first, all within a work budget;
 - ``dependence``: domains, affine accesses, dependence problems split by level (Definition 7.6),
   the GCD / Banerjee / exact / enumeration tests;
 - ``transforms``: Theorem 7.2, Definition 7.7, Theorem 7.3 and Irigoin-Triolet's condition;
@@ -12,19 +13,20 @@ Pure Python (no OR-Tools); the scheduler and the experiments may call it.  One m
 The one-dimensional affine schedules of Proposition 7.5 (a linear program) live in
 ``solvers.affine_schedule``.
 """
-from .dependence import (Access, DependenceProblem, DependenceResult, Domain, LevelResult, banerjee_test,
+from .dependence import (Access, DependenceProblem, DependenceResult, Domain, LevelResult, Outcome, banerjee_test,
                          dependence_pairs, enumeration_test, exact_test, gcd_test)
 from .fusion import FusionVerdict, pair_fusion
-from .lattice import integer_solutions
-from .polyhedron import Polyhedron, eliminate
+from .lattice import integer_solutions, lll_reduce
+from .polyhedron import WORK_LIMIT, Budget, LatticeForm, Polyhedron, WorkLimitReached, eliminate
 from .transforms import (apply, carrying_level, determinant, fully_permutable, interchange, is_unimodular,
                          lex_sign, parallelepiped_tiling_legal, rectangular_tiling_legal, reversal, skew,
                          transformation_legal, transformation_preserves)
 
 __all__ = [
-    "Access", "DependenceProblem", "DependenceResult", "Domain", "FusionVerdict", "LevelResult", "Polyhedron", "apply",
-    "banerjee_test", "carrying_level", "dependence_pairs", "determinant", "eliminate", "enumeration_test",
-    "exact_test", "fully_permutable", "gcd_test", "integer_solutions", "interchange", "is_unimodular",
-    "lex_sign", "pair_fusion", "parallelepiped_tiling_legal", "rectangular_tiling_legal", "reversal", "skew",
-    "transformation_legal", "transformation_preserves",
+    "WORK_LIMIT", "Access", "Budget", "DependenceProblem", "DependenceResult", "Domain", "FusionVerdict", "LatticeForm",
+    "LevelResult", "Outcome", "Polyhedron", "WorkLimitReached", "apply", "banerjee_test", "carrying_level",
+    "dependence_pairs", "determinant", "eliminate", "enumeration_test", "exact_test", "fully_permutable", "gcd_test",
+    "integer_solutions", "interchange", "is_unimodular", "lex_sign", "lll_reduce", "pair_fusion",
+    "parallelepiped_tiling_legal", "rectangular_tiling_legal", "reversal", "skew", "transformation_legal",
+    "transformation_preserves",
 ]

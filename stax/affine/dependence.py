@@ -15,8 +15,10 @@ Four tests answer, per level, "dependence possible?" and, where all pairs share 
 - ``banerjee_test``: each equation's real range over the loop bounds and the level's direction
   (``=`` outside, ``<`` at the level, ``*`` inside), pair of loops by pair of loops; general
   domains enter through their bounding box.
-- ``exact_test``: an integer point of the level's polyhedron (``Polyhedron.integer_point``); the
-  distance when its rational range is one point.
+- ``exact_test``: an integer point of the level's polyhedron (``LatticeForm.integer_point``), and
+  the distance when no pair's distance differs from that witness's (two more integer points per
+  loop the equations leave free); within a work limit, past which a level is "dependent, distance
+  unknown" (``Outcome.WORK_LIMIT``).
 - ``enumeration_test``: every pair, by enumeration; the reference for small nests.
 
     >>> box = Domain.box((8, 8))
@@ -29,6 +31,7 @@ Four tests answer, per level, "dependence possible?" and, where all pairs share 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from fractions import Fraction
 from itertools import combinations, product
 from math import ceil, floor
@@ -36,7 +39,7 @@ from typing import Iterator, Sequence
 
 from ..indexing import Index
 from .lattice import integer_solutions
-from .polyhedron import Polyhedron, Row
+from .polyhedron import WORK_LIMIT, Budget, LatticeForm, Polyhedron, Row, WorkLimitReached
 
 Matrix = tuple[tuple[int, ...], ...]
 
@@ -182,15 +185,24 @@ class DependenceProblem:
         return self.depth + 1 if self.loop_independent else None
 
 
+class Outcome(Enum):
+    """How a test's answer for a level was reached."""
+
+    COMPLETE = "complete"       # the test ran to its end: its answer is what the test decides
+    WORK_LIMIT = "work limit"   # the work limit was reached first: dependent, distance unknown
+
+
 @dataclass(frozen=True)
 class LevelResult:
     """One level's answer: ``possible``; ``distance`` when every pair has that ``j - i`` on the
-    common loops; ``witness`` a pair ``(i, j)`` when the test found one."""
+    common loops; ``witness`` a pair ``(i, j)`` when the test found one; ``outcome`` whether the
+    test finished (``Outcome.WORK_LIMIT``: ``possible`` only because the work ran out)."""
 
     level: int
     possible: bool
     distance: tuple[int, ...] | None = None
     witness: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    outcome: Outcome = Outcome.COMPLETE
 
 
 @dataclass(frozen=True)
@@ -201,6 +213,11 @@ class DependenceResult:
     @property
     def possible(self) -> bool:
         return any(r.possible for r in self.levels)
+
+    @property
+    def complete(self) -> bool:
+        """Every level finished within the work limit."""
+        return all(r.outcome is Outcome.COMPLETE for r in self.levels)
 
     @property
     def carried(self) -> tuple[int, ...]:
@@ -302,23 +319,45 @@ def banerjee_test(problem: DependenceProblem) -> DependenceResult:
     return DependenceResult("banerjee", tuple(levels))
 
 
-def exact_test(problem: DependenceProblem) -> DependenceResult:
-    """The exact integer test (Omega-style, ``Polyhedron.integer_point``) per level, with a
-    witness pair; the distance when each of its entries has a one-point rational range."""
+def _uniform_distance(problem: DependenceProblem, form: LatticeForm, witness: Sequence[int],
+                      budget: Budget) -> tuple[int, ...] | None:
+    """The distance every pair of ``form`` shares, or None: component by component, the witness's
+    value unless the lattice leaves it free and a pair below or above it exists (two integer points)."""
+    distance = []
+    for k in range(problem.depth):
+        row = problem.distance_row(k)
+        value = sum(c * v for c, v in zip(row, witness)) + row[-1]
+        if any(form.substitute(row)[:-1]):
+            below = tuple(-c for c in row[:-1]) + (value - 1 - row[-1],)    # j_k - i_k <= value - 1
+            above = row[:-1] + (row[-1] - value - 1,)                       # j_k - i_k >= value + 1
+            if form.integer_point([below], budget) is not None or form.integer_point([above], budget) is not None:
+                return None
+        distance.append(value)
+    return tuple(distance)
+
+
+def exact_test(problem: DependenceProblem, work_limit: int = WORK_LIMIT) -> DependenceResult:
+    """The exact integer test (Omega-style, ``LatticeForm.integer_point``) per level, with a witness
+    pair and, when every pair shares it, the distance (decided by integer points too, so exact).
+    The levels share one budget of ``work_limit`` units; from the level that exhausts it on, each
+    level is reported dependent with no distance and ``Outcome.WORK_LIMIT`` (conservative)."""
     ds = problem.source_domain.dim
+    budget = Budget(work_limit)
     levels = []
     for level in problem.levels():
-        poly = problem.polyhedron(level)
-        point = poly.integer_point()
-        if point is None:
-            levels.append(LevelResult(level, False))
-            continue
-        distance = []
-        for k in range(problem.depth):
-            lo, hi = poly.rational_bounds(problem.distance_row(k))
-            distance.append(int(lo) if lo == hi else None)
-        uniform = None if None in distance else tuple(distance)
-        levels.append(LevelResult(level, True, uniform, (point[:ds], point[ds:])))
+        point = None
+        try:
+            budget.spend(0)   # raises once an earlier level spent the whole budget
+            form = problem.polyhedron(level).lattice()
+            point = None if form is None else form.integer_point(budget=budget)
+            if point is None:
+                levels.append(LevelResult(level, False))
+                continue
+            distance = _uniform_distance(problem, form, point, budget)
+            levels.append(LevelResult(level, True, distance, (point[:ds], point[ds:])))
+        except WorkLimitReached:
+            witness = None if point is None else (point[:ds], point[ds:])
+            levels.append(LevelResult(level, True, None, witness, Outcome.WORK_LIMIT))
     return DependenceResult("exact", tuple(levels))
 
 

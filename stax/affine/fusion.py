@@ -26,18 +26,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .dependence import Access, DependenceProblem, Domain, exact_test
+from .dependence import Access, DependenceProblem, Domain, Outcome, exact_test
 from .transforms import Matrix, apply, lex_sign
 
 
 @dataclass(frozen=True)
 class FusionVerdict:
-    """Proposition 7.3's answers; ``deltas`` lists ``p - j`` per level (None if one is not uniform)."""
+    """Proposition 7.3's answers; ``deltas`` lists ``p - j`` per level (None if one is not uniform);
+    ``outcome`` is ``Outcome.WORK_LIMIT`` when an exact test ran out of work (the answers are then
+    conservative: a level it could not decide counts as dependent, its distance as unknown)."""
 
     sequential: bool
     outer_parallel: bool
     parallel: bool
     deltas: tuple[tuple[int, ...], ...] | None
+    outcome: Outcome = Outcome.COMPLETE
 
     def under(self, theta: Matrix) -> tuple[bool, bool]:
         """``(sequential, outer loop parallel)`` after ``theta`` on the common loops; uniform deltas only."""
@@ -63,5 +66,6 @@ def pair_fusion(write: Access, write_domain: Domain, read: Access, read_domain: 
     deltas = None if any(d is None for d in found) else tuple(sorted(set(map(tuple, found))))
     sequential = not later.possible
     carried = [r.level for r in earlier.levels if r.possible and r.level <= depth]
+    outcome = Outcome.COMPLETE if earlier.complete and later.complete else Outcome.WORK_LIMIT
     return FusionVerdict(sequential=sequential, outer_parallel=sequential and 1 not in carried,
-                         parallel=sequential and not carried, deltas=deltas)
+                         parallel=sequential and not carried, deltas=deltas, outcome=outcome)

@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from .dependence import DependenceProblem
+from .polyhedron import WORK_LIMIT, Budget, WorkLimitReached
 
 Matrix = Sequence[Sequence[int]]
 
@@ -95,20 +96,25 @@ def transformation_legal(theta: Matrix, distances: Sequence[Sequence[int]]) -> b
     return all(lex_sign(apply(theta, d)) > 0 for d in distances if any(d))
 
 
-def transformation_preserves(theta: Matrix, problem: DependenceProblem) -> bool:
+def transformation_preserves(theta: Matrix, problem: DependenceProblem, work_limit: int = WORK_LIMIT) -> bool:
     """Theorem 7.2 over dependence polyhedra (any affine dependence, uniform or not): no pair
     ``(i, j)`` of a carried level has ``Theta (j - i)`` lexicographically negative or zero.
-    Decided exactly, one integer-feasibility problem per level and row of ``Theta``."""
+    Decided exactly, one integer-feasibility problem per level and row of ``Theta``, within
+    ``work_limit`` units for all of them; past it, False (not shown to preserve the order)."""
     _check_unimodular(theta)
     if len(theta) != problem.depth:
         raise ValueError(f"Theta is {len(theta)}x{len(theta)} but the nests share {problem.depth} loops")
     delta = [problem.distance_row(k) for k in range(problem.depth)]
     rows = [tuple(sum(c * r[m] for c, r in zip(row, delta)) for m in range(problem.nvars + 1)) for row in theta]
+    budget = Budget(work_limit)
     for level in range(1, problem.depth + 1):
         poly = problem.polyhedron(level)
         for q, row in enumerate(rows):
             negative = tuple(-v for v in row[:-1]) + (-1,)     # (Theta delta)_q <= -1
-            if poly.with_rows(eqs=rows[:q], ineqs=[negative]).integer_point() is not None:
+            try:
+                if poly.with_rows(eqs=rows[:q], ineqs=[negative]).integer_point(budget) is not None:
+                    return False
+            except WorkLimitReached:
                 return False
     return True
 

@@ -5,14 +5,16 @@ from fractions import Fraction
 from itertools import product
 from math import floor
 
+import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from solvers.affine_schedule import AffineSchedule, dependences_of, one_dimensional_schedule, verify
-from stax.affine import (Access, DependenceProblem, Domain, Polyhedron, apply, banerjee_test, dependence_pairs,
-                         enumeration_test, exact_test, fully_permutable, gcd_test, integer_solutions, interchange,
-                         is_unimodular,
+from solvers.affine_schedule import AffineSchedule, Verification, dependences_of, one_dimensional_schedule, verify
+from stax import CostModel
+from stax.affine import (WORK_LIMIT, Access, Budget, DependenceProblem, Domain, Outcome, Polyhedron, WorkLimitReached,
+                         apply, banerjee_test, dependence_pairs, determinant, enumeration_test, exact_test,
+                         fully_permutable, gcd_test, integer_solutions, interchange, is_unimodular, lll_reduce,
                          pair_fusion, parallelepiped_tiling_legal, rectangular_tiling_legal, reversal, skew,
                          transformation_legal, transformation_preserves)
 from stax.indexing import Index, Mod
@@ -97,42 +99,50 @@ def test_exact_test_on_a_triangular_domain():
 
 
 @st.composite
-def problems(draw) -> DependenceProblem:
-    rank = draw(st.integers(1, 2))
-    ds, dt = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+def problems(draw, max_loops: int = 3) -> DependenceProblem:
+    """Small nests of 1 to ``max_loops`` loops: coupled subscripts (up to 3), boxes cut by
+    triangular (``i_a <= i_b``) or diagonal (``i_0 + i_1 <= k``) bounds, any common depth."""
+    rank = draw(st.integers(1, 3))
+    ds, dt = draw(st.integers(1, max_loops)), draw(st.integers(1, max_loops))
 
     def domain(d: int) -> Domain:
         box = Domain.box([draw(st.integers(1, 4)) for _ in range(d)])
-        if d == 2 and draw(st.booleans()):   # cut the box by i_0 + i_1 <= k
-            return Domain(2, box.rows + ((-1, -1, draw(st.integers(0, 5))),))
+        cut = draw(st.sampled_from(["none", "triangle", "diagonal"])) if d >= 2 else "none"
+        if cut == "triangle":
+            a, b = draw(st.permutations(range(d)))[:2]
+            return Domain(d, box.rows + (tuple(int(c == b) - int(c == a) for c in range(d)) + (0,),))
+        if cut == "diagonal":
+            return Domain(d, box.rows + ((-1, -1) + (0,) * (d - 2) + (draw(st.integers(0, 5)),),))
         return box
 
     def access(d: int) -> Access:
-        coeff = st.integers(-2, 2)
+        coeff = st.integers(-3, 3)
         return Access.of([[draw(coeff) for _ in range(d)] for _ in range(rank)],
-                         [draw(st.integers(-3, 3)) for _ in range(rank)])
+                         [draw(st.integers(-4, 4)) for _ in range(rank)])
     return DependenceProblem(access(ds), domain(ds), access(dt), domain(dt),
                              common=draw(st.integers(0, min(ds, dt))), loop_independent=draw(st.booleans()))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(problems())
 def test_tests_agree_with_enumeration_and_weaker_tests_are_conservative(problem):
+    """GCD and Banerjee never miss a dependence; the exact test gives enumeration's verdict and,
+    wherever every dependent pair of a level has one distance, that distance, within its work limit."""
     truth = enumeration_test(problem)
     pairs = dependence_pairs(problem)
-    exact = exact_test(problem)
-    for test in (gcd_test, banerjee_test, exact_test):
-        result = exact if test is exact_test else test(problem)
+    for test in (gcd_test, banerjee_test):
+        result = test(problem)
         for got, want in zip(result.levels, truth.levels):
             assert got.level == want.level
             if want.possible:
                 assert got.possible, f"{result.test} misses a dependence at level {got.level}"
             if got.possible and want.possible and got.distance is not None:
-                assert all(tuple(j[k] - i[k] for k in range(problem.depth)) == got.distance
-                           for i, j in pairs[got.level])
+                assert got.distance == want.distance
+    exact = exact_test(problem)
+    assert exact.complete
     for got, want in zip(exact.levels, truth.levels):
-        assert got.possible == want.possible
-        if got.witness is not None:
+        assert (got.level, got.possible, got.distance) == (want.level, want.possible, want.distance)
+        if got.possible:
             assert got.witness in pairs[got.level]
 
 
@@ -260,3 +270,147 @@ def test_conservative_fusion_experiment_stax_rule_is_sound():
             assert verdict.parallel
         assert verdict.parallel <= verdict.outer_parallel <= verdict.sequential
     assert fused == ["same index B[i]"]
+
+
+# --- the exact test within a work bound (issue 32) ----------------------------------------------
+def answers(result) -> list[tuple[int, bool, tuple[int, ...] | None]]:
+    return [(r.level, r.possible, r.distance) for r in result.levels]
+
+
+def test_a_problem_whose_rational_elimination_blew_up_is_answered_like_enumeration():
+    """Ran over 3 minutes and took 8 GB in the rational bounds of every distance (equalities kept
+    as inequality pairs); enumeration answers in milliseconds, and now the exact test does too."""
+    box = Domain.box((5, 6, 3))
+    problem = DependenceProblem(Access.of([[-2, 0, -1], [-2, -1, -2]], [-4, -1]), box,
+                                Access.of([[3, -1, 2], [0, 3, 3]], [-3, -4]), box, loop_independent=True)
+    result = exact_test(problem, work_limit=WORK_LIMIT // 10)
+    assert result.complete
+    assert answers(result) == answers(enumeration_test(problem))
+    assert result.distance == (0, 1, 0)   # one level, uniform: the rational test gave no distance here
+
+
+def test_verify_of_a_schedule_that_timed_out_is_exact_on_the_integer_points():
+    """``verify`` took seconds on this nest by rational elimination; one integer point per dependence now."""
+    box = Domain.box((3, 2, 2))
+    problem = DependenceProblem(Access.of([[2, 1, 2]], [-1]), box, Access.of([[2, -1, -1]], [2]), box)
+    deps = dependences_of(problem, "S", "S")
+    pairs = [pair for level in dependence_pairs(problem).values() for pair in level]
+    for coefficients in ((1, 2, 1), (1, 1, 1), (0, 0, 1)):
+        schedule = AffineSchedule({"S": tuple(map(Fraction, coefficients))}, {"S": Fraction(0)})
+        verdict = verify(schedule, deps, work_limit=WORK_LIMIT // 10)
+        assert verdict.outcome is Outcome.COMPLETE
+        assert verdict.valid == satisfied_by_enumeration(schedule, problem, "S", "S")
+        if not verdict.valid:
+            dep, i, j = verdict.violation
+            assert (i, j) in pairs and schedule.time("S", j) - schedule.time("S", i) < 1
+
+
+def test_four_dimensional_sequential_compile_decides_every_pair_within_the_work_limit(check, monkeypatch):
+    """``y[..., 1:] + y[..., :-1]`` in 4-D under the sequential rule took 49-57 s to compile (the
+    elimination behind ``pair_fusion``); every exact test it makes must finish, and fuse the pair."""
+    import stax.affine.fusion as affine_fusion
+    results = []
+
+    def recorded(problem):
+        results.append(real(problem))
+        return results[-1]
+    real = affine_fusion.exact_test
+    monkeypatch.setattr(affine_fusion, "exact_test", recorded)
+
+    def shifted(x):
+        y = x * 2
+        return y[..., 1:] + y[..., :-1]
+    x = np.random.default_rng(0).standard_normal((2, 4, 8, 16)).astype(np.float32)
+    compiled = check(shifted, x, cost_model=CostModel(max_inline_ops=0), dependence="sequential")
+    assert results and all(r.complete for r in results)
+    assert len(compiled.fusion.partition) == 1
+
+
+def test_a_spent_budget_gives_conservative_typed_answers():
+    """With no work allowed: a level that needs a search is dependent with no distance and
+    ``Outcome.WORK_LIMIT`` (level 2 of the stencil needs none: its equations have no integer
+    solution); ``verify`` does not call the schedule valid, nor ``transformation_preserves`` the skew."""
+    result = exact_test(stencil(), work_limit=0)
+    assert not result.complete
+    assert [(r.level, r.possible, r.distance, r.outcome) for r in result.levels] == [
+        (1, True, None, Outcome.WORK_LIMIT), (2, False, None, Outcome.COMPLETE)]
+    deps = dependences_of(stencil(6), "S", "S")
+    schedule = one_dimensional_schedule({"S": 2}, deps)
+    assert verify(schedule, deps).valid
+    assert verify(schedule, deps, work_limit=0) == Verification(False, Outcome.WORK_LIMIT)
+    assert transformation_preserves(skew(2, 1, 0), stencil(5))
+    assert not transformation_preserves(skew(2, 1, 0), stencil(5), work_limit=0)
+    with pytest.raises(WorkLimitReached):
+        Polyhedron(1, ineqs=((1, 0), (-1, 5))).integer_point(Budget(0))
+
+
+@st.composite
+def polytopes(draw) -> tuple[Polyhedron, list[tuple[int, ...]]]:
+    """A polytope in the box ``[-3, 3]^n`` with random equalities and inequalities, and extra rows."""
+    n = draw(st.integers(1, 4))
+
+    def row(const: st.SearchStrategy) -> tuple[int, ...]:
+        return tuple(draw(st.integers(-3, 3)) for _ in range(n)) + (draw(const),)
+    box = tuple(tuple(sign * int(c == k) for c in range(n)) + (3,) for k in range(n) for sign in (1, -1))
+    eqs = tuple(row(st.integers(-6, 6)) for _ in range(draw(st.integers(0, 2))))
+    ineqs = box + tuple(row(st.integers(-3, 9)) for _ in range(draw(st.integers(0, 3))))
+    extra = [row(st.integers(-3, 9)) for _ in range(draw(st.integers(0, 2)))]
+    return Polyhedron(n, eqs, ineqs), extra
+
+
+@settings(max_examples=150, deadline=None)
+@given(polytopes())
+def test_integer_point_with_extra_rows_agrees_with_enumeration(case):
+    poly, extra = case
+    points = [x for x in product(range(-3, 4), repeat=poly.nvars) if poly.with_rows(ineqs=extra).contains(x)]
+    form = poly.lattice()
+    found = None if form is None else form.integer_point(extra)
+    assert (found is None) == (not points)
+    if found is not None:
+        assert found in points
+
+
+@settings(max_examples=100, deadline=None)
+@given(polytopes())
+def test_rational_bounds_agree_with_a_linear_program(case):
+    """Fourier-Motzkin with Chernikov's rule against GLOP's optimum of the same linear program."""
+    from ortools.linear_solver import pywraplp
+    poly, extra = case
+    objective = extra[0] if extra else (1,) * poly.nvars + (0,)
+    bounds = poly.rational_bounds(objective)
+    for sense, bound in ((1, None if bounds is None else bounds[0]), (-1, None if bounds is None else bounds[1])):
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        x = [solver.NumVar(-solver.infinity(), solver.infinity(), f"x{k}") for k in range(poly.nvars)]
+        for eq in poly.eqs:
+            solver.Add(sum(c * v for c, v in zip(eq, x)) + eq[-1] == 0)
+        for ineq in poly.ineqs:
+            solver.Add(sum(c * v for c, v in zip(ineq, x)) + ineq[-1] >= 0)
+        solver.Minimize(sense * (sum(c * v for c, v in zip(objective, x)) + objective[-1]))
+        status = solver.Solve()
+        if bounds is None:
+            assert status == pywraplp.Solver.INFEASIBLE
+        else:
+            assert status == pywraplp.Solver.OPTIMAL
+            assert abs(sense * solver.Objective().Value() - float(bound)) < 1e-6
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda m: st.lists(st.lists(st.integers(-60, 60), min_size=m, max_size=m),
+                                                   min_size=1, max_size=m)))
+def test_lll_reduce_keeps_the_lattice_and_reduces_its_basis(basis):
+    gram = [[sum(a * b for a, b in zip(u, v)) for v in basis] for u in basis]
+    assume(determinant(gram) != 0)   # independent vectors: a basis
+    reduced = lll_reduce(basis)
+    assert determinant([[sum(a * b for a, b in zip(u, v)) for v in reduced] for u in reduced]) == determinant(gram)
+    columns = [[vec[k] for vec in basis] for k in range(len(basis[0]))]
+    assert all(integer_solutions(columns, r, len(basis)) is not None for r in reduced)   # same lattice
+    ortho, norms = [], []
+    for k, vec in enumerate(reduced):   # Gram-Schmidt: size-reduced (|mu| <= 1/2), Lovasz condition
+        mu = [sum((a * b for a, b in zip(vec, w)), Fraction(0)) / nw for w, nw in zip(ortho, norms)]
+        assert all(abs(m) <= Fraction(1, 2) for m in mu)
+        w = [a - sum((m * wj[c] for m, wj in zip(mu, ortho)), Fraction(0)) for c, a in enumerate(vec)]
+        norm = sum(c * c for c in w)
+        if k:
+            assert norm >= (Fraction(3, 4) - mu[-1] ** 2) * norms[-1]
+        ortho.append(w)
+        norms.append(norm)

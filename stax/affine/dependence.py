@@ -38,7 +38,6 @@ from math import ceil, floor
 from typing import Iterator, Sequence
 
 from ..indexing import Index
-from .lattice import integer_solutions
 from .polyhedron import WORK_LIMIT, Budget, LatticeForm, Polyhedron, Row, WorkLimitReached
 
 Matrix = tuple[tuple[int, ...], ...]
@@ -233,15 +232,13 @@ class DependenceResult:
 
 def _lattice_distance(problem: DependenceProblem, level: int) -> tuple[bool, tuple[int, ...] | None]:
     """Integer solvability of the level's equations and, when they fix ``j - i``, its value."""
-    poly = problem.polyhedron(level)
-    solved = integer_solutions([r[:-1] for r in poly.eqs], [-r[-1] for r in poly.eqs], poly.nvars)
-    if solved is None:
+    form = problem.polyhedron(level).lattice()
+    if form is None:
         return False, None
-    x0, basis = solved
-    rows = [problem.distance_row(k) for k in range(problem.depth)]
-    if any(sum(r[m] * b[m] for m in range(poly.nvars)) for r in rows for b in basis):
+    rows = [form.substitute(problem.distance_row(k)) for k in range(problem.depth)]
+    if any(any(r[:-1]) for r in rows):
         return True, None
-    return True, tuple(sum(r[m] * x0[m] for m in range(poly.nvars)) for r in rows)
+    return True, tuple(r[-1] for r in rows)
 
 
 def _level_order_holds(distance: Sequence[int], level: int, depth: int) -> bool:
@@ -345,10 +342,9 @@ def exact_test(problem: DependenceProblem, work_limit: int = WORK_LIMIT) -> Depe
     budget = Budget(work_limit)
     levels = []
     for level in problem.levels():
+        form = problem.polyhedron(level).lattice()
         point = None
-        try:
-            budget.spend(0)   # raises once an earlier level spent the whole budget
-            form = problem.polyhedron(level).lattice()
+        try:   # a search spends before anything else: it raises at once when an earlier level spent the budget
             point = None if form is None else form.integer_point(budget=budget)
             if point is None:
                 levels.append(LevelResult(level, False))

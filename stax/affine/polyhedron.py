@@ -40,8 +40,8 @@ from .lattice import integer_solutions
 
 Row = tuple[int, ...]
 WORK_LIMIT = 50_000
-"""Default budget of one query (a few microseconds each): rows the eliminations combine and the
-search's branches visit."""
+"""Default budget of a call (of ``exact_test``, ``verify``, ``integer_point``...), in units of a few
+microseconds: rows the eliminations combine and rows the search's branches visit."""
 
 
 class WorkLimitReached(Exception):
@@ -91,11 +91,6 @@ def _dedupe(rows: Sequence[Row], origins: Sequence[int] | None = None) -> list[R
     return kept if origins is not None else [row for row, _ in kept]
 
 
-def _combine(p: Row, q: Row, var: int, integer: bool) -> Row:
-    """The nonnegative combination of ``p`` (positive in ``var``) and ``q`` (negative) without ``var``."""
-    return _normalize([-q[var] * a + p[var] * b for a, b in zip(p, q)], integer)
-
-
 def _eliminate_tracked(rows: Sequence[tuple[Row, int]], var: int, integer: bool, budget: Budget | None,
                        eliminated: int | None = None) -> list[tuple[Row, int]]:
     """Fourier-Motzkin on rows paired with the bit set of the original rows they combine.  With
@@ -110,7 +105,7 @@ def _eliminate_tracked(rows: Sequence[tuple[Row, int]], var: int, integer: bool,
         for q, q_origin in neg:
             origin = p_origin | q_origin
             if eliminated is None or origin.bit_count() <= eliminated + 1:
-                out.append((_combine(p, q, var, integer), origin))
+                out.append((tuple(-q[var] * a + p[var] * b for a, b in zip(p, q)), origin))
     return _dedupe([_normalize(r, integer) for r, _ in out], [o for _, o in out]) if out else []
 
 

@@ -7,16 +7,17 @@ Columns (``None`` where a measure does not apply, e.g. kernel time of an abstrac
 - order: ``tasks``, ``peak`` (Definition 7.5 estimate, bytes), ``order_status``, ``order_bound``,
   ``order_seconds``;
 - reference (measure ``optimum``): ``traffic_ref`` / ``peak_ref`` from CP-SAT (for orders
-  ``dp`` first when the config's ``reference.order`` says so) with its proof
-  status (``*_ref_status``: optimal, or feasible when not proven), bound and seconds, and the cell's
-  ``*_gap_abs`` = value - reference and ``*_gap_rel`` = gap / reference.  The reference is the
-  solver's best answer; only ``*_ref_status == "optimal"`` makes it the optimum;
+  ``dp`` first when the config's ``reference.order`` says so) with its status (``*_ref_status``:
+  ``optimal``, ``bounded`` or ``heuristic``, see :func:`solve_reference`), a valid lower bound
+  (``*_ref_bound``) and seconds, and the cell's ``*_gap_abs`` = value - reference and
+  ``*_gap_rel`` = gap / reference; ``*_problem`` is the content key of the problem compared;
 - programs (compiled under the cell's dependence rule, so the fusion problem, and its
   reference, are that rule's): ``compile_seconds``, ``peak_measured`` (bytes the wrapper held at most),
   ``max_abs_error`` against the numpy reference, ``kernel_time_median``/``_min``/``_max`` (s).
 
-References are cached on disk by problem content (``cache_dir``), so cells that share a
-problem solve it once.
+A cell does not solve its reference: it returns what it needs (:class:`ReferenceTask`, keyed by
+the problem's content and the reference settings) and the sweep solves each key once for all
+cells (:func:`solve_reference`) and completes their rows (:func:`complete`).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,9 @@ from .cells import NO_ORDER, Cell
 from .config import ReferenceSpec
 
 
-def run_cell(cell: Cell, cache_dir: str | None = None) -> dict[str, Any]:
-    """The metric columns of ``cell``."""
+def run_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, ReferenceTask]]:
+    """The metric columns of ``cell`` and the references its row still needs (measure ``optimum``),
+    by column prefix; :func:`complete` adds their columns once they are solved."""
     inst = store.load(cell.file) if cell.file else store.instance(cell.family, cell.size, cell.seed)
     if inst.content_hash() != cell.instance_hash:
         raise StaxError(f"instance {inst.name} has hash {inst.content_hash()}, the sweep planned "
@@ -50,12 +53,13 @@ def run_cell(cell: Cell, cache_dir: str | None = None) -> dict[str, Any]:
         metrics, fusion_problem, order_problem = _program_metrics(cell, inst)
     else:
         metrics, fusion_problem, order_problem = _abstract_metrics(cell, inst)
+    needs = {}
     if "optimum" in cell.measures:
-        if fusion_problem is not None:
-            metrics |= _compare("traffic", metrics["traffic"], reference(fusion_problem, cell.reference, cache_dir))
-        if order_problem is not None:
-            metrics |= _compare("peak", metrics["peak"], reference(order_problem, cell.reference, cache_dir))
-    return metrics
+        for prefix, problem in (("traffic", fusion_problem), ("peak", order_problem)):
+            if problem is not None:
+                needs[prefix] = ReferenceTask.of(problem, cell.reference)
+                metrics[f"{prefix}_problem"] = needs[prefix].key
+    return metrics, needs
 
 
 def _abstract_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProblem | None, OrderProblem | None]:
@@ -112,6 +116,8 @@ def _order_columns(problem: OrderProblem, result: OrderResult) -> dict[str, Any]
 
 
 def _compare(prefix: str, value: float, ref: dict[str, Any]) -> dict[str, Any]:
+    """The reference columns of one measure: the reference's value, status, bound and seconds,
+    and the cell's gap to it (absolute and relative)."""
     best = ref["value"]
     gap = None if best is None else value - best
     return {f"{prefix}_ref": best, f"{prefix}_ref_status": ref["status"], f"{prefix}_ref_bound": ref["bound"],
@@ -119,27 +125,75 @@ def _compare(prefix: str, value: float, ref: dict[str, Any]) -> dict[str, Any]:
             f"{prefix}_gap_rel": None if gap is None else (gap / best if best else 0.0 if gap == 0 else None)}
 
 
-def reference(problem: FusionProblem | OrderProblem, spec: ReferenceSpec, cache_dir: str | None) -> dict[str, Any]:
-    """The exact solver's answer on ``problem``: value, status, bound, seconds (cached by content)."""
-    kind = "fusion" if isinstance(problem, FusionProblem) else "order"
-    solver = [] if spec.order == "cpsat" else [spec.order]  # cached references of the default keep their names
-    content = json.dumps({"problem": problem.to_dict() | {"name": "", "node_info": {}}, "spec": [
-        spec.time_limit, spec.workers, *solver]}, sort_keys=True)
-    path = Path(cache_dir or ".") / f"{kind}-{hashlib.sha256(content.encode()).hexdigest()[:20]}.json"
-    if cache_dir and path.exists():
-        return json.loads(path.read_text())
-    if kind == "fusion":
+def complete(row: dict[str, Any], needs: dict[str, ReferenceTask], refs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``row`` with the reference columns of every measure in ``needs``, from ``refs`` (by key)."""
+    for prefix, task in needs.items():
+        row |= _compare(prefix, row[prefix], refs[task.key])
+    return row
+
+
+#: how a reference was obtained: proven optimum, a solver's answer with a lower bound below it,
+#: or a heuristic's answer (the exact solver found nothing in time) with the best bound known
+REFERENCE_STATUSES = ("optimal", "bounded", "heuristic")
+
+
+@dataclass(frozen=True)
+class ReferenceTask:
+    """One reference to compute: the exact solver's answer on ``problem`` under ``spec``.
+
+    ``key`` hashes the problem's content (not its name) and the settings, so every cell of a
+    sweep whose problem is the same shares one reference, wherever it runs."""
+
+    key: str
+    problem: FusionProblem | OrderProblem
+    spec: ReferenceSpec
+
+    @classmethod
+    def of(cls, problem: FusionProblem | OrderProblem, spec: ReferenceSpec) -> ReferenceTask:
+        kind = "fusion" if isinstance(problem, FusionProblem) else "order"
+        content = json.dumps({"problem": problem.to_dict() | {"name": "", "node_info": {}},
+                              "spec": [spec.time_limit, spec.workers, spec.order], "statuses": REFERENCE_STATUSES},
+                             sort_keys=True)  # statuses: references stored before them are not reused
+        return cls(f"{kind}-{hashlib.sha256(content.encode()).hexdigest()[:20]}", problem, spec)
+
+
+def solve_reference(task: ReferenceTask) -> dict[str, Any]:
+    """The exact solver's answer on ``task.problem``: value, status (``REFERENCE_STATUSES``),
+    a valid lower bound (the solver's, or :func:`simple_bound` where that is higher) and seconds."""
+    problem, spec = task.problem, task.spec
+    if isinstance(problem, FusionProblem):
         result = run_fusion("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
         value = result.cost
     else:
         result = exact_order(problem, spec)
         value = result.peak
-    # without a proof the answer (CP-SAT's or its warm start's) is only a feasible upper bound
-    status = "optimal" if result.status == "optimal" else "feasible"
-    ref = {"value": value, "status": status, "bound": result.bound, "seconds": result.seconds}
-    if cache_dir:
-        write_atomic(path, json.dumps(ref))
-    return ref
+    status = {"optimal": "optimal", "feasible": "bounded"}.get(result.status, "heuristic")
+    bound = value if status == "optimal" else min(value, max(result.bound or 0, simple_bound(problem)))
+    return {"value": value, "status": status, "bound": bound, "seconds": result.seconds}
+
+
+def unsolved_reference(task: ReferenceTask, why: str) -> dict[str, Any]:
+    """The reference of a problem the exact solver could not answer (it failed or ran out of the
+    cell's time limit): no value (the table's best-known value stands in) and the simple bound."""
+    return {"value": None, "status": "heuristic", "bound": simple_bound(task.problem), "seconds": None,
+            "error": why}
+
+
+def simple_bound(problem: FusionProblem | OrderProblem) -> int:
+    """A lower bound every answer respects, from the problem alone.
+
+    Traffic (Definition 7.3): every used graph input is read and every output written at least
+    once.  Peak (Definition 7.5): at a task's step the buffers it writes and reads are all live,
+    and at the last step every output is."""
+    if isinstance(problem, FusionProblem):
+        return sum(b.size for b in problem.buffers
+                   if (b.producer is None and b.users) or (b.producer is not None and b.is_output))
+    touching: dict[str, int] = dict.fromkeys(problem.tasks, 0)
+    for b in problem.buffers:
+        for task in {b.producer, *b.users}:
+            touching[task] += b.size
+    outputs = sum(b.size for b in problem.buffers if b.is_output)
+    return max([outputs, *touching.values()])
 
 
 def exact_order(problem: OrderProblem, spec: ReferenceSpec) -> OrderResult:

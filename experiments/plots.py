@@ -3,10 +3,13 @@ one colour per strategy in every figure (:func:`colour`), fonts of 12 points, at
 across, and a caption (:data:`CAPTIONS`) saying what every mark means.
 
 - ``profiles.png``: Dolan-More performance profiles: the share of instances on which a strategy is
-  within a factor tau of the reference (traffic for fusion, Definition 7.3; peak for orders,
+  within a factor tau of the best known value (traffic for fusion, Definition 7.3; peak for orders,
   Definition 7.5);
-- ``fusion_gap.png``, ``order_gap.png``: the gap to the reference against instance size, one panel
-  per family (the program suite in one);
+- ``fusion_gap.png``, ``order_gap.png``: the gap to the best known value against instance size,
+  one panel per family (the program suite in one);
+
+The best known value of a problem (``*_best``) is its reference's, or a strategy's where that is
+lower (a reference without a proof can be beaten), so every finished row is compared.
 - ``order_peak.png``: the peak of each order strategy per instance against its size, with the
   reference's optimum and, where it is not proven, its lower bound;
 - ``kernel_time.png``: measured time per call (median, bars to the spread) against modeled traffic;
@@ -35,14 +38,15 @@ WIDTH = 10.0  # inches: 1000 pixels, the report's column
 
 CAPTIONS = {
     "profiles": "Performance profiles (Dolan-More): for each strategy, the share of cells (y) in which its "
-                "value is at most tau times the reference's (x, log scale); a curve reaching 1 at tau = 1 is at the "
-                "reference everywhere. Left: fusion traffic (Definition 7.3); right: order peak (Definition 7.5; "
+                "value is at most tau times the best known (x, log scale: the reference's, or a strategy's where "
+                "lower); a curve reaching 1 at tau = 1 is at the best known everywhere. Left: fusion traffic (Definition 7.3); right: order peak (Definition 7.5; "
                 "an order cell is an instance with one fusion's kernels). Only cells whose reference is positive count.",
-    "fusion_gap": "Gap of each fusion strategy's traffic to the reference (%, y) against instance size (nodes, x), one "
+    "fusion_gap": "Gap of each fusion strategy's traffic to the best known (%, y: the reference's, or a strategy's "
+                  "where lower) against instance size (nodes, x), one "
                   "panel per family. A filled dot is a cell whose reference is a proven optimum, a hollow one a cell "
                   "whose reference is only the best found; dots of one size are spread sideways; the line joins the "
                   "strategy's geometric-mean gap per size.",
-    "order_gap": "Gap of each order strategy's peak to the reference (%, y) against instance size (tasks, x), one "
+    "order_gap": "Gap of each order strategy's peak to the best known (%, y) against instance size (tasks, x), one "
                  "panel per family. Filled dot: proven optimal reference; hollow: best found only; the line joins "
                  "the geometric-mean gap per size.",
     "order_peak": "Peak memory (bytes, log scale) of each order strategy (coloured dots) on each instance, against "
@@ -75,19 +79,25 @@ def rules(table: pd.DataFrame) -> list[str]:
     return ["dependence"] if "dependence" in table else []
 
 
+def base(table: pd.DataFrame, value: str) -> str:
+    """The column ``value`` is compared with: the best value known on the row's problem (the
+    reference's, or a strategy's where that is lower: ``*_best``), or in tables of older sweeps
+    the reference."""
+    return f"{value}_best" if f"{value}_best" in table else f"{value}_ref"
+
+
 def compared(table: pd.DataFrame, value: str, strategy: str) -> pd.DataFrame:
     """Finished rows with ``value`` and its reference, one per (instance, dependence rule, strategies
     deciding it): a fusion result repeats once per order strategy, so fusion rows are deduplicated."""
-    ref = f"{value}_ref"
-    if ref not in table:
+    if f"{value}_ref_status" not in table:
         return table.iloc[0:0]
     keys = ["instance", *rules(table), "fusion"] + ([] if strategy == "fusion" else ["order"])
-    return _ok(table).dropna(subset=[value, ref]).drop_duplicates(keys)
+    return _ok(table).dropna(subset=[value, base(table, value)]).drop_duplicates(keys)
 
 
 def _ratios(rows: pd.DataFrame, value: str) -> pd.Series:
-    ref = rows[f"{value}_ref"]
-    return (rows[value] / ref.where(ref > 0)).astype(float)
+    best = rows[base(rows, value)]
+    return (rows[value] / best.where(best > 0)).astype(float)
 
 
 def _figure(nrows: int, ncols: int, height: float = 3.6, **kwargs):
@@ -134,7 +144,7 @@ def profiles(table: pd.DataFrame, out: Path) -> Path | None:
             ax.set_xscale("log")
             ax.set_xlim(1.0, top * 1.15)
             ax.set_ylim(0, 1.02)
-            ax.set_xlabel(f"tau: {value} / reference {value}")
+            ax.set_xlabel(f"tau: {value} / best known {value}")
             ax.set_ylabel("share of cells within tau")
             ax.set_title(f"{strategy} strategies ({len(rows)} cells)")
             ax.legend(loc="lower right")
@@ -183,7 +193,7 @@ def _gap(table: pd.DataFrame, out: Path, strategy: str, value: str, size: str) -
         ax.axhline(0, color="gray", lw=0.8, ls="--")
         ax.set_title(f"{panel} ({group['instance'].nunique()} instances)")
         ax.set_xlabel(f"instance size ({size})")
-        ax.set_ylabel("gap to reference (%)")
+        ax.set_ylabel("gap to best known (%)")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     return _save(fig, out / f"{strategy}_gap.png", labels)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .plots import CAPTIONS, colour, compared, plot_all
+from .plots import CAPTIONS, base, colour, compared, plot_all
 from .summary import KINDS, strategy_summary
 
 STYLE = ("body{font-family:sans-serif;max-width:1040px;margin:2em auto;color:#222;line-height:1.4}"
@@ -65,7 +65,8 @@ def _headline_table(summary: pd.DataFrame) -> str:
     return ("<table><tr><th>strategy</th><th>cells</th><th>failed</th><th>at optimum</th><th>geo-mean gap</th>"
             f"<th>worst gap</th><th>solve s</th></tr>{rows}</table>"
             "<p>At optimum: cells whose value equals a reference proven optimal, of the cells compared. Gaps: "
-            "value / reference - 1 over cells with a positive reference (geometric mean and worst). Solve s: "
+            "value / best known - 1 (the reference, or a strategy where lower) over cells with a positive best "
+            "known value (geometric mean and worst). Solve s: "
             "the strategy's total solve time.</p>")
 
 
@@ -74,10 +75,10 @@ def _family_table(table: pd.DataFrame, strategy: str, value: str) -> pd.DataFram
     rows = compared(table, value, strategy)
     if rows.empty:
         return pd.DataFrame()
-    ref = rows[f"{value}_ref"]
+    ref, best = rows[f"{value}_ref"], rows[base(rows, value)]
     rows = rows.assign(family=rows["family"].where(rows["kind"] != "program", "programs"),
                        at=(rows[value] == ref) & (rows[f"{value}_ref_status"] == "optimal"),
-                       log=(rows[value] / ref.where(ref > 0)).astype(float).map(math.log))
+                       log=(rows[value] / best.where(best > 0)).astype(float).map(math.log))
     cells = rows.groupby(["family", strategy]).agg(at=("at", "sum"), n=("at", "size"), log=("log", "mean"))
     text = cells.apply(lambda r: f"{int(r['at'])}/{int(r['n'])}, {_percent(math.exp(r['log']) - 1)}", axis=1)
     return text.unstack(strategy).fillna("").reset_index()

@@ -2,12 +2,16 @@
 
     OUT/cells/KEY.json    a finished cell (written atomically: a killed sweep leaves none half-written)
     OUT/failed/KEY.json   the last failure or timeout of a cell (retried by the next run)
-    OUT/refs/*.json       cached reference solutions
+    OUT/refs/KEY.json     the reference of one problem content and reference settings
     OUT/results.parquet   the table: one row per cell of the sweep (done, else its failure)
     OUT/results.csv       the same table as CSV
 
 The table is rebuilt from the cell files at the end of every run, so it is never needed to
-resume, and it is replaced atomically.
+resume, and it is replaced atomically.  It adds what only the whole sweep knows
+(:func:`with_best_known`): per measure (``traffic``, ``peak``) the best value any strategy or the
+reference reached on the same problem (``*_best``), and every row's relative gap to it
+(``*_gap_best``) and to the reference's lower bound (``*_gap_bound``), so a row is compared even
+where no optimum is proven.
 """
 from __future__ import annotations
 
@@ -33,6 +37,13 @@ class ResultDir:
         for d in (self.cells, self.failed, self.refs):
             d.mkdir(parents=True, exist_ok=True)
 
+    def references(self) -> dict[str, dict[str, Any]]:
+        """The references solved so far, by key."""
+        return {p.stem: json.loads(p.read_text()) for p in self.refs.glob("*.json")}
+
+    def record_reference(self, key: str, ref: dict[str, Any]) -> None:
+        write_atomic(self.refs / f"{key}.json", json.dumps(ref, default=_plain))
+
     def done(self) -> set[str]:
         return {p.stem for p in self.cells.glob("*.json")}
 
@@ -57,13 +68,38 @@ class ResultDir:
 
     def write_table(self, keys: Iterable[str]) -> pd.DataFrame:
         """Merge the rows of ``keys`` into results.parquet and results.csv (atomically)."""
-        table = as_nulls(pd.DataFrame(self.rows(keys)))
+        table = with_best_known(as_nulls(pd.DataFrame(self.rows(keys))))
         for name, writer in ((TABLE, lambda p: table.to_parquet(p, index=False)),
                              ("results.csv", lambda p: table.to_csv(p, index=False))):
             tmp = self.out / f".{name}.tmp"
             writer(tmp)
             os.replace(tmp, self.out / name)
         return table
+
+
+MEASURES = ("traffic", "peak")
+
+
+def with_best_known(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with ``*_best``, ``*_gap_best`` and ``*_gap_bound`` for every measure compared
+    with a reference (rows of the same ``*_problem`` share their best value)."""
+    for measure in MEASURES:
+        if f"{measure}_problem" not in table:
+            continue
+        ok = table["status"] == "ok"
+        reached = pd.concat([table[measure].where(ok), table[f"{measure}_ref"].where(ok)], axis=1).min(axis=1)
+        best = reached.groupby(table[f"{measure}_problem"]).transform("min")
+        table[f"{measure}_best"] = best
+        table[f"{measure}_gap_best"] = relative_gap(table[measure], best)
+        table[f"{measure}_gap_bound"] = relative_gap(table[measure], table[f"{measure}_ref_bound"])
+    return table
+
+
+def relative_gap(value: pd.Series, base: pd.Series) -> pd.Series:
+    """(value - base) / base; 0 where both are 0, infinite where only the base is 0."""
+    value, base = value.astype(float), base.astype(float)
+    gap = (value - base) / base.where(base != 0)
+    return gap.mask((base == 0) & (value == 0), 0.0).mask((base == 0) & (value > 0), float("inf"))
 
 
 #: columns every row of a sweep has, which the figures and the report read

@@ -7,7 +7,8 @@
 out.  The gaps compare the strategy's value (traffic for fusion, Definition 7.3; peak for orders,
 Definition 7.5) with the cell's reference: ``at optimum`` counts the cells whose value equals a
 reference proven optimal, out of the cells compared; the geometric mean and the worst of
-value / reference - 1 are over the cells whose reference is positive (a fusion result repeats once
+value / best known - 1 (the best known value of the cell's problem: the reference's, or a
+strategy's where lower) are over the cells whose best known value is positive (a fusion result repeats once
 per order strategy, so it counts once).  ``solve s`` is the strategy's total solve time.
 """
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pandas as pd
 
 from stax.textable import text_table
 
-from .plots import compared
+from .plots import base, compared
 
-#: (strategy column, value compared with ``{value}_ref``, seconds column)
+#: (strategy column, value compared with its best known, seconds column)
 KINDS = (("fusion", "traffic", "fusion_seconds"), ("order", "peak", "order_seconds"))
 HEADERS = ("strategy", "cells", "failed", "at optimum", "geo-mean gap", "worst gap", "solve s")
 
@@ -41,11 +42,11 @@ def strategy_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _gaps(rows: pd.DataFrame, value: str) -> dict[str, float | int]:
-    ref = f"{value}_ref"
+    ref, best = f"{value}_ref", base(rows, value)
     if rows.empty:
         return {"compared": 0, "at optimum": 0, "geo-mean gap": math.nan, "worst gap": math.nan}
     proven = rows[f"{ref}_status"] == "optimal"
-    ratio = (rows[value] / rows[ref].where(rows[ref] > 0)).dropna().astype(float)
+    ratio = (rows[value] / rows[best].where(rows[best] > 0)).dropna().astype(float)
     return {"compared": len(rows), "at optimum": int(((rows[value] == rows[ref]) & proven).sum()),
             "geo-mean gap": math.exp(ratio.map(math.log).mean()) - 1 if len(ratio) else math.nan,
             "worst gap": ratio.max() - 1 if len(ratio) else math.nan}

@@ -2,17 +2,29 @@
 
     run_sweep(load_config("sweep.toml"), "results/sweep", workers=2)
 
-Finished cells (``OUT/cells``) are skipped, so a rerun — or a run after an interrupt — does
-only what is missing.  Each cell runs in its own process with a hard time limit
-(``cell_timeout``); a cell that fails or times out becomes a row with its status and error and
-is retried by the next run.  With ``raise_errors`` cells run one by one in this process and the
-first failure propagates (for debugging).  With ``scheduler`` (a Dask scheduler address) cells
-run on that cluster; Dask is imported only then.
+Finished cells (``OUT/cells``) are skipped, so a rerun — or a run after an interrupt, a lost
+Dask worker or scheduler — does only what is missing.  Each cell runs in its own process with
+a hard time limit (``cell_timeout``, :mod:`.isolate`); a cell that fails or times out becomes a
+row with its status and error and is retried by the next run.  A cell that times kernels runs
+alone on its machine (:mod:`.machine_lock`) and its row names that machine (``timed_on``).
+
+References are solved once per problem content and reference settings for the whole sweep:
+a finished cell hands this process the references it needs (:class:`.measure.ReferenceTask`);
+a key not yet solved (``OUT/refs``) becomes one more task, ahead of the remaining cells, and
+the rows waiting for it are recorded when it is done.  So every row of a problem carries the
+same reference, wherever its cell ran.
+
+With ``raise_errors`` everything runs one by one in this process and the first failure
+propagates (for debugging).  With ``scheduler`` (a Dask scheduler address) the tasks run on
+that cluster; Dask is imported only then (:mod:`.cluster`).
 """
 from __future__ import annotations
 
+import platform
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import traceback
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -24,7 +36,8 @@ from . import provenance, sweep_status
 from .cells import Cell, plan
 from .config import SweepConfig
 from .isolate import call_with_limit
-from .measure import run_cell
+from .machine_lock import machine_share
+from .measure import ReferenceTask, complete, run_cell, solve_reference, unsolved_reference
 from .results import ResultDir
 
 
@@ -37,49 +50,128 @@ class SweepSummary:
     failed: int
 
 
-def execute(cell: Cell, cache_dir: str | None, in_process: bool = False) -> dict[str, Any]:
-    """The full row of ``cell``: identity, metrics, status, error and provenance.
+def versions() -> dict[str, str]:
+    """What a process computing rows must share with the sweep's: the code and Python versions."""
+    return {"stax": provenance.code_version(), "python": platform.python_version()}
 
-    Runs wherever the cell runs (this process, a local worker thread, a Dask worker)."""
-    start = time.perf_counter()
-    if in_process:
-        status, value = "ok", run_cell(cell, cache_dir)
-    else:
-        status, value = call_with_limit(run_cell, (cell, cache_dir), cell.timeout)
-    metrics, error = (value, None) if status == "ok" else ({}, value)
-    return {**cell.identity(), **metrics, "status": status, "error": error,
-            "cell_seconds": time.perf_counter() - start, **provenance.settings(cell), **provenance.git(),
+
+def version_mismatch(expected: dict[str, str]) -> str | None:
+    """Why this process may not compute rows for a sweep run with ``expected``, or None."""
+    mine = versions()
+    if mine == expected:
+        return None
+    return (f"{platform.node()} runs stax {mine['stax']} on Python {mine['python']}, the sweep's client "
+            f"stax {expected['stax']} on Python {expected['python']}: install the client's code and Python there")
+
+
+def times_kernels(cell: Cell) -> bool:
+    return cell.kind == "program" and "kernel_time" in cell.measures
+
+
+def row_of(cell: Cell, status: str, metrics: dict[str, Any], error: str | None, seconds: float) -> dict[str, Any]:
+    """The full row of ``cell``: identity, metrics, status, error and provenance."""
+    timed = status == "ok" and times_kernels(cell)
+    return {**cell.identity(), **metrics, "status": status, "error": error, "cell_seconds": seconds,
+            "timed_on": platform.node() if timed else None, **provenance.settings(cell), **provenance.git(),
             **provenance.environment(), "date": provenance.now()}
 
 
-def _local(cells: list[Cell], cache_dir: str, workers: int) -> Iterator[dict[str, Any]]:
-    with ThreadPoolExecutor(max_workers=workers) as pool:  # threads only wait for the cell processes
-        futures = [pool.submit(execute, cell, cache_dir) for cell in cells]
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-        finally:
-            for future in futures:
-                future.cancel()
+def execute(cell: Cell, expected: dict[str, str],
+            isolated: bool = True) -> tuple[dict[str, Any], dict[str, ReferenceTask]]:
+    """Run ``cell`` wherever it is sent (this process, a local worker thread, a Dask worker):
+    its row, and the references the row still needs."""
+    mismatch = version_mismatch(expected)
+    if mismatch:
+        return row_of(cell, "error", {}, mismatch, 0.0), {}
+    with machine_share(exclusive=times_kernels(cell)):
+        start = time.perf_counter()  # the cell's own time, not its wait for the machine
+        if isolated:
+            status, value = call_with_limit(run_cell, (cell,), cell.timeout)
+        else:
+            status, value = "ok", run_cell(cell)
+    (metrics, needs), error = (value, None) if status == "ok" else (({}, {}), value)
+    return row_of(cell, status, metrics, error, time.perf_counter() - start), needs
 
 
-def _dask(cells: list[Cell], cache_dir: str, address: str) -> Iterator[dict[str, Any]]:
-    try:
-        from dask.distributed import Client, as_completed as dask_completed
-    except ImportError as exc:
-        raise RuntimeError("--scheduler needs Dask: pip install 'dask[distributed]'") from exc
-    with Client(address) as client:
-        futures = [client.submit(execute, cell, cache_dir, key=f"cell-{cell.key}", pure=False) for cell in cells]
-        try:
-            for future in dask_completed(futures):
-                yield future.result()
-        finally:
-            client.cancel(futures)
+def reference(task: ReferenceTask, seconds: float, isolated: bool = True) -> dict[str, Any]:
+    """Solve one reference under the cells' time limit (:func:`.measure.solve_reference`)."""
+    with machine_share(exclusive=False):
+        if not isolated:
+            return solve_reference(task)
+        status, value = call_with_limit(solve_reference, (task,), seconds)
+    return value if status == "ok" else unsolved_reference(task, f"{status}: {str(value).strip().splitlines()[-1]}")
 
 
-def _in_process(cells: list[Cell], cache_dir: str) -> Iterator[dict[str, Any]]:
+class LocalTasks:
+    """Tasks on ``workers`` threads that each wait for a cell process; urgent ones go first."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.queue: deque = deque()
+        self.running: dict = {}
+
+    def submit(self, tag: Any, fn: Callable, *args: Any, urgent: bool = False) -> None:
+        (self.queue.appendleft if urgent else self.queue.append)((tag, fn, args))
+
+    def completed(self) -> Iterator[tuple[Any, Any, str | None]]:
+        """(tag, value, None) of every task as it finishes, including tasks submitted meanwhile, or
+        (tag, None, traceback) of one that raised."""
+        while True:
+            while self.queue and len(self.running) < self.workers:
+                tag, fn, args = self.queue.popleft()
+                self.running[self.pool.submit(fn, *args)] = tag
+            if not self.running:
+                return
+            done, _ = wait(self.running, return_when=FIRST_COMPLETED)
+            for future in done:
+                tag, error = self.running.pop(future), future.exception()
+                if error is None:
+                    yield tag, future.result(), None
+                else:  # e.g. no cell process could be started: the cell's row says why
+                    yield tag, None, "".join(traceback.format_exception(error))
+
+    def close(self) -> None:
+        self.queue.clear()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class InProcessTasks(LocalTasks):
+    """Tasks run one by one in this process (``raise_errors``)."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+    def completed(self) -> Iterator[tuple[Any, Any, str | None]]:
+        while self.queue:
+            tag, fn, args = self.queue.popleft()
+            yield tag, fn(*args), None
+
+
+def drive(tasks: LocalTasks, cells: list[Cell], results: ResultDir, isolated: bool) -> Iterator[dict[str, Any]]:
+    """Run ``cells`` and their references on ``tasks``; yield each row once it is complete."""
+    expected = versions()
+    refs = results.references()
+    waiting: dict[str, list[tuple[dict, dict]]] = {}  # reference key -> rows that need it
     for cell in cells:
-        yield execute(cell, cache_dir, in_process=True)
+        tasks.submit(cell, execute, cell, expected, isolated)
+    for tag, value, failure in tasks.completed():
+        if isinstance(tag, Cell):
+            row, needs = value if failure is None else (row_of(tag, "error", {}, failure, 0.0), {})
+            missing = {task.key: task for task in needs.values() if task.key not in refs}
+            for key, task in missing.items():
+                if key not in waiting:
+                    waiting[key] = []
+                    tasks.submit(task, reference, task, tag.timeout, isolated, urgent=True)
+                waiting[key].append((row, needs))
+            if not missing:
+                yield complete(row, needs, refs)
+        else:
+            refs[tag.key] = value if failure is None else unsolved_reference(tag, failure)
+            results.record_reference(tag.key, refs[tag.key])
+            for row, needs in waiting.pop(tag.key):
+                if all(task.key in refs for task in needs.values()):
+                    yield complete(row, needs, refs)
 
 
 def run_sweep(config: SweepConfig, out: str | Path, workers: int = 1, scheduler: str | None = None,
@@ -87,6 +179,11 @@ def run_sweep(config: SweepConfig, out: str | Path, workers: int = 1, scheduler:
               progress: bool = True, keep_stale: bool = False) -> SweepSummary:
     """Run the cells of ``config`` not yet done in ``out``; write and return the results table.
     Cells done by other code or settings are redone, or with ``keep_stale`` reused."""
+    if scheduler:  # first: a cluster that cannot be used fails before the sweep is planned
+        from .cluster import DaskTasks
+        tasks = DaskTasks(scheduler)
+    else:
+        tasks = InProcessTasks() if raise_errors else LocalTasks(workers)
     results = ResultDir(out)
     provenance.keep_config(config, results.out)
     cells = plan(config, provenance.code_version())
@@ -101,19 +198,16 @@ def run_sweep(config: SweepConfig, out: str | Path, workers: int = 1, scheduler:
     where = f"Dask at {scheduler}" if scheduler else "this process" if raise_errors else f"{workers} processes"
     echo(f"sweep {config.name!r}: {len(cells)} cells, {len(cells) - len(pending)} already done, "
          f"{len(pending)} to run on {where}; results in {results.out}")
-    if raise_errors:
-        rows = _in_process(pending, str(results.refs))
-    elif scheduler:
-        rows = _dask(pending, str(results.refs), scheduler)
-    else:
-        rows = _local(pending, str(results.refs), workers)
     failed = 0
-    with tqdm(total=len(cells), initial=len(cells) - len(pending), unit="cell", desc=config.name,
-              disable=not progress) as bar:
-        for row in rows:
-            results.record(row)
-            failed += row["status"] != "ok"
-            bar.update(1)
-            bar.set_postfix(failed=failed)
+    try:
+        with tqdm(total=len(cells), initial=len(cells) - len(pending), unit="cell", desc=config.name,
+                  disable=not progress) as bar:
+            for row in drive(tasks, pending, results, isolated=not raise_errors):
+                results.record(row)
+                failed += row["status"] != "ok"
+                bar.update(1)
+                bar.set_postfix(failed=failed)
+    finally:
+        tasks.close()
     table = results.write_table([c.key for c in cells])
     return SweepSummary(table, results.out, len(cells), len(cells) - len(pending), failed)

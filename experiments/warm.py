@@ -1,6 +1,6 @@
-"""Imported once by the cell processes' forkserver: loads what every cell needs (the measuring
-code, the compiler, every registered strategy and its solver libraries), so that each cell's
-process starts with them already imported."""
+"""Imported once by the cell processes' fork server (``experiments.isolate``): loads what every
+cell needs (the measuring code, the compiler, every registered strategy and its solver
+libraries), so that each cell's process starts with them already imported."""
 from stax import compiler  # noqa: F401
 from stax.errors import StrategyNotFound
 from stax.strategy import fusion_strategies, order_strategies

@@ -196,10 +196,13 @@ def _run_and_report(config_path: str | Path, out: str | None, workers: int | Non
     """Run a sweep and end it with the strategies' summary (and the report); exit 1 if a cell failed."""
     import os
 
-    from experiments.config import load_config
-    from experiments.summary import format_summary, strategy_summary
-    from experiments.sweep import run_sweep
     try:
+        if scheduler:  # before the slow imports: a wrong address fails within seconds
+            from experiments.cluster import probe
+            probe(scheduler)
+        from experiments.config import load_config
+        from experiments.summary import format_summary, strategy_summary
+        from experiments.sweep import run_sweep
         config = load_config(config_path)
         out_dir = Path(out or Path("results") / config.name)
         if dry_run:

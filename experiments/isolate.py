@@ -42,7 +42,7 @@ def _exactly(sock: socket.socket, n: int, deadline: float | None = None) -> byte
     chunks = []
     while n:
         if deadline is not None:
-            sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+            sock.settimeout(max(deadline - time.monotonic(), 1e-6))
         chunk = sock.recv(min(n, 1 << 20))
         if not chunk:
             raise EOFError("the connection closed")
@@ -95,10 +95,11 @@ def call_with_limit(fn: Callable, args: tuple, seconds: float) -> tuple[str, Any
     (status, value or message)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(_server.address())
+        deadline = time.monotonic() + seconds  # from the request on, however late this thread reads
         _send(sock, pickle.dumps((fn, args)))
         try:
             pid = struct.unpack("!i", _exactly(sock, 4))[0]
-            return pickle.loads(_receive(sock, time.monotonic() + seconds))
+            return pickle.loads(_receive(sock, deadline))
         except TimeoutError:
             _kill_group(pid)
             return "timeout", f"the cell ran longer than its limit of {seconds:g} s; its process was killed"

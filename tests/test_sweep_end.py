@@ -136,7 +136,7 @@ def test_an_edit_outside_the_computing_modules_keeps_the_key():
 
 
 def test_failed_cells_fail_the_command_unless_allowed(tmp_path):
-    config = write(tmp_path, timeout=0.01)
+    config = write(tmp_path, timeout=0.001)  # shorter than starting a cell's process: every cell times out
     result = run("sweep", str(config), "--out", str(tmp_path / "out"))
     assert result.exit_code == 1
     last = result.output.strip().splitlines()[-1]

@@ -41,7 +41,7 @@ def _column_negate(mats: Sequence[list[list[int]]], a: int) -> None:
 
 def lll_reduce(basis: Sequence[Sequence[int]]) -> list[list[int]]:
     """An LLL-reduced basis (``delta = 3/4``) of the lattice that the independent ``basis`` spans.
-    Integral LLL (Cohen, A Course in Computational Algebraic Number Theory, Algorithm 2.6.7): the
+    Integral LLL (Cohen, A Course in Computational Algebraic Number Theory, algorithm 2.6.7): the
     Gram-Schmidt data kept as integers ``d`` and ``lam`` (exact divisions), no fractions."""
     n = len(basis)
     b = [None] + [list(v) for v in basis]            # 1-based, as in the book

@@ -7,7 +7,8 @@ from .problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
 from .strategy import FusionResult, OrderResult, fusion_strategies, order_strategies, run_fusion, run_order
 from .frontend import Tensor, TensorSpec, trace, where
 from .lowering import CostModel
-from .compiler import CompiledFunction, Options, compile, compile_graph
+from .compiler import CompiledFunction, Options, build, compile, compile_graph, schedule, schedule_graph
+from .schedules import Schedule
 
 
 def __getattr__(name: str):

@@ -1,4 +1,6 @@
 """``stax.compile``: the pipeline as a list of named passes, each one a call you can stop after.
+``stax.schedule`` runs the passes up to gcc and returns their decisions as a ``Schedule``;
+``stax.build`` turns a Schedule into a callable; ``compile`` is ``build(schedule(...))``.
 
     graph     = trace(fn, *specs)                      # front end
     program   = lower(graph, cost_model)               # loop IR, materialization (6.x)
@@ -9,7 +11,8 @@
     kernels   = generate_kernels(...)                  # C++ per block (8.1-8.4)
     memory    = plan_memory_for(...)                   # reuse, in-place reuse or a pool (7.5, 7.6 step 6)
     spans     = group_steps(...)                       # adjacent kernels sharing a parallel region (8.5)
-    library   = build(translation unit)                # gcc, cached
+    schedule  = Schedule(...)                          # all of the above, as data (stax.schedules)
+    library   = build_library(translation unit)        # gcc, cached
     wrapper   = build_wrapper(...)                     # the call path (8.5)
 """
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import inspect
 import numbers
 import operator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -25,7 +28,8 @@ import numpy as np
 from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
 from .codegen.entry import compiled_call_kinds, compiled_call_source, python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
-from .errors import CallError, StaxError
+from .codegen import tuning
+from .errors import CallError, InvalidScheduleError, StaxError
 from .suggest import did_you_mean
 from .memory.plan import MemoryPlan, grouped_live, plan_memory
 from .memory.report import MemoryReport
@@ -34,11 +38,12 @@ from .graph import Graph
 from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
-from .runtime import (ISA_LEVELS, Isa, build, default_threads, detect_isa, isa_level, load_module, native_isa,
-                      runs_here)
+from .runtime import ISA_LEVELS, Isa, default_threads, detect_isa, isa_level, load_module, native_isa, runs_here
+from .runtime import build as build_library
 from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
+from .schedules import KernelChoice, Schedule, ScheduleOptions
 from .strategy import (FusionResult, OrderResult, fusion_strategies, order_strategies, ordered_blocks, run_fusion,
                        run_order)
 
@@ -138,6 +143,7 @@ class CompiledFunction:
     library_path: str = ""
     dependence: str = "parallel"  # Proposition 7.3's case the partition was validated under
     parameters: tuple[str, ...] = ()  # each input's name, by which a call may pass it
+    schedule: Schedule | None = None  # every decision it was built from (``schedule.save(path)``)
 
     #: calling the function calls ``_call`` (the compiled call, else the Python wrapper) with no
     #: Python frame between: a method forwarding the arguments cost about 100 ns of a 0.6 us call
@@ -219,8 +225,8 @@ def translation_unit(kernels: list[Kernel], counting: bool = False, graph_call: 
     return "\n\n".join(parts) + "\n"
 
 
-def compile_graph(graph: Graph, options: Options | None = None, parameters: tuple[str, ...] = ()) -> CompiledFunction:
-    """Run every pass after tracing (see the module docstring); ``None``: the default options.
+def schedule_graph(graph: Graph, options: Options | None = None, parameters: tuple[str, ...] = ()) -> Schedule:
+    """Every pass after tracing, up to gcc (see the module docstring); ``None``: the default options.
     ``parameters``: the name of each input in the traced function, by which a call may pass it
     (default: the graph's input names)."""
     options = options or Options()
@@ -233,33 +239,131 @@ def compile_graph(graph: Graph, options: Options | None = None, parameters: tupl
     scheduler = Scheduler(program)
     problem = scheduler.fusion_problem(options.rule, dependence=options.dependence)
     fusion = run_fusion(options.fusion, problem, **options.fusion_params)
-    blocks = ordered_blocks(problem, fusion.partition)
-    fusion.partition = blocks
-    names = [kernel_name(b) for b in blocks]
-    aliased = {n.buffer_name for n in scheduler.nodes if isinstance(n.buffer, ComputedBuffer) and n.buffer.aliases}
-    order_problem = allocated_order_problem(problem, blocks, names, aliased)
+    fusion = replace(fusion, partition=ordered_blocks(problem, fusion.partition))
+    order_problem = allocated_order_problem(problem, fusion.partition, kernel_names(fusion.partition),
+                                            aliased_buffers(scheduler))
     order = run_order(options.order, order_problem, **options.order_params)
-    block_kernels = generate_kernels(scheduler, problem, blocks, order.order, names, isa, threads,
-                                     dependence=options.dependence)
-    allocated = {ob.name for ob in order_problem.buffers}
-    meta = {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in allocated}
+    block_kernels = generate_kernels(scheduler, problem, fusion.partition, order.order,
+                                     kernel_names(fusion.partition), isa, threads, dependence=options.dependence)
+    meta = buffer_meta(program, order_problem)
     memory = plan_memory_for(block_kernels, order_problem, order.order, meta, options)
     spans = group_steps(block_kernels, memory, order_problem) if options.group_kernels else \
         [(t, t) for t in range(len(block_kernels))]
-    memory.live = grouped_live(memory, order_problem, spans)
+    memory = replace(memory, live=grouped_live(memory, order_problem, spans))
+    resolved = ScheduleOptions(strategy_name(options.fusion), strategy_name(options.order), options.rule,
+                               options.dependence, options.cost_model, isa.name, threads, options.reuse,
+                               options.inplace, options.group_kernels, options.memory_plan,
+                               dict(options.fusion_params), dict(options.order_params))
+    return Schedule(graph, parameters, resolved, problem, fusion, order_problem, order, memory, tuple(spans),
+                    kernel_choices(block_kernels, isa), tuning_values(), _stax_version(),
+                    Products(program, scheduler, block_kernels))
+
+
+def schedule(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "best", **kwargs: Any) -> Schedule:
+    """Trace ``fn`` on ``specs`` and run every pass up to, not including, gcc (no compiler needed);
+    the options are ``compile``'s."""
+    options = Options.from_keywords(fusion=fusion, order=order, **kwargs)
+    return schedule_graph(trace(fn, *specs), options, parameter_names(fn, len(specs)))
+
+
+@dataclass
+class Products:
+    """What a schedule's passes computed on the way: the loop IR, the scheduler nodes, the block kernels."""
+
+    program: LoweredProgram
+    scheduler: Scheduler
+    block_kernels: list[Kernel]
+
+
+def products_of(sched: Schedule) -> Products:
+    """A schedule's products: those kept when it was made, else lowered and generated again from
+    its graph and checked to give the schedule's problems and kernel choices."""
+    if sched.products is not None:
+        return sched.products
+    opts = sched.options
+    program = lower(sched.graph, opts.cost_model)
+    scheduler = Scheduler(program)
+    problem = scheduler.fusion_problem(opts.rule, dependence=opts.dependence)
+    stale = "; make the schedule again with this stax"
+    if problem != sched.fusion_problem:
+        raise InvalidScheduleError(f"the schedule's FusionProblem is not the one its graph gives here{stale}")
+    blocks = sched.partition
+    order_problem = allocated_order_problem(problem, blocks, kernel_names(blocks), aliased_buffers(scheduler))
+    if order_problem != sched.order_problem:
+        raise InvalidScheduleError(f"the schedule's OrderProblem is not the one its partition gives here{stale}")
+    changed = {k: (v, sched.tuning[k]) for k, v in tuning_values().items() if sched.tuning.get(k) != v}
+    if changed or set(sched.tuning) != set(tuning_values()):
+        raise InvalidScheduleError(f"the code generator's tuning values differ from the schedule's (here vs "
+                                   f"there: {changed or sorted(set(sched.tuning) ^ set(tuning_values()))}){stale}")
+    isa = ISA_LEVELS[opts.isa]
+    block_kernels = generate_kernels(scheduler, problem, blocks, sched.order.order, kernel_names(blocks), isa,
+                                     opts.threads, dependence=opts.dependence)
+    for made, saved in zip(kernel_choices(block_kernels, isa), sched.kernels):
+        if made != saved:
+            raise InvalidScheduleError(f"kernel {saved.name}: the schedule chose {saved}, this stax generates {made}"
+                                       f"{stale}")
+    return Products(program, scheduler, block_kernels)
+
+
+def build(sched: Schedule) -> CompiledFunction:
+    """``stax.build``: the kernels' translation unit, built by gcc, and the wrapper that calls them."""
+    made = products_of(sched)
+    program, block_kernels, memory, spans = made.program, made.block_kernels, sched.memory, list(sched.spans)
     kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
                                                              [g for k in block_kernels[a:b + 1] for g in k.generators])
                for a, b in spans]
-    plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, parameters, set(program.mutations))
+    meta = buffer_meta(program, sched.order_problem)
+    plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, sched.parameters, set(program.mutations))
     kinds = compiled_call_kinds(plan, memory)
     source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
-    library_path = build(source, isa)
+    isa = ISA_LEVELS[sched.options.isa]
+    library_path = build_library(source, isa)
     wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), kinds)
     if not runs_here(isa):
         call = _refusing_call(isa)
-    return CompiledFunction(graph, program, scheduler, problem, fusion, order_problem, order, kernels, block_kernels,
-                            source, wrapper_src, memory, tracker, call, isa, str(library_path), options.dependence,
-                            parameters)
+    return CompiledFunction(sched.graph, program, made.scheduler, sched.fusion_problem, sched.fusion,
+                            sched.order_problem, sched.order, kernels, block_kernels, source, wrapper_src, memory,
+                            tracker, call, isa, str(library_path), sched.options.dependence, sched.parameters, sched)
+
+
+def compile_graph(graph: Graph, options: Options | None = None, parameters: tuple[str, ...] = ()) -> CompiledFunction:
+    """``build(schedule_graph(...))``: every pass after tracing, then gcc."""
+    return build(schedule_graph(graph, options, parameters))
+
+
+def kernel_names(blocks: Partition) -> list[str]:
+    return [kernel_name(b) for b in blocks]
+
+
+def aliased_buffers(scheduler: Scheduler) -> set[str]:
+    """Buffers stored in another's storage (an input updated in place): the wrapper allocates none."""
+    return {n.buffer_name for n in scheduler.nodes if isinstance(n.buffer, ComputedBuffer) and n.buffer.aliases}
+
+
+def buffer_meta(program: LoweredProgram, order_problem: OrderProblem) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Shape and dtype of every buffer the wrapper allocates."""
+    allocated = {ob.name for ob in order_problem.buffers}
+    return {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in allocated}
+
+
+def kernel_choices(block_kernels: list[Kernel], isa: Isa) -> tuple[KernelChoice, ...]:
+    return tuple(KernelChoice(k.name, k.form, 1 if k.extern else isa.width, max(k.depths, default=0))
+                 for k in block_kernels)
+
+
+def tuning_values() -> dict[str, int]:
+    """The code generator's integer thresholds, by name."""
+    return {name: value for name, value in sorted(vars(tuning).items())
+            if name.isupper() and isinstance(value, int) and not isinstance(value, bool)}
+
+
+def strategy_name(spec: Any) -> str:
+    return spec if isinstance(spec, str) else getattr(spec, "name", getattr(spec, "__name__", type(spec).__name__))
+
+
+def _stax_version() -> str:
+    from . import __getattr__ as package_attribute  # read lazily: package metadata costs a new process ~15 ms
+    return package_attribute("__version__")
 
 
 def _refusing_call(isa: Isa) -> Callable:
@@ -311,5 +415,4 @@ def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "bes
     Other keyword arguments are ``Options`` fields (rule="cpu-split"|"cpu"|"gpu", dependence="parallel"|"sequential",
     cost_model, threads, isa, fusion_params...), checked before tracing.
     """
-    options = Options.from_keywords(fusion=fusion, order=order, **kwargs)
-    return compile_graph(trace(fn, *specs), options, parameter_names(fn, len(specs)))
+    return build(schedule(fn, *specs, fusion=fusion, order=order, **kwargs))

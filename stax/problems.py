@@ -373,12 +373,12 @@ def read_json(path: str | Path) -> dict[str, Any]:
 class _Reader:
     """Reads fields of a problem file, raising errors that name the file, the field and the expectation."""
 
-    def __init__(self, data: dict[str, Any], source: str, fmt: str):
+    def __init__(self, data: dict[str, Any], source: str, fmt: str, version: int = FORMAT_VERSION):
         self.data, self.source = data, source
         if data.get("format") != fmt:
             self.fail("format", f"the string {fmt!r}", data.get("format"))
-        if data.get("version") != FORMAT_VERSION:
-            self.fail("version", f"{FORMAT_VERSION} (this stax reads version {FORMAT_VERSION} files)", data.get("version"))
+        if data.get("version") != version:
+            self.fail("version", f"{version} (this stax reads version {version} files)", data.get("version"))
 
     def fail(self, fieldname: str, expected: str, found: Any) -> None:
         raise InstanceFormatError(f"{self.source}: field {fieldname!r}: expected {expected}, found {found!r}")

@@ -77,6 +77,7 @@ class Kernel:
     reads_at: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # storage -> (reader, index)
     writes_at: dict[str, str] = field(default_factory=dict)  # storage -> index written (loop frame)
     generators: list = field(default_factory=list, repr=False)  # the BlockKernels it was generated from
+    depths: tuple[int, ...] = ()  # Algorithm 8.1's parallel depth of each block, in order
 
     def reads_only_at_write_index(self, written: str, read: str) -> bool:
         """Only the member writing ``written`` reads ``read``, and only at the index it stores to:
@@ -804,7 +805,7 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
     return Kernel(name, [m.name for b in blocks for m in b.members], [m.buf.name for b in blocks for m in b.members],
                   params, "\n".join(lines), "+".join(b.form for b in blocks),
                   any(b.state.uses_error_flag for b in blocks), None, param_types, reads_at, writes_at,
-                  generators=list(blocks))
+                  generators=list(blocks), depths=tuple(depth for depth, _ in bodies))
 
 
 def generate_extern(name: str, node_name: str, buf, storage: dict[str, str], threads: int) -> Kernel:

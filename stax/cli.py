@@ -109,46 +109,65 @@ def main() -> None:
     """Stax: a tensor compiler whose fusion and ordering strategies can be swapped, solved exactly and timed."""
 
 
+def _scheduling_options(fn):
+    """The options that make a schedule: input shapes and dtype, strategies, threads, vector level."""
+    options = [
+        click.option("--shapes", help="One shape per argument, e.g. 64x128 or 64x128,128"),
+        click.option("--dtype", default="float32", show_default=True,
+                     help="Dtype of every input: float32, float64, int32, int64 or bool"),
+        click.option("--fusion", default="greedy", show_default=True, help="Fusion strategy", cls=_NamesOption,
+                     registry="fusion_strategies"),
+        click.option("--order", default="best", show_default=True, help="Order strategy", cls=_NamesOption,
+                     registry="order_strategies"),
+        click.option("--fusion-param", "fusion_params", multiple=True, metavar="KEY=VALUE",
+                     help="A parameter of the fusion strategy (repeatable), e.g. time_limit=5"),
+        click.option("--order-param", "order_params", multiple=True, metavar="KEY=VALUE",
+                     help="A parameter of the order strategy (repeatable), e.g. max_states=1000"),
+        click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="Kernel threads  [default: the machine's cores]"),
+        click.option("--isa", default=None, help="Vector level: none, avx2 or avx512  [default: the CPU's best]"),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 @main.command("compile")
 @click.argument("target")
-@click.option("--shapes", required=True, help="One shape per argument, e.g. 64x128 or 64x128,128")
-@click.option("--dtype", default="float32", show_default=True, help="Dtype of every input: float32, float64, int32, int64 or bool")
-@click.option("--fusion", default="greedy", show_default=True, help="Fusion strategy", cls=_NamesOption,
-              registry="fusion_strategies")
-@click.option("--order", default="best", show_default=True, help="Order strategy", cls=_NamesOption,
-              registry="order_strategies")
-@click.option("--fusion-param", "fusion_params", multiple=True, metavar="KEY=VALUE",
-              help="A parameter of the fusion strategy (repeatable), e.g. time_limit=5")
-@click.option("--order-param", "order_params", multiple=True, metavar="KEY=VALUE",
-              help="A parameter of the order strategy (repeatable), e.g. max_states=1000")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="Kernel threads  [default: the machine's cores]")
-@click.option("--isa", default=None, help="Vector level: none, avx2 or avx512  [default: the CPU's best]")
+@_scheduling_options
 @click.option("--show-code/--no-show-code", default=False)
 @click.option("--log/--no-log", default=True, help="Print the fusion log")
-def compile_command(target: str, shapes: str, dtype: str, fusion: str, order: str, fusion_params: tuple[str, ...],
-                    order_params: tuple[str, ...], threads: int | None, isa: str | None, show_code: bool,
-                    log: bool) -> None:
-    """Compile FILE.py:FN for the given shapes, run it once on random inputs and check it."""
+@click.option("--schedule", "schedule_file", type=click.Path(exists=True, dir_okay=False),
+              help="Build this saved schedule of FN (`stax schedule ... -o FILE.json`) instead of scheduling anew")
+def compile_command(target: str, shapes: str | None, dtype: str, fusion: str, order: str,
+                    fusion_params: tuple[str, ...], order_params: tuple[str, ...], threads: int | None,
+                    isa: str | None, show_code: bool, log: bool, schedule_file: str | None) -> None:
+    """Compile FILE.py:FN for the given shapes (or build its saved schedule), run it once on random
+    inputs and check it."""
     from .compiler import compile as stax_compile
     from .reference import evaluate
     from .timing import time_call
 
     from .strategy import fusion_strategies, order_strategies
     fn = _load_function(target)
-    dtype = _check_dtype(dtype)
-    fusion_options, order_options = _parse_params(fusion_params, "--fusion-param"), _parse_params(order_params, "--order-param")
-    try:  # named as the command line names them, before anything is traced
-        fusion_strategies.check(fusion, fusion_options, option="--fusion-param")
-        order_strategies.check(order, order_options, option="--order-param")
-    except StaxError as exc:
-        raise click.ClickException(str(exc))
-    parsed = _parse_shapes(shapes)
-    _check_arity(fn, parsed)
     rng = np.random.default_rng(0)
-    arrays = [_random_input(s, dtype, rng) for s in parsed]
+    if schedule_file:
+        compiled, arrays = _build_saved(fn, schedule_file, rng)
+    else:
+        dtype = _check_dtype(dtype)
+        fusion_options = _parse_params(fusion_params, "--fusion-param")
+        order_options = _parse_params(order_params, "--order-param")
+        try:  # named as the command line names them, before anything is traced
+            fusion_strategies.check(fusion, fusion_options, option="--fusion-param")
+            order_strategies.check(order, order_options, option="--order-param")
+        except StaxError as exc:
+            raise click.ClickException(str(exc))
+        parsed = _required_shapes(fn, shapes)
+        arrays = [_random_input(s, dtype, rng) for s in parsed]
     try:
-        compiled = stax_compile(fn, *arrays, fusion=fusion, order=order, threads=threads, isa=isa,
-                                fusion_params=fusion_options, order_params=order_options)
+        if not schedule_file:
+            compiled = stax_compile(fn, *arrays, fusion=fusion, order=order, threads=threads, isa=isa,
+                                    fusion_params=fusion_options, order_params=order_options)
         if show_code:
             click.echo(compiled.source)
         if log:
@@ -327,6 +346,83 @@ def instances_show(name: str, as_json: bool, save: str | None) -> None:
     if save:
         problem.save(save)
         click.echo(f"saved to {save}")
+
+
+def _required_shapes(fn, shapes: str | None) -> list[tuple[int, ...]]:
+    if shapes is None:
+        raise click.UsageError("give --shapes (one shape per argument, e.g. --shapes 64x128)")
+    parsed = _parse_shapes(shapes)
+    _check_arity(fn, parsed)
+    return parsed
+
+
+def _load_schedule(path: str):
+    from .schedules import Schedule
+    try:
+        return Schedule.load(path)
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
+
+
+def _build_saved(fn, path: str, rng: np.random.Generator):
+    """A saved schedule of ``fn`` built, and random inputs of its graph's shapes; the options that
+    make a schedule are refused, as the file holds every decision."""
+    from .compiler import build
+    from .frontend import TensorSpec, trace
+    from .schedules import graph_to_dict
+    ctx = click.get_current_context()
+    given = [f"--{name.replace('_', '-')}" for name in ("shapes", "dtype", "fusion", "order", "fusion_params",
+                                                         "order_params", "threads", "isa")
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if given:
+        raise click.UsageError(f"--schedule builds the decisions saved in {path}; drop {', '.join(given)}")
+    sched = _load_schedule(path)
+    nodes = [sched.graph.nodes[name] for name in sched.graph.inputs]
+    try:
+        traced = trace(fn, *[TensorSpec(n.shape, n.dtype, n.attr("strides")) for n in nodes])
+        if graph_to_dict(traced) != graph_to_dict(sched.graph):
+            raise click.ClickException(f"{path} is a schedule of another program than {getattr(fn, '__name__', fn)} "
+                                       "(their traced graphs differ); make it again with `stax schedule`")
+        compiled = build(sched)
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
+    arrays = [_random_input(n.shape, n.dtype, rng) for n in nodes]
+    return compiled, arrays
+
+
+@main.command("schedule")
+@click.argument("target")
+@_scheduling_options
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="The schedule's JSON file")
+def schedule_command(target: str, shapes: str | None, dtype: str, fusion: str, order: str,
+                     fusion_params: tuple[str, ...], order_params: tuple[str, ...], threads: int | None,
+                     isa: str | None, out: str) -> None:
+    """Schedule FILE.py:FN for the given shapes (every pass up to gcc; no compiler needed) and save
+    the schedule; `stax compile FILE.py:FN --schedule FILE.json` builds it."""
+    from .compiler import schedule
+    from .frontend import TensorSpec
+    fn = _load_function(target)
+    specs = [TensorSpec(s, _check_dtype(dtype)) for s in _required_shapes(fn, shapes)]
+    try:
+        sched = schedule(fn, *specs, fusion=fusion, order=order, threads=threads, isa=isa,
+                         fusion_params=_parse_params(fusion_params, "--fusion-param"),
+                         order_params=_parse_params(order_params, "--order-param"))
+        sched.save(out)
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
+    forms = sorted({k.form for k in sched.kernels})
+    click.echo(f"{len(sched.fusion_problem.nodes)} nodes -> {len(sched.kernels)} kernels ({', '.join(forms)}), "
+               f"modeled traffic {sched.fusion.cost} B, planned peak {sched.memory.peak} B; saved to {out}")
+
+
+@main.command("diff")
+@click.argument("first", type=click.Path(exists=True, dir_okay=False))
+@click.argument("second", type=click.Path(exists=True, dir_okay=False))
+def diff_command(first: str, second: str) -> None:
+    """Where two saved schedules differ: blocks, kernel order, kernel forms, options."""
+    from .schedules import diff
+    text = diff(_load_schedule(first), _load_schedule(second), (first, second))
+    click.echo(text or "the schedules make the same decisions")
 
 
 if __name__ == "__main__":

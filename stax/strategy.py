@@ -6,14 +6,15 @@ registries filled from Python entry points (groups ``stax.fusion`` and ``stax.or
 package can add one without editing stax; ``import stax`` itself never imports OR-Tools.
 A plain function ``problem -> partition`` (or ``-> order``) is accepted too.
 
-Every answer goes through the problem's validator before it is used.
+Every answer goes through the problem's validator before it is used; ``run_fusion`` and
+``run_order`` return it as a new value (the strategy's own result is not changed).
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any, Callable, Sequence
 
@@ -190,11 +191,10 @@ def run_fusion(strategy: Any, problem: FusionProblem, **params: Any) -> FusionRe
     result = solver.solve(problem)
     if not isinstance(result, FusionResult):
         result = FusionResult(tuple(tuple(b) for b in result))
-    result.seconds = result.seconds or time.perf_counter() - start
-    result.partition = problem.validate(result.partition)
-    result.cost = problem.cost(result.partition)
-    result.info.setdefault("strategy", getattr(solver, "name", str(strategy)))
-    return result
+    partition = problem.validate(result.partition)
+    return replace(result, partition=partition, cost=problem.cost(partition),
+                   seconds=result.seconds or time.perf_counter() - start,
+                   info={"strategy": getattr(solver, "name", str(strategy))} | result.info)
 
 
 def run_order(strategy: Any, problem: OrderProblem, **params: Any) -> OrderResult:
@@ -204,11 +204,9 @@ def run_order(strategy: Any, problem: OrderProblem, **params: Any) -> OrderResul
     result = solver.solve(problem)
     if not isinstance(result, OrderResult):
         result = OrderResult(tuple(result))
-    result.seconds = result.seconds or time.perf_counter() - start
-    result.order = problem.validate(result.order)
-    result.peak = problem.peak(result.order)
-    result.info.setdefault("strategy", getattr(solver, "name", str(strategy)))
-    return result
+    order = problem.validate(result.order)
+    return replace(result, order=order, peak=problem.peak(order), seconds=result.seconds or time.perf_counter() - start,
+                   info={"strategy": getattr(solver, "name", str(strategy))} | result.info)
 
 
 def ordered_blocks(problem: FusionProblem, partition: Sequence[Sequence[str]]) -> Partition:

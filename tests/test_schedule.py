@@ -128,3 +128,41 @@ def test_diff_names_the_blocks_two_strategies_chose():
     assert "fusion: 'greedy' vs 'none'" in text
     assert f"blocks only in greedy: {' '.join(greedy.partition[0])}" in text
     assert "blocks only in none:" in text
+
+
+def test_the_replay_strategies_rebuild_a_saved_partition_and_order(tmp_path):
+    program = PROGRAMS["layernorm"]
+    arrays = program.inputs(16)
+    saved = stax.schedule(program.fn, *arrays, fusion="none", order="dfs")
+    saved.save(tmp_path / "s.json")
+    replayed = stax.schedule(program.fn, *arrays, fusion="replay", order="replay",
+                             fusion_params={"schedule": str(tmp_path / "s.json")},
+                             order_params={"schedule": str(tmp_path / "s.json")})
+    assert diff(saved, replayed).splitlines() == ["options:", "  fusion: 'none' vs 'replay'",
+                                                  "  order: 'dfs' vs 'replay'",
+                                                  f"  fusion_params: {{}} vs {{'schedule': '{tmp_path / 's.json'}'}}",
+                                                  f"  order_params: {{}} vs {{'schedule': '{tmp_path / 's.json'}'}}"]
+    given = stax.schedule(program.fn, *arrays, fusion="replay", fusion_params={"partition": saved.partition})
+    assert given.partition == saved.partition and given.fusion.status == "heuristic"
+    with pytest.raises(InvalidScheduleError):
+        stax.schedule(program.fn, *arrays, fusion="replay", fusion_params={"partition": saved.partition[1:]})
+
+
+def test_the_command_line_saves_builds_and_compares_schedules(tmp_path):
+    from click.testing import CliRunner
+
+    from stax.cli import main
+    (tmp_path / "p.py").write_text("def f(x):\n    return (x - x.amax(-1, keepdim=True)).exp().sum(-1)\n")
+    target, run = f"{tmp_path / 'p.py'}:f", CliRunner().invoke
+    for fusion in ("greedy", "none"):
+        done = run(main, ["schedule", target, "--shapes", "8x64", "--fusion", fusion, "-o", str(tmp_path / f"{fusion}.json")])
+        assert done.exit_code == 0 and "saved to" in done.output, done.output
+    done = run(main, ["compile", target, "--schedule", str(tmp_path / "none.json")])
+    assert done.exit_code == 0 and "strategy none" in done.output, done.output
+    done = run(main, ["diff", str(tmp_path / "greedy.json"), str(tmp_path / "none.json")])
+    assert "blocks only in" in done.output and "fusion: 'greedy' vs 'none'" in done.output
+    done = run(main, ["compile", target, "--schedule", str(tmp_path / "none.json"), "--fusion", "none"])
+    assert done.exit_code == 2 and "drop --fusion" in done.output
+    (tmp_path / "q.py").write_text("def f(x):\n    return x.exp().sum(-1)\n")
+    done = run(main, ["compile", f"{tmp_path / 'q.py'}:f", "--schedule", str(tmp_path / "none.json")])
+    assert done.exit_code == 1 and "a schedule of another program" in done.output

@@ -22,6 +22,7 @@ from .lowering import CostModel
 from .memory.plan import MemoryPlan, Storage
 from .problems import FusionProblem, OrderProblem, _Reader, read_json
 from .runtime import ISA_LEVELS
+from .scheduler.events import event_from_dict, event_to_dict
 from .scheduler.legality import DEPENDENCE_RULES, FUSION_RULES
 from .strategy import STATUSES, FusionResult, OrderResult
 
@@ -208,7 +209,10 @@ def _jsonable(value: Any, where: str) -> Any:
 
 def _result_dict(result: FusionResult | OrderResult, answer: str) -> dict[str, Any]:
     data = {f.name: getattr(result, f.name) for f in fields(result) if f.name != "info"}
-    return _jsonable(data, answer) | {"info": _jsonable(result.info, f"{answer} info")}
+    info = dict(result.info)
+    if "events" in info:
+        info["events"] = [event_to_dict(e) for e in info["events"]]
+    return _jsonable(data, answer) | {"info": _jsonable(info, f"{answer} info")}
 
 
 def _result_from_dict(cls: type, data: dict[str, Any], answer: str) -> FusionResult | OrderResult:
@@ -217,6 +221,8 @@ def _result_from_dict(cls: type, data: dict[str, Any], answer: str) -> FusionRes
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, found {values.get('status')!r}")
     if answer == "partition":
         values["partition"] = tuple(tuple(block) for block in values["partition"])
+        if "events" in values.get("info", {}):
+            values["info"] = values["info"] | {"events": [event_from_dict(e) for e in values["info"]["events"]]}
     else:
         values["order"] = tuple(values["order"])
     return cls(**values)

@@ -8,6 +8,8 @@ from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from stax.memory.orders import original_order
 from stax.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem, quotient_graph
 from stax.scheduler.greedy import FusionGroups, GreedyFusion, compare_scores, score
+from stax.scheduler.events import Fused, FusionKind, NotFused, WhyNoFuse
+from stax.scheduler.report import fusion_log
 from stax.strategy import run_fusion
 
 FAMILIES = {"layered": layered_dag, "series-parallel": series_parallel_dag}
@@ -27,8 +29,8 @@ def test_example_7_1_fuses_op0_with_op1_scoring_33024():
     assert score(FusionGroups(problem), ("op0",), ("op1",)) == (0, 32768 + 256, 2, -1)
     result = run_fusion("greedy", problem)
     assert result.partition == (("op0", "op1"),)
-    assert result.info["log"] == ["round 1: found 1 possible fusions", "fusing op0 with op1",
-                                  "round 2: found 0 possible fusions"]
+    assert log(result) == ["round 1: found 1 possible fusions", "fusing op0 with op1 (vertical, shared data 33024 bytes)",
+                           "round 2: found 0 possible fusions"]
     assert result.cost == 32768 + 32768
 
 
@@ -38,11 +40,33 @@ def test_rounds_merge_each_group_once_and_stop_when_nothing_merges():
                             tuple(Buffer(f"y{n}", 1, n, (), is_output=True) for n in "abc"))
     result = run_fusion("greedy", problem)
     assert result.partition == (("a", "b", "c"),)
-    assert result.info["log"] == ["round 1: found 3 possible fusions", "fusing a with b",
-                                  "round 2: found 1 possible fusions", "fusing a_b with c",
-                                  "round 3: found 0 possible fusions"]
-    assert ("b", "c", "already fused this round") in result.info["rejections"]
-    assert len([line for line in run_fusion("greedy", problem, max_rounds=1).info["log"] if "round" in line]) == 1
+    assert log(result) == ["round 1: found 3 possible fusions", "fusing a with b (horizontal, shared data 8 bytes)",
+                           "round 2: found 1 possible fusions", "fusing a_b with c (horizontal, shared data 8 bytes)",
+                           "round 3: found 0 possible fusions"]
+    assert NotFused(("b",), ("c",), WhyNoFuse.FUSED_THIS_ROUND) in result.info["events"]
+    assert len([line for line in log(run_fusion("greedy", problem, max_rounds=1)) if "round" in line]) == 1
+
+
+def log(result) -> list[str]:
+    """The rounds and merges, as the fusion log renders them."""
+    return [e.text() for e in result.info["events"] if not isinstance(e, NotFused)]
+
+
+def test_fusion_kinds_come_from_the_dependencies_not_from_node_names():
+    """Nodes named n_0, n_1 (as in the shipped vsep_tree-6-0): the group n_0_n_1 once read as three nodes."""
+    problem = FusionProblem(nodes=("n_0", "n_1", "n_2", "n_3"),
+                            buffers=(Buffer("x", 64, None, ("n_0", "n_2")), Buffer("t", 64, "n_0", ("n_1",)),
+                                     Buffer("u", 64, "n_1", ("n_3",)), Buffer("v", 4, "n_2", ("n_3",)),
+                                     Buffer("y", 4, "n_3", (), is_output=True)))
+    result = run_fusion("greedy", problem, max_rounds=1)
+    kinds = {(e.a, e.b): e.kind for e in result.info["events"] if isinstance(e, Fused)}
+    assert kinds == {(("n_0",), ("n_1",)): FusionKind.VERTICAL, (("n_2",), ("n_3",)): FusionKind.VERTICAL}
+    second = run_fusion("greedy", problem, max_rounds=2)
+    assert [e.kind for e in second.info["events"] if isinstance(e, Fused)][-1] is FusionKind.VERTICAL
+    horizontal = FusionProblem(nodes=("n_0", "n_1"), buffers=(Buffer("x", 64, None, ("n_0", "n_1")),
+                               Buffer("y_0", 4, "n_0", (), is_output=True), Buffer("y_1", 4, "n_1", (), is_output=True)))
+    assert "fusing n_0 with n_1 (horizontal, shared data 64 bytes)" in fusion_log(horizontal, run_fusion("greedy", horizontal))
+    assert "fusing n_0_n_1 with n_2_n_3 (vertical" in fusion_log(problem, second)
 
 
 def chain(**limits) -> FusionProblem:
@@ -63,8 +87,9 @@ def chain(**limits) -> FusionProblem:
 ])
 def test_every_rejection_is_named(problem, params, rejection):
     result = run_fusion("greedy", problem, **params)
-    assert rejection in result.info["rejections"]
+    assert rejection in {(*e.a, *e.b, e.why()) for e in result.info["events"] if isinstance(e, NotFused)}
     assert tuple(rejection[:2]) not in result.partition
+    assert f"cannot fuse {rejection[0]} with {rejection[1]}: {rejection[2]}" in fusion_log(problem, result, verbose=True)
 
 
 def test_scores_compare_lexicographically_unless_sigmas_are_16x_apart():
@@ -85,7 +110,7 @@ def test_greedy_is_valid_and_each_merge_saves_its_shared_bytes(problem):
     result = run_fusion("greedy", problem)  # validates (Definition 7.3 and the kernel limits)
     # A merge never raises Definition 7.3's cost, and saves at least sigma: every shared buffer
     # is read by one block fewer.  Hence greedy <= no fusion, and by at least the sum of sigmas.
-    saved = sum(sigma for _, _, (_, sigma, _, _) in result.info["merges"])
+    saved = sum(e.score[1] for e in result.info["events"] if isinstance(e, Fused))
     assert result.cost <= problem.unfused_cost() - saved
     assert run_fusion("greedy", problem).partition == result.partition
     assert run_fusion("none", problem).cost == problem.unfused_cost()

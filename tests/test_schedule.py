@@ -32,6 +32,7 @@ def assert_replays(tmp_path, fn, arrays, **options):
     stax.schedule(fn, *arrays, **options).save(path)
     rebuilt = stax.build(Schedule.load(path))
     assert rebuilt.source == compiled.source
+    assert rebuilt.fusion_log == compiled.fusion_log and rebuilt.fusion.info == compiled.fusion.info
     for got, want in zip(outputs(rebuilt, arrays), outputs(compiled, arrays)):
         np.testing.assert_array_equal(got, want)
     return rebuilt

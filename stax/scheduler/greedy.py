@@ -2,7 +2,7 @@
 
 Legality (``GreedyFusion.can_fuse``) is kept apart from preference (``score``), as
 TorchInductor keeps ``can_fuse`` apart from ``score_fusion``; every rejected pair is recorded
-with a named reason (TorchInductor's ``WhyNoFuse``).
+with a ``WhyNoFuse`` reason (TorchInductor's), as typed events (``stax.scheduler.events``).
 
 Choices the seed leaves open:
 
@@ -29,9 +29,8 @@ from typing import Any
 from ..memory.orders import original_order
 from ..problems import FusionProblem, Partition, kernel_order_problem
 from ..strategy import FusionResult, ordered_blocks
+from .events import Event, Fused, Group, NotFused, Round, Score, WhyNoFuse, fusion_kind
 
-Group = tuple[str, ...]
-Score = tuple[int, int, int, int]
 
 #: Seed 7.3: when two candidates' saved bytes differ by more than this factor, only they count.
 SIGMA_RATIO = 16
@@ -140,10 +139,6 @@ class FusionGroups:
         return fused
 
 
-def group_name(group: Group) -> str:
-    return "_".join(group)
-
-
 def score(groups: FusionGroups, a: Group, b: Group) -> Score:
     """Seed 7.3: (tau, sigma, omega, -delta), compared lexicographically.
 
@@ -175,9 +170,8 @@ class NoFusion:
 class GreedyFusion:
     """Algorithm 7.1: rounds of merging the best-scoring legal pairs of groups.
 
-    ``info["log"]`` has the seed's lines ("round R: found N possible fusions", "fusing A with B"),
-    ``info["rejections"]`` every rejected (group, group, reason), ``info["merges"]`` every merge
-    with its score.
+    ``info["events"]`` has what it decided (``stax.scheduler.events``): each round's count of
+    candidates, each merge with its score and kind, each pair kept apart with its reason.
     """
 
     name = "greedy"
@@ -189,60 +183,52 @@ class GreedyFusion:
         self.parameters = {"max_rounds": max_rounds, "min_shared_bytes": min_shared_bytes,
                            "max_peak_growth": max_peak_growth}
 
-    def can_fuse(self, groups: FusionGroups, a: Group, b: Group) -> tuple[bool, str]:
-        """Legality of merging two groups: (True, "") or (False, the reason)."""
+    def can_fuse(self, groups: FusionGroups, a: Group, b: Group) -> NotFused | None:
+        """Legality of merging two groups: None, or why not."""
         problem = groups.problem
         for x in a:
             clash = next((y for y in b if y in groups.forbidden[x]), None)
             if clash is not None:
-                return False, f"forbidden: {groups.forbidden[x][clash]}"
+                return NotFused(a, b, WhyNoFuse.FORBIDDEN, groups.forbidden[x][clash])
         if len(a) + len(b) > problem.max_nodes:
-            return False, "too many nodes"
+            return NotFused(a, b, WhyNoFuse.TOO_MANY_NODES)
         if len(groups.buffers[a] | groups.buffers[b]) > problem.max_buffers:
-            return False, "too many buffers"
+            return NotFused(a, b, WhyNoFuse.TOO_MANY_BUFFERS)
         if sum(groups.size[name] for name in groups.shared(a, b)) < self.min_shared_bytes:
-            return False, "shared bytes below threshold"
+            return NotFused(a, b, WhyNoFuse.SHARED_BYTES_BELOW_THRESHOLD)
         if groups.creates_cycle(a, b):
-            return False, "would create a cycle (Proposition 7.1)"
+            return NotFused(a, b, WhyNoFuse.CYCLE)
         if self.max_peak_growth is not None and \
                 groups.kernel_peak((a, b)) > (1 + self.max_peak_growth) * groups.kernel_peak():
-            return False, f"would raise peak memory by more than {self.max_peak_growth:.0%}"
-        return True, ""
+            return NotFused(a, b, WhyNoFuse.PEAK_GROWTH, f"{self.max_peak_growth:.0%}")
+        return None
 
     def solve(self, problem: FusionProblem) -> FusionResult:
         groups = FusionGroups(problem)
-        log: list[str] = []
-        rejections: list[tuple[str, str, str]] = []
-        merges: list[tuple[str, str, Score]] = []
-
-        def reject(a: Group, b: Group, reason: str) -> None:
-            rejections.append((group_name(a), group_name(b), reason))
-
+        events: list[Event] = []
         for round_ in range(1, self.max_rounds + 1):
             candidates = []
             for a, b in groups.sharing_pairs():
-                ok, reason = self.can_fuse(groups, a, b)
-                if ok:
+                veto = self.can_fuse(groups, a, b)
+                if veto is None:
                     candidates.append((score(groups, a, b), a, b))
                 else:
-                    reject(a, b, reason)
-            log.append(f"round {round_}: found {len(candidates)} possible fusions")
+                    events.append(veto)
+            events.append(Round(round_, len(candidates)))
             candidates.sort(key=cmp_to_key(lambda s, t: compare_scores(s[0], t[0])), reverse=True)
             fused_now: set[Group] = set()
             for pair_score, a, b in candidates:
                 if a in fused_now or b in fused_now:
-                    reject(a, b, "already fused this round")
+                    events.append(NotFused(a, b, WhyNoFuse.FUSED_THIS_ROUND))
                     continue
-                ok, reason = self.can_fuse(groups, a, b)  # earlier merges of this round may close a cycle
-                if not ok:
-                    reject(a, b, reason)
+                veto = self.can_fuse(groups, a, b)  # earlier merges of this round may close a cycle
+                if veto is not None:
+                    events.append(veto)
                     continue
+                events.append(Fused(a, b, pair_score, fusion_kind(problem, a, b)))
                 groups.merge(a, b)
                 fused_now.update((a, b))
-                log.append(f"fusing {group_name(a)} with {group_name(b)}")
-                merges.append((group_name(a), group_name(b), pair_score))
             if not fused_now:
                 break
         partition = groups.partition()
-        return FusionResult(partition, "heuristic", cost=problem.cost(partition),
-                            info={"log": log, "rejections": rejections, "merges": merges})
+        return FusionResult(partition, "heuristic", cost=problem.cost(partition), info={"events": events})

@@ -10,20 +10,7 @@ from collections import Counter
 
 from ..problems import FusionProblem
 from ..strategy import FusionResult
-
-
-def fusion_kind(problem: FusionProblem, a: tuple[str, ...], b: tuple[str, ...]) -> str:
-    """vertical (one reads what the other writes), SAME_VARS_REDUCE (two reductions over the same
-    iteration group), or horizontal (only shared inputs)."""
-    members = set(a) | set(b)
-    for buf in problem.buffers:
-        if buf.producer in members and any(u in members and (buf.producer in a) != (u in a) for u in buf.users):
-            return "vertical"
-    info = problem.node_info
-    groups = {str(info.get(n, {}).get("group")) for n in members}
-    if all(info.get(n, {}).get("kind") == "reduction" for n in members) and len(groups) == 1:
-        return "SAME_VARS_REDUCE"
-    return "horizontal"
+from .events import Fused, NotFused, group_name
 
 
 def node_class(problem: FusionProblem, block: tuple[str, ...]) -> str:
@@ -37,10 +24,11 @@ def node_class(problem: FusionProblem, block: tuple[str, ...]) -> str:
 
 
 def why_unfused(result: FusionResult) -> str | None:
-    """When a strategy that records its rejected pairs fused nothing, why: each reason with the
-    count of pairs sharing data it kept apart (an MLP's extern matmuls separate every kernel)."""
-    rejections = set(result.info.get("rejections", ()))
-    if result.info.get("merges") or not rejections:
+    """When a strategy that records its decisions fused nothing, why: each reason with the count of
+    pairs sharing data it kept apart (an MLP's extern matmuls separate every kernel)."""
+    events = result.info.get("events", ())
+    rejections = {(e.a, e.b, e.why()) for e in events if isinstance(e, NotFused)}
+    if any(isinstance(e, Fused) for e in events) or not rejections:
         return None
     reasons = Counter(reason for _, _, reason in rejections)
     return (f"no fusion: each of the {len(rejections)} pairs sharing data is illegal: "
@@ -48,26 +36,18 @@ def why_unfused(result: FusionResult) -> str | None:
 
 
 def fusion_log(problem: FusionProblem, result: FusionResult, verbose: bool = False) -> str:
-    """The strategy's log lines, the kind of each merge, the fused nodes; with ``verbose`` every
-    rejected candidate and its reason."""
-    split = {"_".join(b): b for b in result.partition}
+    """The strategy's rounds and merges (with each merge's kind), the fused nodes; with ``verbose``
+    every rejected candidate and its reason."""
+    events = result.info.get("events", ())
     lines = [f"strategy {result.info.get('strategy', '?')}: {result.status}, "
              f"{len(problem.nodes)} nodes -> {len(result.partition)} kernels, modeled traffic {result.cost} bytes"]
-    merges = {(a, b): s for a, b, s in result.info.get("merges", [])}
-    for line in result.info.get("log", []):
-        if line.startswith("fusing "):
-            a, b = line[len("fusing "):].split(" with ")
-            kind = fusion_kind(problem, tuple(a.split("_")), tuple(b.split("_")))
-            score = merges.get((a, b))
-            line += f" ({kind}" + (f", shared data {score[1]} bytes)" if score else ")")
-        lines.append(line)
+    lines += [e.text() for e in events if not isinstance(e, NotFused)]
     unfused = why_unfused(result)
     if unfused:
         lines.append(unfused)
-    for name, block in split.items():
+    for block in result.partition:
         if len(block) > 1:
-            lines.append(f"{name}: {node_class(problem, block)}")
+            lines.append(f"{group_name(block)}: {node_class(problem, block)}")
     if verbose:
-        for a, b, reason in result.info.get("rejections", []):
-            lines.append(f"cannot fuse {a} with {b}: {reason}")
+        lines += [e.text() for e in events if isinstance(e, NotFused)]
     return "\n".join(lines)

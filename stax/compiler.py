@@ -302,6 +302,11 @@ def products_of(sched: Schedule) -> Products:
         if made != saved:
             raise InvalidScheduleError(f"kernel {saved.name}: the schedule chose {saved}, this stax generates {made}"
                                        f"{stale}")
+    inplace_ok = inplace_check(block_kernels)
+    for name, where in sched.memory.storage.items():
+        if where.kind == "inplace" and not inplace_ok(name, where.source):
+            raise InvalidScheduleError(f"the schedule stores {name!r} in place of {where.source!r}, but its kernel "
+                                       "reads that buffer elsewhere than where it writes (Proposition 7.2)")
     return Products(program, scheduler, block_kernels)
 
 
@@ -398,14 +403,20 @@ def group_name(kernels: list[Kernel]) -> str:
 def plan_memory_for(kernels: list[Kernel], order_problem: OrderProblem, order: tuple[str, ...],
                     meta: dict[str, tuple[tuple[int, ...], str]], options: Options) -> MemoryPlan:
     """Seed 7.6 step 6: storage for every allocated buffer (reuse, in-place reuse or a pool)."""
+    return plan_memory(order_problem, order, reuse=options.reuse, inplace=options.inplace,
+                       pool=options.memory_plan == "pool", dtypes={n: m[1] for n, m in meta.items()},
+                       inplace_ok=inplace_check(kernels))
+
+
+def inplace_check(kernels: list[Kernel]) -> Callable[[str, str], bool]:
+    """Whether the kernel producing a buffer reads a source only at the index it writes
+    (Proposition 7.2: the buffer may take the source's storage)."""
     producer = {name: k for k in kernels for name in k.params if name in k.writes_at}
 
     def inplace_ok(buffer: str, source: str) -> bool:
         kernel = producer.get(buffer)
         return kernel is not None and not kernel.extern and kernel.reads_only_at_write_index(buffer, source)
-    return plan_memory(order_problem, order, reuse=options.reuse, inplace=options.inplace,
-                       pool=options.memory_plan == "pool", dtypes={n: m[1] for n, m in meta.items()},
-                       inplace_ok=inplace_ok)
+    return inplace_ok
 
 
 def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "best", **kwargs: Any) -> CompiledFunction:

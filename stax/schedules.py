@@ -19,7 +19,7 @@ from typing import Any
 from .errors import InstanceFormatError, StaxError
 from .graph import Graph, Node
 from .lowering import CostModel
-from .memory.plan import MemoryPlan, Storage
+from .memory.plan import MemoryPlan, Storage, check_plan
 from .problems import FusionProblem, OrderProblem, _Reader, read_json
 from .runtime import ISA_LEVELS
 from .scheduler.events import event_from_dict, event_to_dict
@@ -131,6 +131,7 @@ class Schedule:
         allocated = {b.name for b in order_problem.buffers}
         if set(memory.storage) != allocated:
             r.fail("memory.storage", f"one entry per allocated buffer ({sorted(allocated)})", sorted(memory.storage))
+        r.check(lambda: check_plan(memory, order_problem), "memory")
         spans = tuple(tuple(s) for s in r.get("spans", list))
         if not _tiles(spans, len(order.order)):
             r.fail("spans", f"consecutive [first, last] steps covering 0..{len(order.order) - 1}", data["spans"])

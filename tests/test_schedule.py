@@ -167,3 +167,21 @@ def test_the_command_line_saves_builds_and_compares_schedules(tmp_path):
     (tmp_path / "q.py").write_text("def f(x):\n    return x.exp().sum(-1)\n")
     done = run(main, ["compile", f"{tmp_path / 'q.py'}:f", "--schedule", str(tmp_path / "none.json")])
     assert done.exit_code == 1 and "a schedule of another program" in done.output
+
+
+def test_a_loaded_memory_plan_must_keep_live_buffers_apart():
+    program = PROGRAMS["softmax"]
+    sched = stax.schedule(program.fn, *program.inputs(16), fusion="none")
+    life = sched.order_problem.lifetimes(sched.order.order)
+    size = {b.name: b.size for b in sched.order_problem.buffers}
+    a, b = next((a, b) for a in life for b in life if a < b and size[a] == size[b]
+                and life[a][0] <= life[b][1] and life[b][0] <= life[a][1])
+    data = sched.to_dict()
+    data["memory"]["storage"][b] = {"name": b, "kind": "reuse", "source": a, "offset": 0}
+    with pytest.raises(InstanceFormatError, match=f"field 'memory'.*share a storage while both are live"):
+        Schedule.from_dict(data)
+    pooled = stax.schedule(program.fn, *program.inputs(16), fusion="none", memory_plan="pool").to_dict()
+    for where in pooled["memory"]["storage"].values():
+        where["offset"] = 0
+    with pytest.raises(InstanceFormatError, match="overlap in the pool while both are live"):
+        Schedule.from_dict(pooled)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from ..errors import StaxError
 from ..problems import OrderProblem
 from .pool import plan_pool
 
@@ -139,3 +140,40 @@ def grouped_live(plan: MemoryPlan, problem: OrderProblem, spans: Sequence[tuple[
                 for u in range(t + 1, last + 1):
                     live[u] += size[name]
     return live
+
+
+def check_plan(plan: MemoryPlan, problem: OrderProblem) -> None:
+    """Raise unless ``plan`` is safe for ``problem`` in ``plan.order`` (a plan read from a file):
+    buffers sharing a storage have its size and disjoint lifetimes, an in-place buffer starting
+    where its source is last read; pooled buffers live at the same time do not overlap."""
+    lifetimes = problem.lifetimes(plan.order)
+    size = {b.name: b.size for b in problem.buffers}
+    outputs = {b.name for b in problem.buffers if b.is_output}
+    holders: dict[str, list[str]] = {}
+    for name, where in plan.storage.items():
+        root, hops = name, 0
+        while plan.storage[root].kind in ("reuse", "inplace"):
+            source = plan.storage[root].source
+            if size[source] != size[root] or source in outputs or hops > len(plan.storage):
+                raise StaxError(f"storage of {root!r} takes that of {source!r}, an output, a buffer of another size "
+                                "or a cycle of takings")
+            root, hops = source, hops + 1
+        holders.setdefault(root, []).append(name)
+    for names in holders.values():
+        names.sort(key=lambda n: lifetimes[n][0])
+        for before, after in zip(names, names[1:]):
+            end, start = lifetimes[before][1], lifetimes[after][0]
+            shared_step = end == start and plan.storage[after] == Storage(after, "inplace", before)
+            if end >= start and not shared_step:
+                raise StaxError(f"buffers {before!r} and {after!r} share a storage while both are live "
+                                f"(steps {lifetimes[before]} and {lifetimes[after]})")
+    pooled = sorted((n for n, w in plan.storage.items() if w.kind == "pool"), key=lambda n: plan.storage[n].offset)
+    for i, a in enumerate(pooled):
+        low, high = plan.storage[a].offset, plan.storage[a].offset + size[a]
+        if low < 0 or high > plan.pool_size:
+            raise StaxError(f"pooled buffer {a!r} at [{low}, {high}) lies outside the pool of {plan.pool_size} bytes")
+        for b in pooled[i + 1:]:
+            if plan.storage[b].offset >= high:
+                break
+            if lifetimes[a][0] <= lifetimes[b][1] and lifetimes[b][0] <= lifetimes[a][1]:
+                raise StaxError(f"pooled buffers {a!r} and {b!r} overlap in the pool while both are live")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from stax.cli import main
+from experiments.cli import main
 from stax.runtime import ISA_LEVELS, runs_here
 
 PROGRAM = '''

@@ -123,7 +123,7 @@ def cluster(tmp_path_factory):
 
 
 def cli_sweep(config: Path, out: Path, address: str, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "stax.cli", "sweep", str(config), "--out", str(out),
+    return subprocess.Popen([sys.executable, "-m", "experiments.cli", "sweep", str(config), "--out", str(out),
                              "--scheduler", address], env=ENV, start_new_session=True,
                             stdout=log.open("w"), stderr=subprocess.STDOUT)
 
@@ -217,7 +217,7 @@ def free_port() -> int:
 def test_unusable_address_fails_in_one_line_within_5_s(tmp_path, address):
     config = write_config(tmp_path)
     start_time = time.time()
-    result = subprocess.run([sys.executable, "-m", "stax.cli", "sweep", str(config), "--out", str(tmp_path / "out"),
+    result = subprocess.run([sys.executable, "-m", "experiments.cli", "sweep", str(config), "--out", str(tmp_path / "out"),
                              "--scheduler", address], env=ENV, capture_output=True, text=True, timeout=30)
     assert time.time() - start_time < 5
     assert result.returncode == 1

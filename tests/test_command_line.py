@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import stax
 from stax.catalog import entries
-from stax.cli import main
+from experiments.cli import main
 from stax.strategy import fusion_strategies, order_strategies
 from stax.textable import text_table
 

@@ -84,7 +84,7 @@ def test_sweep_killed_at_random_moments_resumes_with_every_cell_once(tmp_path):
     rng = random.Random(5)
     kills_mid_sweep = 0
     for _ in range(3):
-        process = subprocess.Popen([sys.executable, "-m", "stax.cli", "sweep", str(config), "--out", str(out),
+        process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "sweep", str(config), "--out", str(out),
                                     "--workers", "2"], start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         before, deadline = _cells(out), time.time() + 60

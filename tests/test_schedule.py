@@ -152,7 +152,7 @@ def test_the_replay_strategies_rebuild_a_saved_partition_and_order(tmp_path):
 def test_the_command_line_saves_builds_and_compares_schedules(tmp_path):
     from click.testing import CliRunner
 
-    from stax.cli import main
+    from experiments.cli import main
     (tmp_path / "p.py").write_text("def f(x):\n    return (x - x.amax(-1, keepdim=True)).exp().sum(-1)\n")
     target, run = f"{tmp_path / 'p.py'}:f", CliRunner().invoke
     for fusion in ("greedy", "none"):

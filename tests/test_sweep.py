@@ -51,7 +51,7 @@ def test_killed_sweep_resumes_with_every_cell_once(tmp_path):
     config = write_config(tmp_path, seeds=4, sizes="[8, 10]")
     total = len(plan(load_config(config), "v"))
     out = tmp_path / "out"
-    process = subprocess.Popen([sys.executable, "-m", "stax.cli", "sweep", str(config), "--out", str(out),
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "sweep", str(config), "--out", str(out),
                                 "--workers", "1"], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60

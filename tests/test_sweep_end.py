@@ -20,7 +20,7 @@ from experiments import provenance
 from experiments.config import load_config
 from experiments.results import load_results
 from experiments.summary import format_summary, strategy_summary
-from stax.cli import main
+from experiments.cli import main
 
 CONFIG = """
 name = "tiny"
@@ -150,7 +150,7 @@ def test_failed_cells_fail_the_command_unless_allowed(tmp_path):
 def test_ctrl_c_says_what_is_saved_and_how_to_resume(tmp_path):
     config, out = write(tmp_path, limit=2), tmp_path / "out"
     config.write_text(config.read_text().replace("sizes = [8]", "sizes = [8, 10, 12, 14]"))
-    process = subprocess.Popen([sys.executable, "-m", "stax.cli", "sweep", str(config), "--out", str(out),
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "sweep", str(config), "--out", str(out),
                                 "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     deadline = time.time() + 60

@@ -1,4 +1,5 @@
-"""The ``stax`` command line."""
+"""The ``stax`` command line (above the library: it may import ``experiments`` and ``instances``,
+which nothing under ``stax/`` does)."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,7 +11,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .errors import StaxError
+from stax.errors import StaxError
 
 
 def _load_function(target: str):
@@ -74,7 +75,7 @@ def _check_arity(fn, shapes: list[tuple[int, ...]]) -> None:
 
 
 def _check_dtype(dtype: str) -> str:
-    from .dtypes import canonical
+    from stax.dtypes import canonical
     try:
         return canonical(dtype)
     except StaxError as exc:
@@ -89,7 +90,7 @@ class _NamesOption(click.Option):
         self.registry = registry
 
     def get_help_record(self, ctx):
-        from . import strategy
+        from stax import strategy
         names = getattr(strategy, self.registry).names()
         self.help = f"{self.help}: {', '.join(names)} (see `stax strategies`)"
         return super().get_help_record(ctx)
@@ -144,11 +145,11 @@ def compile_command(target: str, shapes: str | None, dtype: str, fusion: str, or
                     isa: str | None, show_code: bool, log: bool, schedule_file: str | None) -> None:
     """Compile FILE.py:FN for the given shapes (or build its saved schedule), run it once on random
     inputs and check it."""
-    from .compiler import compile as stax_compile
-    from .reference import evaluate
-    from .timing import time_call
+    from stax.compiler import compile as stax_compile
+    from stax.reference import evaluate
+    from stax.timing import time_call
 
-    from .strategy import fusion_strategies, order_strategies
+    from stax.strategy import fusion_strategies, order_strategies
     fn = _load_function(target)
     rng = np.random.default_rng(0)
     if schedule_file:
@@ -188,7 +189,7 @@ def compile_command(target: str, shapes: str | None, dtype: str, fusion: str, or
 @main.command()
 def demo() -> None:
     """Compile and run the seed's examples 7.1 and 7.2: print the code, the fusion log and a timing."""
-    from .examples import run_demo
+    from stax.examples import run_demo
     try:
         run_demo(click.echo)
     except StaxError as exc:
@@ -314,7 +315,7 @@ def instances_list() -> None:
     """Every instance family and shipped file."""
     from instances.store import catalogue
 
-    from .textable import text_table
+    from stax.textable import text_table
     click.echo(text_table(("name", "kind", "description"),
                           [(row["name"], row["kind"], row["description"]) for row in catalogue()]))
 
@@ -322,8 +323,8 @@ def instances_list() -> None:
 @main.command()
 def strategies() -> None:
     """Every fusion and order strategy a name selects: its parameters (with defaults) and what it does."""
-    from .catalog import entries
-    from .textable import text_table
+    from stax.catalog import entries
+    from stax.textable import text_table
     click.echo(text_table(("kind", "name", "parameters", "description"),
                           [(e.kind, e.name, e.parameters or "-", e.doc) for e in entries()]))
 
@@ -357,7 +358,7 @@ def _required_shapes(fn, shapes: str | None) -> list[tuple[int, ...]]:
 
 
 def _load_schedule(path: str):
-    from .schedules import Schedule
+    from stax.schedules import Schedule
     try:
         return Schedule.load(path)
     except StaxError as exc:
@@ -367,9 +368,9 @@ def _load_schedule(path: str):
 def _build_saved(fn, path: str, rng: np.random.Generator):
     """A saved schedule of ``fn`` built, and random inputs of its graph's shapes; the options that
     make a schedule are refused, as the file holds every decision."""
-    from .compiler import build
-    from .frontend import TensorSpec, trace
-    from .schedules import graph_to_dict
+    from stax.compiler import build
+    from stax.frontend import TensorSpec, trace
+    from stax.schedules import graph_to_dict
     ctx = click.get_current_context()
     given = [f"--{name.replace('_', '-')}" for name in ("shapes", "dtype", "fusion", "order", "fusion_params",
                                                          "order_params", "threads", "isa")
@@ -399,8 +400,8 @@ def schedule_command(target: str, shapes: str | None, dtype: str, fusion: str, o
                      isa: str | None, out: str) -> None:
     """Schedule FILE.py:FN for the given shapes (every pass up to gcc; no compiler needed) and save
     the schedule; `stax compile FILE.py:FN --schedule FILE.json` builds it."""
-    from .compiler import schedule
-    from .frontend import TensorSpec
+    from stax.compiler import schedule
+    from stax.frontend import TensorSpec
     fn = _load_function(target)
     specs = [TensorSpec(s, _check_dtype(dtype)) for s in _required_shapes(fn, shapes)]
     try:
@@ -420,7 +421,7 @@ def schedule_command(target: str, shapes: str | None, dtype: str, fusion: str, o
 @click.argument("second", type=click.Path(exists=True, dir_okay=False))
 def diff_command(first: str, second: str) -> None:
     """Where two saved schedules differ: blocks, kernel order, kernel forms, options."""
-    from .schedules import diff
+    from stax.schedules import diff
     text = diff(_load_schedule(first), _load_schedule(second), (first, second))
     click.echo(text or "the schedules make the same decisions")
 

@@ -72,6 +72,45 @@ def rmsnorm(x, weight, eps: float = 1e-6):
     return x * ((x * x).mean(-1, keepdim=True) + eps).rsqrt() * weight
 
 
+def rmsnorm_pow(x, weight, eps: float = 1e-6):
+    """RMS norm as LLaMA writes it: the square as ``.pow(2)``."""
+    return x * (x.pow(2).mean(-1, keepdim=True) + eps).rsqrt() * weight
+
+
+def layernorm_pow(x, weight, bias, eps: float = 1e-5):
+    """Layer norm with the variance written ``((x - m) ** 2).mean(-1)``."""
+    centered = x - x.mean(-1, keepdim=True)
+    return centered * ((centered ** 2).mean(-1, keepdim=True) + eps).rsqrt() * weight + bias
+
+
+def mse(a, t):
+    difference = a - t
+    return (difference * difference).mean()
+
+
+def mse_pow(a, t):
+    """The mean squared error as model code writes it: ``.pow(2).mean()``."""
+    return (a - t).pow(2).mean()
+
+
+def polynomial(x):
+    return x * x * x - 2 * (x * x) + x.abs().sqrt()
+
+
+def polynomial_pow(x):
+    """``polynomial`` written with ``**``."""
+    return x ** 3 - 2 * x ** 2 + x.abs() ** 0.5
+
+
+def normalize(x, eps: float = 1e-12):
+    return x / (x * x).sum(-1, keepdim=True).sqrt().clamp_min(eps)
+
+
+def normalize_norm(x, eps: float = 1e-12):
+    """``F.normalize`` over the last dim: the norm as ``x.norm(p=2, dim=-1, keepdim=True)``."""
+    return x / x.norm(p=2, dim=-1, keepdim=True).clamp_min(eps)
+
+
 def gelu(x):
     """GELU in its exact (erf) form."""
     return 0.5 * x * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
@@ -147,6 +186,10 @@ def _transposed_pair(n: int, m: int, rng: np.random.Generator) -> list[np.ndarra
     return [_normal(rng, n, m), _normal(rng, m, n)]
 
 
+def _pair(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return [_normal(rng, n, m), _normal(rng, n, m)]
+
+
 def _row_affine(n: int, m: int, rng: np.random.Generator) -> list[np.ndarray]:
     return [_normal(rng, n, m), _normal(rng, m), _normal(rng, m)]
 
@@ -197,6 +240,14 @@ _SUITE = [
     Program("softmax", softmax, _matrix, "row softmax with the max subtracted; x (n, m)"),
     Program("layernorm", layernorm, _row_affine, "layer norm over the last dim with weight and bias; x (n, m)"),
     Program("rmsnorm", rmsnorm, _row_scale, "RMS norm over the last dim with a weight; x (n, m)"),
+    Program("rmsnorm_pow", rmsnorm_pow, _row_scale, "rmsnorm with x.pow(2); x (n, m)"),
+    Program("layernorm_pow", layernorm_pow, _row_affine, "layernorm with ((x - m) ** 2).mean(-1); x (n, m)"),
+    Program("mse", mse, _pair, "mean squared error with d * d; a, t (n, m)"),
+    Program("mse_pow", mse_pow, _pair, "mean squared error with (a - t).pow(2).mean(); a, t (n, m)"),
+    Program("polynomial", polynomial, _matrix, "x * x * x - 2 * (x * x) + x.abs().sqrt(); x (n, m)"),
+    Program("polynomial_pow", polynomial_pow, _matrix, "x ** 3 - 2 * x ** 2 + x.abs() ** 0.5; x (n, m)"),
+    Program("normalize", normalize, _matrix, "each row over its 2-norm, sqrt((x * x).sum(-1)); x (n, m)"),
+    Program("normalize_norm", normalize_norm, _matrix, "each row over x.norm(p=2, dim=-1) (F.normalize); x (n, m)"),
     Program("bias_gelu", bias_gelu, _row_scale, "GELU (erf form) of x + bias; x (n, m)"),
     Program("adam_step", adam_step, _adam, "Adam step updating param, m, v in place; four (n, m) tensors"),
     Program("batchnorm_stats", batchnorm_stats, _matrix, "batch-norm mean and variance over dim 0; x (n, m)"),

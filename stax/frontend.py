@@ -23,7 +23,7 @@ import inspect
 import itertools
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -251,16 +251,16 @@ def _rule_logical(op: str, common: str) -> tuple[str, str]:
     return "bool", "bool"
 
 
-def _rule_bool_only(op: str, common: str) -> tuple[str, str]:
-    if common != "bool":
-        raise UnsupportedError(f"{op} on {common} operands is not supported; stax supports & | ~ on bool tensors "
-                               "only (bitwise integer ops are not supported)")
-    return "bool", "bool"
+def _rule_integral(op: str, common: str) -> tuple[str, str]:
+    if dtypes.is_floating(common):
+        raise UnsupportedError(f"{op} on {common} operands is not supported (torch rejects it too); bitwise ops "
+                               "take integer or bool tensors")
+    return common, common
 
 
 _RULES: dict[str, Callable[[str, str], tuple[str, str]]] = {
     "same": _rule_same, "no_bool": _rule_no_bool, "float": _rule_float, "compare": _rule_compare,
-    "logical": _rule_logical, "bool_only": _rule_bool_only,
+    "logical": _rule_logical, "integral": _rule_integral,
 }
 
 
@@ -273,6 +273,15 @@ def _elementwise(name: str, op: str, operands: Sequence[Tensor | Scalar], rule: 
     shape = _broadcast_shapes(name, [o.shape for o in operands if isinstance(o, Tensor)])
     compute, out = _RULES[rule](name, dtypes.result_type(*map(_type_operand, operands)))
     return tracer.emit(op, [_lift(tracer, o, compute, shape) for o in operands], shape, out)
+
+
+def _bitwise(name: str, kind: str, operands: Sequence[Tensor | Scalar]) -> Tensor:
+    """``&``, ``|``, ``^``, ``~`` (``kind`` and, or, xor, not): the logical op on bool operands,
+    the bitwise op on integers, refused on floats (as torch)."""
+    for o in operands:
+        _check_operand(o, name)
+    common = dtypes.result_type(*map(_type_operand, operands))
+    return _elementwise(name, f"{'logical' if common == 'bool' else 'bitwise'}_{kind}", operands, "integral")
 
 
 def where(cond: Tensor, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
@@ -289,6 +298,50 @@ def where(cond: Tensor, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     dtype = dtypes.result_type(_type_operand(a), _type_operand(b))
     args = [_expand_to(cond, shape), _lift(tracer, a, dtype, shape), _lift(tracer, b, dtype, shape)]
     return tracer.emit("where", args, shape, dtype)
+
+
+class ValuesIndices(NamedTuple):
+    """What ``x.max(dim)`` and ``x.min(dim)`` return, as torch's ``torch.return_types.max``."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """torch.linalg.vector_norm of a float tensor over ``dim`` (all dims when None): ``ord`` 2
+    (``sqrt(sum(x * x))``), 1, inf (``amax(|x|)``), -inf, 0 (the count of non-zeros) or any
+    other number ``p`` (``sum(|x| ** p) ** (1 / p)``); ``dtype=`` casts first."""
+    if not isinstance(x, Tensor):
+        raise UnsupportedError(f"vector_norm: expected a traced tensor, got {type(x).__name__}")
+    src = x._cast(dtypes.canonical(dtype)) if dtype is not None else x
+    if not dtypes.is_floating(src.dtype):
+        raise UnsupportedError(f"vector_norm: expected a float tensor, got {src.dtype} (as torch; use x.float())")
+    if not _is_scalar(ord) or isinstance(ord, (bool, np.bool_)):
+        raise UnsupportedError(f"vector_norm: ord must be a number, got {ord!r}")
+    dims = _dims_arg(dim, src.ndim, "vector_norm")
+    if ord == 2:
+        return (src * src).sum(dims, keepdim).sqrt()
+    if ord == 0:
+        return (src != 0).sum(dims, keepdim)._cast(src.dtype)
+    if math.isinf(ord):
+        if any(src.shape[d] == 0 for d in dims):
+            raise ShapeError(f"vector_norm: ord={ord} over a dimension of size 0 has no value (shape {src.shape})")
+        return src.abs().amax(dims, keepdim) if ord > 0 else src.abs().amin(dims, keepdim)
+    if ord == 1:
+        return src.abs().sum(dims, keepdim)
+    return (src.abs() ** ord).sum(dims, keepdim) ** (1.0 / ord)
+
+
+def var_mean(x: Tensor, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
+             correction: float | None = None) -> tuple[Tensor, Tensor]:
+    """torch.var_mean: ``(x.var(...), x.mean(dim, keepdim))``; the two reductions fuse into one pass."""
+    return x.var(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim)
+
+
+def std_mean(x: Tensor, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
+             correction: float | None = None) -> tuple[Tensor, Tensor]:
+    """torch.std_mean: ``(x.std(...), x.mean(dim, keepdim))``."""
+    return x.std(dim, unbiased, keepdim, correction=correction), x.mean(dim, keepdim)
 
 
 def _can_cast(src: str, dst: str) -> bool:
@@ -317,20 +370,23 @@ _BINARY_METHODS = {
     "eq": ("eq", "compare"), "ne": ("ne", "compare"), "lt": ("lt", "compare"), "le": ("le", "compare"),
     "gt": ("gt", "compare"), "ge": ("ge", "compare"),
     "logical_and": ("logical_and", "logical"), "logical_or": ("logical_or", "logical"),
+    "logical_xor": ("logical_xor", "logical"),
 }
 # Python operator (``__add__``, reflected ``__radd__``) -> (symbol, graph op, dtype rule)
 _OPERATORS = {
     "add": ("+", "add", "same"), "sub": ("-", "sub", "no_bool"), "mul": ("*", "mul", "same"),
     "truediv": ("/", "div", "float"), "floordiv": ("//", "floordiv", "no_bool"), "mod": ("%", "mod", "no_bool"),
-    "and": ("&", "logical_and", "bool_only"), "or": ("|", "logical_or", "bool_only"),
 }
+_BITWISE = {"and": "&", "or": "|", "xor": "^"}
 _CASTS = {"float": "float32", "double": "float64", "int": "int32", "long": "int64", "bool": "bool"}
 # in-place method -> out-of-place method (torch's ``x.op_(...)``)
 _INPLACE = ("add", "sub", "mul", "div", "pow", "clamp", "masked_fill", "floor_divide", "remainder",
             "maximum", "minimum", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "erf",
-            "log1p", "expm1", "sin", "cos", "abs", "neg", "relu")
+            "log1p", "expm1", "sin", "cos", "abs", "neg", "relu", "bitwise_and", "bitwise_or",
+            "bitwise_xor", "bitwise_not")
 _AUGMENTED = {"iadd": "add", "isub": "sub", "imul": "mul", "itruediv": "div", "ifloordiv": "floor_divide",
-              "imod": "remainder", "ipow": "pow"}
+              "imod": "remainder", "ipow": "pow",
+              "iand": "bitwise_and", "ior": "bitwise_or", "ixor": "bitwise_xor"}
 _DATA_DEPENDENT = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "numpy")
 
 
@@ -466,10 +522,9 @@ class Tensor:
         if isinstance(value, Tensor) and value.ndim != 0:
             raise UnsupportedError(f"masked_fill: value must be a scalar or a 0-d tensor, got shape {value.shape}")
         tracer = _tracer_of((self, mask, value), "masked_fill")
-        if _broadcast_shapes("masked_fill", [self.shape, mask.shape]) != self.shape:
-            raise ShapeError(f"masked_fill: mask of shape {mask.shape} does not broadcast to {self.shape}")
-        args = [_expand_to(mask, self.shape), _lift(tracer, value, self.dtype, self.shape), self]
-        return tracer.emit("where", args, self.shape, self.dtype)
+        shape = _broadcast_shapes("masked_fill", [self.shape, mask.shape])  # may be wider than self, as torch
+        args = [_expand_to(mask, shape), _lift(tracer, value, self.dtype, shape), _expand_to(self, shape)]
+        return tracer.emit("where", args, shape, self.dtype)
 
     def add(self, other: Tensor | Scalar, *, alpha: Scalar = 1) -> Tensor:
         return _elementwise("add", "add", (self, _scaled(other, alpha)), "same")
@@ -478,28 +533,59 @@ class Tensor:
         return _elementwise("sub", "sub", (self, _scaled(other, alpha)), "no_bool")
 
     def div(self, other: Tensor | Scalar, *, rounding_mode: str | None = None) -> Tensor:
-        """True division; ``rounding_mode="floor"`` is ``//``; ``"trunc"`` is not supported."""
+        """True division; ``rounding_mode="floor"`` is ``//``, ``"trunc"`` rounds the quotient
+        toward zero (both keep integer dtypes, as torch)."""
         if rounding_mode == "floor":
             return self.floor_divide(other)
+        if rounding_mode == "trunc":
+            return _elementwise("div", "truncdiv", (self, other), "no_bool")
         if rounding_mode is not None:
-            raise UnsupportedError(f"div: rounding_mode={rounding_mode!r} is not supported; use None or 'floor'")
+            raise UnsupportedError(f"div: rounding_mode={rounding_mode!r} is not supported; use None, 'trunc' or 'floor'")
         return _elementwise("div", "div", (self, other), "float")
 
-    def max(self, other: Any = None, *, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """``x.max()`` (all elements) or ``x.max(other)``; ``x.max(dim)`` returns indices in torch
-        and is not supported."""
-        return self._max_min("max", dim if other is None else other, "amax", "maximum")
+    def max(self, dim: Any = None, keepdim: bool = False) -> Tensor | ValuesIndices:
+        """``x.max()`` (all elements), ``x.max(other)`` (elementwise) or ``x.max(dim, keepdim)``:
+        the values and the indices of the first maximum (of the first NaN, as torch)."""
+        return self._max_min(dim, keepdim, "amax", "maximum")
 
-    def min(self, other: Any = None, *, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return self._max_min("min", dim if other is None else other, "amin", "minimum")
+    def min(self, dim: Any = None, keepdim: bool = False) -> Tensor | ValuesIndices:
+        return self._max_min(dim, keepdim, "amin", "minimum")
 
-    def _max_min(self, name: str, other: Any, reduction: str, binary: str) -> Tensor:
-        if other is None:
+    def _max_min(self, dim: Any, keepdim: bool, reduction: str, binary: str) -> Tensor | ValuesIndices:
+        if dim is None:
             return getattr(self, reduction)()
-        if isinstance(other, Tensor):
-            return getattr(self, binary)(other)
-        raise UnsupportedError(f"Tensor.{name}(dim) returns values and indices, which stax does not support; "
-                               f"use {reduction}(dim)")
+        if isinstance(dim, Tensor):
+            return getattr(self, binary)(dim)
+        d = _wrap_dim(dim, self.ndim, reduction[1:])
+        return ValuesIndices(getattr(self, reduction)(d, keepdim), self._arg_extreme(reduction, d, keepdim))
+
+    def argmax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """The int64 index of the first maximum along ``dim`` (of the flattened tensor when None;
+        of the first NaN where there is one, as torch)."""
+        return self._arg_extreme("amax", dim, keepdim)
+
+    def argmin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return self._arg_extreme("amin", dim, keepdim)
+
+    def _arg_extreme(self, reduction: str, dim: Any, keepdim: bool) -> Tensor:
+        """Two reductions that fuse like softmax's: the extreme along ``dim``, then the least
+        position holding it (or NaN, which the extreme then is); positions are a running count
+        along the dim, a buffer of its length."""
+        name = f"arg{reduction[1:]}"
+        if dim is None:
+            flat = self.reshape(-1)._arg_extreme(reduction, 0, False)
+            return flat.reshape((1,) * self.ndim) if keepdim else flat
+        src = self if self.ndim else self.reshape(1)
+        d = _wrap_dim(dim, src.ndim, name)
+        n = src.shape[d]
+        if n == 0:
+            raise ShapeError(f"{name}: cannot reduce over dimension {dim} of size 0 (shape {self.shape})")
+        extreme = getattr(src, reduction)(d, keepdim=True)
+        hit = (src == extreme) | (src != src) if dtypes.is_floating(src.dtype) else src == extreme
+        positions = self._tracer.constant(1, "int64", (n,)).cumsum(0) - 1
+        positions = positions.reshape(tuple(n if k == d else 1 for k in range(src.ndim)))
+        index = where(hit, positions, n).amin(d, keepdim=keepdim)
+        return index if self.ndim else index.reshape(())
 
     # -- reductions -----------------------------------------------------------------------------
     def _reduce(self, op: str, dim: Any, keepdim: bool, dtype: Any) -> Tensor:
@@ -513,7 +599,7 @@ class Tensor:
             src = self._cast("int64")
         if not dims:  # a 0-d tensor: the element itself, which deviates from its mean by nothing
             return Tensor(self._tracer, src._name) if op != "m2" else src * 0
-        if op in ("amax", "amin") and any(self.shape[d] == 0 for d in dims):
+        if op in ("amax", "amin") and src.dtype != "bool" and any(self.shape[d] == 0 for d in dims):
             raise ShapeError(f"{op}: cannot reduce over a dimension of size 0 (shape {self.shape}, dims {dims})")
         shape = tuple(1 if d in dims else s for d, s in enumerate(self.shape) if keepdim or d not in dims)
         return self._tracer.emit(op, (src,), shape, src.dtype, dims=dims, keepdim=bool(keepdim))
@@ -521,13 +607,13 @@ class Tensor:
     def _scan(self, op: str, dim: Any, dtype: Any) -> Tensor:
         """Scan node along one dim (seed 7.7); int/bool inputs accumulate in int64 and ``dtype=``
         casts first, as torch's ``cumsum``/``cumprod``."""
-        if self.ndim == 0:
-            raise UnsupportedError(f"{op}: the input is 0-d; torch treats it as 1-d, use x.reshape(1).{op}(0)")
         d = _wrap_dim(dim, self.ndim, op)
         if dtype is not None:
             src = self._cast(dtypes.canonical(dtype))
         else:
             src = self if dtypes.is_floating(self.dtype) else self._cast("int64")
+        if self.ndim == 0:  # one element: the running value is the element
+            return Tensor(self._tracer, src._name)
         return self._tracer.emit(op, (src,), self.shape, src.dtype, dim=d)
 
     def cumsum(self, dim: int, *, dtype: Any = None) -> Tensor:
@@ -556,26 +642,53 @@ class Tensor:
         if unbiased is not None and correction is not None:
             raise UnsupportedError("var(): give either unbiased= or correction=, not both")
         dims = _dims_arg(dim, self.ndim, "var")
-        if any(self.shape[d] == 0 for d in dims):
-            raise ShapeError(f"var: cannot reduce over a dimension of size 0 (shape {self.shape}, dims {dims})")
         count = math.prod(self.shape[d] for d in dims)
         correction = (1 if unbiased is None or unbiased else 0) if correction is None else correction
-        return self._reduce("m2", dim, keepdim, None) / max(count - correction, 0)
+        return self._reduce("m2", dim, keepdim, None) / max(count - correction, 0)  # over no element: 0 / 0
 
-    def softmax(self, dim: int) -> Tensor:
-        """``exp(x - amax) / sum``: the numerically stable form torch computes."""
-        shifted = self._softmax_input(dim, "softmax")
+    def softmax(self, dim: int, dtype: Any = None) -> Tensor:
+        """``exp(x - amax) / sum``: the numerically stable form torch computes (``dtype=`` casts first)."""
+        shifted = self._softmax_input(dim, "softmax", dtype)
         e = shifted.exp()
         return e / e.sum(dim, keepdim=True)
 
-    def log_softmax(self, dim: int) -> Tensor:
-        shifted = self._softmax_input(dim, "log_softmax")
+    def log_softmax(self, dim: int, dtype: Any = None) -> Tensor:
+        shifted = self._softmax_input(dim, "log_softmax", dtype)
         return shifted - shifted.exp().sum(dim, keepdim=True).log()
 
-    def _softmax_input(self, dim: int, op: str) -> Tensor:
-        if not dtypes.is_floating(self.dtype):
-            raise UnsupportedError(f"{op} on {self.dtype} tensors is not supported (torch rejects it too); cast with .float()")
-        return self - self.amax(dim, keepdim=True)
+    def _softmax_input(self, dim: int, op: str, dtype: Any) -> Tensor:
+        src = self._cast(dtypes.canonical(dtype)) if dtype is not None else self
+        if not dtypes.is_floating(src.dtype):
+            raise UnsupportedError(f"{op} on {src.dtype} tensors is not supported (torch rejects it too); cast with .float()")
+        return src - src.amax(dim, keepdim=True)
+
+    def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
+        """torch.logsumexp: ``log(sum(exp(x - m))) + m`` with ``m`` the maximum, or 0 where that is
+        infinite (as torch, so rows of -inf give -inf and a +inf gives inf); integer inputs
+        compute in float32; over no element it is -inf."""
+        src = self if dtypes.is_floating(self.dtype) else self._cast("float32")
+        dims = _dims_arg(dim, src.ndim, "logsumexp")
+        if any(src.shape[d] == 0 for d in dims):
+            shape = tuple(1 if d in dims else s for d, s in enumerate(src.shape) if keepdim or d not in dims)
+            return self._tracer.constant(-math.inf, src.dtype, shape)
+        peak = src.amax(dims, keepdim=True)
+        shift = where(peak.abs() == math.inf, 0.0, peak)
+        total = (src - shift).exp().sum(dims, keepdim=keepdim).log()
+        return total + shift.reshape(total.shape)
+
+    def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
+            correction: float | None = None) -> Tensor:
+        """torch.Tensor.std: the square root of ``var`` with the same arguments."""
+        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+        """torch.Tensor.norm for vector norms: ``p`` 2 (or ``"fro"``), 1, inf, -inf, 0 or any
+        number, over ``dim`` (all dims when None)."""
+        if p == "fro":
+            p = 2
+        if isinstance(p, str):
+            raise UnsupportedError(f"norm: p={p!r} is not supported; use a number, inf or 'fro' (vector norms only)")
+        return vector_norm(self, p, dim, keepdim, dtype=dtype)
 
     def square(self) -> Tensor:
         """torch.square is ``pow(x, 2)`` (so a bool tensor gives int64)."""
@@ -664,6 +777,8 @@ class Tensor:
 
     def squeeze(self, dim: Any = None) -> Tensor:
         """Drops size-1 dims (all, or those in ``dim``); a named dim of another size is kept, as torch."""
+        if isinstance(dim, (tuple, list)) and not dim:  # torch: an empty tuple names no dim
+            return self._view(self)
         dims = set(range(self.ndim)) if dim is None else set(_dims_arg(dim, self.ndim, "squeeze"))
         return self.reshape(tuple(s for d, s in enumerate(self.shape) if not (d in dims and s == 1)))
 
@@ -693,8 +808,8 @@ class Tensor:
     def unfold(self, dimension: int, size: int, step: int) -> Tensor:
         """torch.Tensor.unfold: the windows of ``size`` elements every ``step`` along ``dimension``,
         as a new last dim (a view; a convolution reads its input through it)."""
-        if self.ndim == 0:
-            raise UnsupportedError("unfold: the input is 0-d; reshape it to 1-d first")
+        if self.ndim == 0:  # torch: the windows of a one-element 1-d tensor, as one dim of ``size``
+            return self.reshape(1).unfold(dimension, size, step).reshape(size)
         dim = _wrap_dim(dimension, self.ndim, "unfold")
         size, step = _as_int(size, "unfold: size"), _as_int(step, "unfold: step")
         if step <= 0 or not 0 <= size <= self.shape[dim]:
@@ -703,9 +818,14 @@ class Tensor:
         shape = self.shape[:dim] + ((self.shape[dim] - size) // step + 1,) + self.shape[dim + 1:] + (size,)
         return self._view(self._tracer.emit("unfold", (self,), shape, self.dtype, dim=dim, size=size, step=step))
 
-    def flip(self, *dims: Any) -> Tensor:
-        """torch.flip: the elements in reverse order along ``dims`` (a new tensor, as in torch;
-        lowered as a reversed index, no copy)."""
+    def flip(self, *dims: Any, **keyword: Any) -> Tensor:
+        """torch.flip: the elements in reverse order along ``dims`` (positional or ``dims=``; a new
+        tensor, as in torch; lowered as a reversed index, no copy)."""
+        if keyword:
+            if dims or set(keyword) != {"dims"}:
+                raise UnsupportedError(f"flip: give the dims positionally or as dims=..., e.g. flip(0, 1) or "
+                                       f"flip(dims=(0, 1)); got {dims} and keywords {sorted(keyword)}")
+            dims = (keyword["dims"],)
         dims = _shape_args(dims, "flip")
         order = tuple(d for d in _dims_arg(dims, self.ndim, "flip") if self.shape[d] > 1) if dims else ()
         if not order:
@@ -756,15 +876,17 @@ class Tensor:
 
     # -- matmul ---------------------------------------------------------------------------------
     def matmul(self, other: Tensor) -> Tensor:
-        """torch.matmul on float32/float64 operands of the same dtype: 1-D operands get a dim added
-        and removed; a batch times a matrix folds the batch into rows (one 2-D ``matmul``); other
-        batch dims broadcast and are flattened into one batched 3-D ``matmul`` node."""
+        """torch.matmul on operands of the same dtype: 1-D operands get a dim added and removed.
+        Floats call BLAS: a batch times a matrix folds the batch into rows (one 2-D ``matmul``);
+        other batch dims broadcast and are flattened into one batched 3-D ``matmul`` node.
+        Integers are a sum of products over ``k`` in their own dtype (wrapping, as torch), a
+        reduction fused like a convolution."""
         if not isinstance(other, Tensor):
             raise UnsupportedError(f"matmul: the other operand must be a traced tensor, got {type(other).__name__}")
         tracer = _tracer_of((self, other), "matmul")
-        if self.dtype != other.dtype or not dtypes.is_floating(self.dtype):
-            raise UnsupportedError(f"matmul: operands must both be float32 or both float64, got {self.dtype} "
-                                   f"and {other.dtype} (cast with .float() or .double())")
+        if self.dtype != other.dtype or self.dtype == "bool":
+            raise UnsupportedError(f"matmul: operands must have the same float or integer dtype, got {self.dtype} "
+                                   f"and {other.dtype} (cast with .float(), .double(), .int() or .long())")
         if self.ndim == 0 or other.ndim == 0:
             raise ShapeError(f"matmul: both operands need at least one dimension, got shapes {self.shape} and {other.shape}")
         a = self._reshaped((1,) + self.shape) if self.ndim == 1 else self
@@ -773,6 +895,9 @@ class Tensor:
         if k != k2:
             raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} cannot be multiplied ({k} != {k2})")
         batch = _broadcast_shapes("matmul", [a.shape[:-2], b.shape[:-2]])
+        if dtypes.is_integer(self.dtype):
+            out = (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2, dtype=self.dtype)
+            return out._reshaped(batch + ((m,) if self.ndim > 1 else ()) + ((n,) if other.ndim > 1 else ()))
         if batch and b.ndim == 2:  # (..., m, k) @ (k, n): fold the batch into rows, the weight is read once
             rows = math.prod(batch) * m
             out = tracer.emit("matmul", (a._reshaped((rows, k)), b), (rows, n), self.dtype)
@@ -845,17 +970,17 @@ def _scaled(other: Tensor | Scalar, alpha: Scalar) -> Tensor | Scalar:
 
 
 def _pow(base: Tensor | Scalar, exponent: Tensor | Scalar) -> Tensor:
-    """``base ** exponent``; integer results need a non-negative Python int exponent (torch raises
-    for negative integer powers)."""
+    """``base ** exponent`` with torch's rules: an integer result to a negative tensor exponent is
+    0 except for bases 1 and -1, a negative Python int exponent of an integer tensor raises, and
+    two bool operands are refused."""
     for o in (base, exponent):
         _check_operand(o, "pow")
     common = dtypes.result_type(_type_operand(base), _type_operand(exponent))
-    if not dtypes.is_floating(common):
-        ok = (isinstance(base, Tensor) and isinstance(exponent, (int, np.integer))
-              and not isinstance(exponent, (bool, np.bool_)) and exponent >= 0 and common != "bool")
-        if not ok:
-            raise UnsupportedError(f"pow with an {common} result supports only a tensor base and a non-negative "
-                                   f"Python int exponent (got {base!r} ** {exponent!r}); cast to float first")
+    if common == "bool":
+        raise UnsupportedError("pow of two bool operands is not supported (torch rejects it too); cast with .int() first")
+    if dtypes.is_integer(common) and _is_scalar(exponent) and exponent < 0:
+        raise UnsupportedError(f"pow: integers to negative integer powers are not allowed (got {base!r} ** {exponent!r}, "
+                               "as in torch); cast to float first")
     return _elementwise("pow", "pow", (base, exponent), "same")
 
 
@@ -870,6 +995,13 @@ def _binary_method(name: str, op: str, rule: str, reflected: bool = False) -> Ca
     def method(self: Tensor, other: Tensor | Scalar) -> Tensor:
         return _elementwise(name, op, (other, self) if reflected else (self, other), rule)
     method.__doc__ = f"torch.Tensor.{name} (elementwise ``{op}``)."
+    return method
+
+
+def _bitwise_method(name: str, kind: str, reflected: bool = False) -> Callable[..., Tensor]:
+    def method(self: Tensor, *other: Tensor | Scalar) -> Tensor:
+        return _bitwise(name, kind, (*other, self) if reflected else (self, *other))
+    method.__doc__ = f"torch.Tensor.{name}: logical on bool tensors, bitwise on integers."
     return method
 
 
@@ -923,7 +1055,12 @@ for _name in _DATA_DEPENDENT:
     setattr(Tensor, _name, _data_dependent(_name))
 Tensor.__neg__ = _unary_method("negation (-x)", "neg", "no_bool")
 Tensor.__abs__ = _unary_method("abs", "abs", "no_bool")
-Tensor.__invert__ = _unary_method("~", "logical_not", "bool_only")
+for _kind, _symbol in _BITWISE.items():
+    setattr(Tensor, f"bitwise_{_kind}", _bitwise_method(f"bitwise_{_kind}", _kind))
+    setattr(Tensor, f"__{_kind}__", _bitwise_method(_symbol, _kind))
+    setattr(Tensor, f"__r{_kind}__", _bitwise_method(_symbol, _kind, reflected=True))
+Tensor.__invert__ = _bitwise_method("~", "not")
+Tensor.bitwise_not = _bitwise_method("bitwise_not", "not")
 
 
 # ---------------------------------------------------------------------------------------------

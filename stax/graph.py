@@ -37,10 +37,10 @@ from typing import Any
 
 UNARY_OPS = frozenset({
     "exp", "log", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "sigmoid", "tanh", "relu", "erf",
-    "log1p", "expm1", "sin", "cos", "logical_not",
+    "log1p", "expm1", "sin", "cos", "logical_not", "bitwise_not",
 })
-BINARY_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
-                        "logical_and", "logical_or"})
+BINARY_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "truncdiv", "mod", "pow", "maximum", "minimum",
+                        "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"})
 COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin", "m2"})
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
@@ -91,6 +91,14 @@ class Graph:
                 if node.name not in result[inp]:
                     result[inp].append(node.name)
         return result
+
+    def constant_value(self, name: str) -> Any:
+        """The value of ``name`` when it is a Python scalar of the program (a ``constant`` node,
+        looked at through ``reshape`` and ``expand``), else None (a tensor, even a 0-d one)."""
+        node = self.nodes[name]
+        while node.op in ("reshape", "expand"):
+            node = self.nodes[node.inputs[0]]
+        return node.attr("value") if node.op == "constant" else None
 
     def __str__(self) -> str:
         lines = []

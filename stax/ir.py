@@ -21,6 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
+import numpy as np
+
+from .dtypes import is_floating
 from .indexing import Index
 
 
@@ -54,6 +57,20 @@ class Op:
 Expr = Union[Load, Const, Op]
 
 REDUCTION_INIT = {"sum": 0, "prod": 1, "amax": "-inf", "amin": "inf", "m2": 0}
+
+
+def reduction_identity(op: str, dtype: str):
+    """The initial accumulator of a reduction: amax/amin start at -inf/+inf for floats, at the
+    dtype's limits for integers and at False/True for bool."""
+    init = REDUCTION_INIT[op]
+    if not isinstance(init, str):
+        return init
+    if is_floating(dtype):
+        return float(init)
+    if dtype == "bool":
+        return init == "inf"
+    info = np.iinfo(dtype)
+    return info.max if init == "inf" else info.min
 
 
 def walk(expr: Expr) -> Iterator[Expr]:

@@ -32,7 +32,9 @@ from typing import Callable, Sequence
 from . import graph as g
 from .errors import UnsupportedError
 from .indexing import Index, contiguous_strides, floordiv, linear_index, mod
-from .ir import REDUCTION_INIT, Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads, walk
+from .ir import (Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads,
+                 reduction_identity, walk)
+from .simplify import simplify
 from .variance import one_pass_variances
 
 EXPENSIVE_OPS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "log1p", "expm1", "pow", "rsqrt", "sqrt"})
@@ -388,7 +390,7 @@ class Lowering:
         TorchInductor lowers them): a pointwise value that is inlined into its users."""
         dims, keepdim = node.attr("dims"), node.attr("keepdim")
         if count == 0 or node.op == "m2":  # one element deviates from its mean by nothing
-            const = Const(REDUCTION_INIT[node.op], node.dtype)
+            const = Const(reduction_identity(node.op, node.dtype), node.dtype)
             return TensorValue(node.shape, node.dtype, lambda idx: const)
 
         def load(idx):
@@ -412,8 +414,10 @@ def guarded(load: Load, guard: Sequence[tuple[Index, int]], other, ranges: dict[
 
 
 def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram:
-    """Lower a traced graph to loop IR (see the module docstring for the rules), two-pass
-    variances that would re-read memory first made one pass (``stax.variance``)."""
+    """Lower a traced graph to loop IR (see the module docstring for the rules), its constant
+    powers first simplified (``stax.simplify``) and two-pass variances that would re-read memory
+    made one pass (``stax.variance``)."""
+    graph = simplify(graph)
     if cost_model.cached_pass_bytes is not None:
         graph = one_pass_variances(graph, cost_model.cached_pass_bytes)
     return Lowering(graph, cost_model).run()

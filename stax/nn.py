@@ -1,6 +1,6 @@
-"""Padding, concatenation and 2-D convolution for traced programs (torch.nn.functional's ``pad``
-and ``conv2d``, ``torch.cat``, and the two gradients of ``conv2d`` that
-``aten.convolution_backward`` returns).
+"""Padding, concatenation, normalization and 2-D convolution for traced programs
+(torch.nn.functional's ``pad``, ``normalize`` and ``conv2d``, ``torch.cat``, and the two gradients
+of ``conv2d`` that ``aten.convolution_backward`` returns).
 
 A convolution is not an extern call: it is composed of graph ops, so the lowering turns it into
 a reduction over ``(c_in, kh, kw)`` with affine indices that fuses and is scheduled like every
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from . import dtypes
 from .errors import ShapeError, UnsupportedError
-from .frontend import Tensor, _as_int, _constant_value, _wrap_dim
+from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, vector_norm
 
 Pair = tuple[int, int]
 
@@ -39,11 +39,16 @@ def _pad_graph(x: Tensor, low: Sequence[int], high: Sequence[int], interior: Seq
                           value=_constant_value(value, x.dtype))
 
 
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
 def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: Any = None) -> Tensor:
-    """torch.nn.functional.pad in ``constant`` mode: ``pad`` lists (before, after) pairs from the
-    last dim backwards; negative amounts crop."""
-    if mode != "constant":
-        raise UnsupportedError(f"pad: mode {mode!r} is not supported; stax pads with a constant only")
+    """torch.nn.functional.pad: ``pad`` lists (before, after) pairs from the last dim backwards.
+    ``constant`` fills with ``value`` (negative amounts crop); ``reflect`` mirrors the elements
+    next to the edge (an amount below the dim's size), ``replicate`` repeats the edge element,
+    ``circular`` wraps around (an amount up to the dim's size)."""
+    if mode not in _PAD_MODES:
+        raise UnsupportedError(f"pad: mode {mode!r} is not supported; use one of {', '.join(_PAD_MODES)}")
     amounts = [_as_int(p, "pad: amount") for p in pad]
     if len(amounts) % 2 or len(amounts) // 2 > x.ndim:
         raise ShapeError(f"pad: {list(pad)} must hold (before, after) pairs for at most the {x.ndim} dims of "
@@ -51,7 +56,41 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: Any = None
     low, high = [0] * x.ndim, [0] * x.ndim
     for i in range(len(amounts) // 2):
         low[x.ndim - 1 - i], high[x.ndim - 1 - i] = amounts[2 * i], amounts[2 * i + 1]
-    return _pad_graph(x, low, high, [0] * x.ndim, 0 if value is None else value)
+    if mode == "constant":
+        return _pad_graph(x, low, high, [0] * x.ndim, 0 if value is None else value)
+    if value is not None:
+        raise UnsupportedError(f"pad: mode {mode!r} takes no value (as torch); drop value={value!r}")
+    for d in range(x.ndim):
+        if low[d] or high[d]:
+            x = _pad_from_edges(x, d, low[d], high[d], mode)
+    return x
+
+
+def _pad_from_edges(x: Tensor, d: int, low: int, high: int, mode: str) -> Tensor:
+    """Dim ``d`` of ``x`` padded by ``low`` and ``high`` elements taken from ``x`` itself (pad's
+    non-constant modes), concatenated around it."""
+    n = x.shape[d]
+    limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
+    if min(low, high) < 0 or (limit is not None and max(low, high) > limit) or n == 0:
+        raise ShapeError(f"pad: {mode} padding ({low}, {high}) of dimension {d} of shape {x.shape} must be "
+                         f"non-negative{f' and at most {limit}' if limit is not None else ''} on a non-empty dim")
+
+    def part(start: int, stop: int) -> Tensor:
+        return x[(slice(None),) * d + (slice(start, stop),)]
+    if mode == "reflect":
+        before, after = part(1, low + 1).flip(d), part(n - 1 - high, n - 1).flip(d)
+    elif mode == "replicate":
+        edge = list(x.shape)
+        before = part(0, 1).expand(edge[:d] + [low] + edge[d + 1:])
+        after = part(n - 1, n).expand(edge[:d] + [high] + edge[d + 1:])
+    else:
+        before, after = part(n - low, n), part(0, high)
+    return cat([t for t, k in ((before, low), (x, 1), (after, high)) if k], d)
+
+
+def normalize(x: Tensor, p: Any = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """torch.nn.functional.normalize: ``x`` divided by its ``p``-norm along ``dim``, at least ``eps``."""
+    return x / vector_norm(x, p, dim, keepdim=True).clamp_min(eps)
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -33,6 +33,7 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 _UNARY: dict[str, Callable[[Array], Array]] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "neg": np.negative, "tanh": np.tanh,
     "log1p": np.log1p, "expm1": np.expm1, "sin": np.sin, "cos": np.cos, "logical_not": np.logical_not,
+    "bitwise_not": np.invert,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "reciprocal": lambda x: 1 / x,
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
@@ -41,13 +42,14 @@ _UNARY: dict[str, Callable[[Array], Array]] = {
 }
 _BINARY: dict[str, Callable[[Array, Array], Array]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+    "floordiv": np.floor_divide, "mod": np.remainder, "truncdiv": lambda a, b: _truncdiv(a, b),
     "maximum": np.maximum, "minimum": np.minimum,
-    "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "eq": np.equal, "ne": np.not_equal,
 }
-_INTEGER_DIVISIONS = frozenset({"floordiv", "mod"})
+_INTEGER_DIVISIONS = frozenset({"floordiv", "truncdiv", "mod"})
 #: a perturbed op's relative error, in units of its dtype's rounding (2**-24 for float32): the
 #: kernels' float32 exp and erf and libm's functions are within a few
 ROUNDING_UNITS = 4
@@ -56,17 +58,56 @@ _VALUE_PRESERVING = VIEW_OPS | {"pad", "constant"}
 
 
 def _m2(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
-    """The sum of squared deviations from the mean, by the two-pass formula."""
+    """The sum of squared deviations from the mean, by the two-pass formula (0 over no element)."""
+    if not all(x.shape[d] for d in axis):
+        return np.zeros_like(x).sum(axis, keepdims=keepdims)
     return ((x - x.mean(axis, keepdims=True)) ** 2).sum(axis, keepdims=keepdims)
 
 
-_REDUCTIONS: dict[str, Callable[..., Array]] = {"sum": np.sum, "prod": np.prod, "amax": np.max, "amin": np.min,
-                                                "m2": _m2}
+def _bool_or_number(reduce: Callable[..., Array], empty: bool) -> Callable[..., Array]:
+    """``reduce`` (numpy's max or min), on bool arrays from ``empty``, so that ``any()`` and
+    ``all()`` of no element are False and True."""
+    def run(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
+        return reduce(x, axis, keepdims=keepdims, **({"initial": empty} if x.dtype == np.bool_ else {}))
+    return run
+
+
+_REDUCTIONS: dict[str, Callable[..., Array]] = {"sum": np.sum, "prod": np.prod, "amax": _bool_or_number(np.max, False),
+                                                "amin": _bool_or_number(np.min, True), "m2": _m2}
 _SCANS: dict[str, Callable[..., Array]] = {"cumsum": np.cumsum, "cumprod": np.cumprod}
 
 
 def _np_dtype(dtype: str, upcast: bool) -> np.dtype:
     return np.dtype("float64" if upcast and dtype == "float32" else dtype)
+
+
+def _truncdiv(a: Array, b: Array) -> Array:
+    """torch's ``div(rounding_mode="trunc")``: ``trunc(a / b)`` for floats, C's division for
+    integers (exact, by the truncated remainder ``fmod``)."""
+    if a.dtype.kind == "f":
+        return np.trunc(a / b)
+    return (a - np.fmod(a, b)) // b
+
+
+def _pow(a: Array, b: Array, scalar: float | None) -> Array:
+    """torch's pow: a Python scalar exponent of 0.5, -0.5 or -2 is ``sqrt``, ``rsqrt`` or
+    ``1 / (x * x)`` (so ``(-inf) ** 0.5`` is NaN and ``1e20 ** -2`` is 0 in float32), other
+    exponents C's ``pow``; an integer to a negative integer power is 0 except for bases 1 and -1
+    (torch's ``powi``; numpy raises)."""
+    if a.dtype.kind == "f":
+        if scalar in (0.5, -0.5):
+            root = np.sqrt(a)
+            return root if scalar > 0 else 1 / root
+        if scalar == -2:
+            return 1 / (a * a)
+        # numpy takes a power of 0.5 as sqrt, whose values at -inf and -0.0 are not C's pow's
+        half = b == 0.5
+        return np.where(half & (a == -np.inf), np.inf, np.where(half & (a == 0), 0, np.power(a, b))).astype(a.dtype)
+    a, b = np.broadcast_arrays(a, b)
+    negative = b < 0
+    result = np.power(a, np.where(negative, 0, b))
+    odd = (np.abs(b) % 2) == 1
+    return np.where(negative, np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0)), result).astype(a.dtype)
 
 
 def _slice(x: Array, node: Node) -> Array:
@@ -92,7 +133,9 @@ def _pad(x: Array, node: Node) -> Array:
     return padded[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for lo, hi, n in zip(low, high, padded.shape))]
 
 
-def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: str = "raise") -> Array:
+def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: str = "raise",
+                   exponent: float | None = None) -> Array:
+    """One node's value; ``exponent``: a ``pow``'s exponent when it is a Python scalar."""
     op = node.op
     if op == "constant":
         return np.array(node.attr("value"), dtype=_np_dtype(node.dtype, upcast))
@@ -100,6 +143,8 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         return args[0].astype(_np_dtype(node.dtype, upcast))
     if op in _UNARY:
         return _UNARY[op](args[0])
+    if op == "pow":
+        return _pow(*args, exponent)
     if op in _BINARY:
         a, b = args
         if op in _INTEGER_DIVISIONS and a.dtype.kind in "iu" and not np.all(b):
@@ -178,6 +223,7 @@ def evaluate(graph: Graph, *arrays: Array, upcast: bool = False, zero_division: 
     caller can check that results which never needed them are still right.  ``rounding``
     perturbs the values as rounding could (the module's docstring)."""
     _check_inputs(graph, arrays)
+    exponents = {n.name: graph.constant_value(n.inputs[1]) for n in graph.nodes.values() if n.op == "pow"}
     env: dict[str, Array] = {}
     with np.errstate(all="ignore"):  # torch computes inf/NaN silently
         for node in graph.nodes.values():
@@ -188,7 +234,7 @@ def evaluate(graph: Graph, *arrays: Array, upcast: bool = False, zero_division: 
                 args = [env[i] for i in node.inputs]
                 if rounding is not None:
                     args = _with_rounded_terms(node, args, [graph.nodes[i].dtype for i in node.inputs], rounding)
-                value = np.asarray(_evaluate_node(node, args, upcast, zero_division))
+                value = np.asarray(_evaluate_node(node, args, upcast, zero_division, exponents.get(node.name)))
                 value = value.astype(_np_dtype(node.dtype, upcast), copy=False)
                 if rounding is not None and node.op not in _VALUE_PRESERVING:
                     value = _perturbed(value, node.dtype, 1, rounding)

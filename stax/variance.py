@@ -22,24 +22,11 @@ from . import graph as g
 from .dtypes import ITEMSIZE, is_floating
 
 
-def _through_views(graph: g.Graph, name: str) -> g.Node:
-    """The node ``name`` is a reshape or expand of (itself if neither)."""
-    node = graph.nodes[name]
-    while node.op in ("reshape", "expand"):
-        node = graph.nodes[node.inputs[0]]
-    return node
-
-
-def _constant(graph: g.Graph, name: str) -> float | None:
-    node = _through_views(graph, name)
-    return node.attr("value") if node.op == "constant" else None
-
-
 def _centered(graph: g.Graph, square: g.Node) -> str | None:
     """``c`` when ``square`` is ``c * c`` or ``c ** 2``."""
     if square.op == "mul" and square.inputs[0] == square.inputs[1]:
         return square.inputs[0]
-    if square.op == "pow" and _constant(graph, square.inputs[1]) == 2:
+    if square.op == "pow" and graph.constant_value(square.inputs[1]) == 2:
         return square.inputs[0]
     return None
 
@@ -60,7 +47,7 @@ def _is_mean_broadcast(graph: g.Graph, name: str, x: g.Node, dims: tuple[int, ..
     total = graph.nodes[node.inputs[0]]
     count = prod(x.shape[d] for d in dims)
     return total.op == "sum" and total.inputs == (x.name,) and tuple(total.attr("dims")) == dims and \
-        _constant(graph, node.inputs[1]) == count
+        graph.constant_value(node.inputs[1]) == count
 
 
 def _reread_bytes(x: g.Node, dims: tuple[int, ...]) -> int:

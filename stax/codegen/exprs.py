@@ -14,15 +14,15 @@ import numpy as np
 
 from ..dtypes import CPP_TYPE, is_floating
 from ..errors import UnsupportedError
-from ..ir import REDUCTION_INIT, Const, Expr, Load, Op
+from ..ir import Const, Expr, Load, Op, reduction_identity
 
 _UNARY = {"exp": "stax::v_exp", "log": "stax::v_log", "tanh": "stax::v_tanh", "erf": "stax::v_erf",
           "log1p": "stax::v_log1p", "expm1": "stax::v_expm1", "sin": "stax::v_sin", "cos": "stax::v_cos",
           "sqrt": "stax::v_sqrt", "rsqrt": "stax::v_rsqrt", "abs": "stax::v_abs", "sigmoid": "stax::v_sigmoid",
           "logical_not": "stax::logical_not"}
-_INFIX = {"add": "+", "sub": "-", "mul": "*"}
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
 _CALL2 = {"maximum": "stax::v_max", "minimum": "stax::v_min", "pow": "stax::v_pow",
-          "logical_and": "stax::logical_and", "logical_or": "stax::logical_or",
+          "logical_and": "stax::logical_and", "logical_or": "stax::logical_or", "logical_xor": "stax::logical_xor",
           "lt": "stax::cmp_lt", "le": "stax::cmp_le", "gt": "stax::cmp_gt", "ge": "stax::cmp_ge",
           "eq": "stax::cmp_eq", "ne": "stax::cmp_ne"}
 
@@ -47,20 +47,6 @@ def scalar_literal(value, dtype: str) -> str:
     if int(value) == np.iinfo(dtype).min:  # its negation does not fit a C++ integer literal
         return f"std::numeric_limits<{CPP_TYPE[dtype]}>::lowest()"
     return f"{CPP_TYPE[dtype]}({int(value)})"
-
-
-def reduction_identity(op: str, dtype: str):
-    """The initial accumulator of a reduction: amax/amin start at -inf/+inf for floats, at the
-    dtype's limits for integers and at False/True for bool."""
-    init = REDUCTION_INIT[op]
-    if not isinstance(init, str):
-        return init
-    if is_floating(dtype):
-        return float(init)
-    if dtype == "bool":
-        return init == "inf"
-    info = np.iinfo(dtype)
-    return info.max if init == "inf" else info.min
 
 
 def literal(value, dtype: str, vector: bool) -> str:
@@ -167,6 +153,8 @@ class BodyPrinter:
             return f"{a[0]} {_INFIX[name]} {a[1]}"
         if name in _CALL2:
             return f"{_CALL2[name]}({a[0]}, {a[1]})"
+        if name == "bitwise_not":
+            return f"~({a[0]})"
         if name == "neg":
             return f"-({a[0]})"  # a literal operand may carry its own sign: never print --1.5
         if name == "reciprocal":
@@ -177,7 +165,7 @@ class BodyPrinter:
             if dtype == "float32" and self._is_invariant(a[1]):
                 return f"stax::div_invariant({a[0]}, {a[1]})"
             return f"{a[0]} / {a[1]}"
-        if name in ("floordiv", "mod"):
+        if name in ("floordiv", "truncdiv", "mod"):
             if is_floating(dtype):
                 return f"stax::{v}float_{name}({a[0]}, {a[1]})"
             self.state.uses_error_flag = True

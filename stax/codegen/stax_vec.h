@@ -331,9 +331,11 @@ STAX_MATH(v_cos, cos)
 inline float v_pow(float x, float y) { return std::pow(x, y); }
 inline double v_pow(double x, double y) { return std::pow(x, y); }
 STAX_VECTOR_FN2(v_pow, pow)
-// Integer powers (the front end allows only non-negative exponents): square and multiply in
-// unsigned arithmetic, so overflow wraps around as in torch instead of being undefined.
+// Integer powers: square and multiply in unsigned arithmetic, so overflow wraps around as in
+// torch instead of being undefined; a negative exponent gives 0 except for bases 1 and -1
+// (torch's powi).
 template <typename T> inline std::enable_if_t<std::is_integral_v<T>, T> v_pow(T x, T n) {
+  if (n < 0) return x == 1 ? T(1) : x == -1 ? T((n & 1) ? -1 : 1) : T(0);
   using U = std::make_unsigned_t<T>;
   U r = 1, b = U(x);
   for (; n > 0; n >>= 1, b *= b) if (n & 1) r *= b;
@@ -394,6 +396,7 @@ inline bool logical_not(bool a) { return !a; }
 inline vec<int8_t> logical_not(vec<int8_t> a) { return a ^ 1; }
 template <typename T> inline T logical_and(T a, T b) { return a & b; }
 template <typename T> inline T logical_or(T a, T b) { return a | b; }
+template <typename T> inline T logical_xor(T a, T b) { return a ^ b; }
 
 // --- casts -----------------------------------------------------------------------------------------
 template <typename To, typename From> inline To cast(From x) { return static_cast<To>(x); }
@@ -412,6 +415,13 @@ template <typename T> inline T int_mod(T a, T b, int64_t* err) {
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// torch's div(rounding_mode="trunc"): C's division; the one quotient that overflows (lowest / -1)
+// wraps around in unsigned arithmetic instead of trapping.
+template <typename T> inline T int_truncdiv(T a, T b, int64_t* err) {
+  if (b == 0) { *err = 1; return 0; }
+  return b == -1 ? T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(a)) : a / b;
+}
+template <typename T> inline T float_truncdiv(T a, T b) { return std::trunc(a / b); }
 // Python's and torch's floor division of floats: from the exact remainder, not floor(a / b),
 // whose rounded quotient can land on the next integer (4 // 0.8f is 4, while 4 / 0.8f rounds to 5).
 template <typename T> inline T float_floordiv(T a, T b) {
@@ -431,6 +441,9 @@ template <typename V> inline V v_int_floordiv(V a, V b, int64_t* err) {
   V r; for (int i = 0; i < STAX_W; ++i) r[i] = int_floordiv(a[i], b[i], err); return r; }
 template <typename V> inline V v_int_mod(V a, V b, int64_t* err) {
   V r; for (int i = 0; i < STAX_W; ++i) r[i] = int_mod(a[i], b[i], err); return r; }
+template <typename V> inline V v_int_truncdiv(V a, V b, int64_t* err) {
+  V r; for (int i = 0; i < STAX_W; ++i) r[i] = int_truncdiv(a[i], b[i], err); return r; }
+template <typename V> inline V v_float_truncdiv(V a, V b) { return lanes2(a, b, [](auto x, auto y) { return float_truncdiv(x, y); }); }
 template <typename V> inline V v_float_floordiv(V a, V b) { return lanes2(a, b, [](auto x, auto y) { return float_floordiv(x, y); }); }
 template <typename V> inline V v_float_mod(V a, V b) { return lanes2(a, b, [](auto x, auto y) { return float_mod(x, y); }); }
 

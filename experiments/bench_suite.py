@@ -10,7 +10,13 @@ STREAM is taken pair by pair: each batch of calls is followed by one STREAM copy
 pair's ratio is the program's GB/s over the better of the two, and the table shows the median
 ratio of PAIRS pairs (and the median time).
 
+A second table times the idioms of model code that stax.simplify rewrites (``x.pow(2)``,
+``** 0.5``, ``x.norm(p=2)``) against their hand-expanded forms, alternating the two PAIRS times
+in one run; the target is a ratio within 1.1 (where the two compile to the same C++, "same C++",
+their ratio is the host's noise).
+
     python -m experiments.bench_suite [--sizes 64x128 1024 4096] [--programs softmax ...] [--inductor]
+    python -m experiments.bench_suite --idioms --sizes 1024 --threads 1 --inductor   # the idioms only
 
 A size is ``N`` (n x n inputs) or ``NxM`` (n rows, m columns where the program's width is free).
 """
@@ -43,6 +49,9 @@ MEMORY_BOUND = ("softmax", "layernorm", "rmsnorm", "bias_gelu", "adam_step", "ba
 #: pointwise loop where a reduction's rows end: example 7.2 keeps exp in a kernel of its own)
 VARIANTS = {"inline": {"cost_model": stax.CostModel(materialize_shared_expensive=False)},
             "seed": {"rule": "cpu"}}
+#: suite programs written as model code writes them -> the same program expanded by hand
+IDIOMS = {"rmsnorm_pow": "rmsnorm", "mse_pow": "mse", "polynomial_pow": "polynomial",
+          "normalize_norm": "normalize", "layernorm_pow": "layernorm"}
 
 
 def page_faults(fn, calls: int = 5) -> float:
@@ -54,15 +63,20 @@ def page_faults(fn, calls: int = 5) -> float:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
 
 
-def inductor_time(program, arrays) -> float | None:
+def inductor_time(program, arrays, threads: int | None = None) -> float | None:
     try:
         import torch
     except ImportError:
         return None
     tensors = [torch.from_numpy(a.copy()) for a in arrays]
     compiled = torch.compile(program.fn)
-    with torch.no_grad():
-        return time_call(lambda: compiled(*tensors), repeat=5)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        with torch.no_grad():
+            return time_call(lambda: compiled(*tensors), repeat=5)
+    finally:
+        torch.set_num_threads(before)
 
 
 PAIRS = 7
@@ -134,6 +148,33 @@ def measure(name: str, size: tuple[int, int], stream: Stream, inductor: bool) ->
     return row
 
 
+def measure_idiom(idiom: str, size: tuple[int, int], inductor: bool, threads: int | None) -> dict:
+    """An idiom and its hand-expanded form compiled alike and timed alternately (PAIRS each)."""
+    program, hand = PROGRAMS[idiom], PROGRAMS[IDIOMS[idiom]]
+    arrays = program.inputs(size[0], columns=size[1])
+    ours, theirs = (stax.compile(p.fn, *arrays, threads=threads) for p in (program, hand))
+    times: dict[str, list[float]] = {"idiom": [], "hand": []}
+    for _ in range(PAIRS):
+        times["idiom"].append(time_call(lambda: ours(*arrays), repeat=1))
+        times["hand"].append(time_call(lambda: theirs(*arrays), repeat=1))
+    t_idiom, t_hand = statistics.median(times["idiom"]), statistics.median(times["hand"])
+    row = {"idiom": idiom, "hand-expanded": hand.name, "size": "x".join(map(str, size)),
+           "idiom us": t_idiom * 1e6, "hand us": t_hand * 1e6, "idiom/hand": t_idiom / t_hand,
+           "vector pow": "v_pow" in ours.kernel_source, "same C++": ours.kernel_source == theirs.kernel_source}
+    if inductor:
+        t_ind = inductor_time(program, arrays, threads)
+        row["inductor us"] = t_ind * 1e6 if t_ind else float("nan")
+        row["idiom/inductor"] = t_idiom / t_ind if t_ind else float("nan")
+    return row
+
+
+def print_table(rows: list[dict]) -> None:
+    columns = list(rows[0])
+    print(" ".join(f"{c:>14s}" for c in columns))
+    for row in rows:
+        print(" ".join(f"{row[c]:>14.3f}" if isinstance(row[c], float) else f"{row[c]!s:>14s}" for c in columns))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=[(64, 128), (1024, 1024), (4096, 4096)],
@@ -141,19 +182,23 @@ def main() -> None:
     parser.add_argument("--programs", nargs="+", default=list(MEMORY_BOUND),
                         help="suite programs, optionally NAME/VARIANT with VARIANT in " + ", ".join(VARIANTS))
     parser.add_argument("--inductor", action="store_true", help="also time torch.compile (needs torch)")
+    parser.add_argument("--idioms", action="store_true", help="only the table of idioms beside their hand-expanded forms")
+    parser.add_argument("--threads", type=int, default=None, help="threads of the idiom table (default: every core)")
     args = parser.parse_args()
     os.environ.setdefault("STAX_CACHE_DIR", tempfile.mkdtemp(prefix="stax-bench-"))
+    idiom_rows = [measure_idiom(name, size, args.inductor, args.threads) for size in args.sizes for name in IDIOMS]
+    if args.idioms:
+        print_table(idiom_rows)
+        return
     stax.compile(lambda x: x + 1, np.ones(4, np.float32))  # build the precompiled headers once
     warm_compile_seconds(args.programs[0], (8, 8))  # and the bytecode of what a warm compile imports
     stream = Stream(32 * 1024 * 1024, default_threads())
     rates = stream.rates()
     print(f"STREAM copy {rates['copy']:.1f} GB/s, triad {rates['triad']:.1f} GB/s at the start (each row's "
           f"fraction of STREAM pairs its own timings with STREAM runs); sizes are rows x columns")
-    rows = [measure(name, size, stream, args.inductor) for size in args.sizes for name in args.programs]
-    columns = list(rows[0])
-    print(" ".join(f"{c:>14s}" for c in columns))
-    for row in rows:
-        print(" ".join(f"{row[c]:>14.3f}" if isinstance(row[c], float) else f"{row[c]!s:>14s}" for c in columns))
+    print_table([measure(name, size, stream, args.inductor) for size in args.sizes for name in args.programs])
+    print("\nidioms beside their hand-expanded forms (alternating, same run)")
+    print_table(idiom_rows)
 
 
 if __name__ == "__main__":

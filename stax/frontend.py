@@ -561,11 +561,16 @@ class Tensor:
 
     def argmax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """The int64 index of the first maximum along ``dim`` (of the flattened tensor when None;
-        of the first NaN where there is one, as torch)."""
-        return self._arg_extreme("amax", dim, keepdim)
+        of the first NaN where there is one, as torch; bool tensors are refused, as torch)."""
+        return self._refuse_bool("argmax")._arg_extreme("amax", dim, keepdim)
 
     def argmin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return self._arg_extreme("amin", dim, keepdim)
+        return self._refuse_bool("argmin")._arg_extreme("amin", dim, keepdim)
+
+    def _refuse_bool(self, op: str) -> Tensor:
+        if self.dtype == "bool":
+            raise UnsupportedError(f"{op}() does not support bool input (as torch); cast with .int() first")
+        return self
 
     def _arg_extreme(self, reduction: str, dim: Any, keepdim: bool) -> Tensor:
         """Two reductions that fuse like softmax's: the extreme along ``dim``, then the least

@@ -60,6 +60,9 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: Any = None
         return _pad_graph(x, low, high, [0] * x.ndim, 0 if value is None else value)
     if value is not None:
         raise UnsupportedError(f"pad: mode {mode!r} takes no value (as torch); drop value={value!r}")
+    if x.ndim not in (len(amounts) // 2 + 1, len(amounts) // 2 + 2):
+        raise ShapeError(f"pad: mode {mode!r} pads the last k dims of a tensor of k + 1 or k + 2 dims (as torch); "
+                         f"{len(amounts) // 2} dims of shape {x.shape} cannot be padded")
     for d in range(x.ndim):
         if low[d] or high[d]:
             x = _pad_from_edges(x, d, low[d], high[d], mode)

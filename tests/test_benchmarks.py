@@ -9,7 +9,7 @@ import numpy as np
 from experiments.bench_bandwidth import Stream
 from experiments.bench_regions import best_seconds
 from experiments.bench_transposed import kernels as transposed_candidates
-from experiments.bench_suite import PAIRS, measure
+from experiments.bench_suite import PAIRS, measure, measure_idiom
 from stax import runtime
 
 
@@ -30,6 +30,12 @@ def test_a_suite_row_pairs_its_timings_with_stream_runs(monkeypatch):
     assert row["stax us"] > 0 and math.isfinite(row["of STREAM"]) and row["of STREAM"] > 0
     assert math.isclose(row["GB/s"], row["modeled MB"] * 1e6 / (row["stax us"] * 1e-6) / 1e9)
 
+
+def test_an_idiom_row_times_the_idiom_beside_its_hand_expanded_form():
+    row = measure_idiom("polynomial_pow", (16, 32), inductor=False, threads=1)
+    assert row["hand-expanded"] == "polynomial" and not row["vector pow"]
+    assert row["idiom us"] > 0 and row["hand us"] > 0
+    assert math.isclose(row["idiom/hand"], row["idiom us"] / row["hand us"])
 
 
 def test_the_region_benchmark_times_each_runtime_it_names():

@@ -187,7 +187,7 @@ def test_modeled_traffic_equals_counted_traffic_of_a_strided_convolution():
     (lambda x, w: nn.pad(x, (1, 2, 3)), ShapeError, r"\(before, after\) pairs"),
     (lambda x, w: nn.pad(x, (0, 0, -3, -3)), ShapeError, r"negative size"),
     (lambda x, w: nn.pad(x, (1, 1), mode="mirror"), UnsupportedError, r"mode 'mirror'"),
-    (lambda x, w: nn.pad(x, (5, 1), mode="reflect"), ShapeError, r"reflect padding \(5, 1\) .* at most 4"),
+    (lambda x, w: nn.pad(x, (5, 1, 0, 0), mode="reflect"), ShapeError, r"reflect padding \(5, 1\) .* at most 4"),
     (lambda x, w: x.unfold(2, 6, 1), ShapeError, r"unfold: size 6 and step 1 do not fit"),
     (lambda x, w: nn.cat([x, w], 1), ShapeError, r"cat: shapes .* must match except in dimension 1"),
     (lambda x, w: nn.cat([]), ShapeError, r"cat: expected a non-empty list"),

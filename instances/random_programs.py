@@ -10,9 +10,11 @@ arguments among the live proxy tensors, tries it, and keeps it only if the front
 (so every program is valid by construction, whatever the mix of dtypes, broadcasting, views
 and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
 broadcasting, transposes, permutes, reshapes, slices, selects and expands, constant padding
-(guarded loads), concatenation, sliding windows and flips, reductions (variances too) over one dim, several
-dims or all, with and without ``keepdim``, casts, comparisons and ``where``,
-integer ``//`` (division by zero included), in-place updates of inputs and intermediates,
+(guarded loads) and reflect, replicate and circular padding, concatenation, sliding windows and flips,
+reductions (variances, norms, log-sum-exp too) over one dim, several dims or all, with and without
+``keepdim``, argmax, argmin and ``max(dim)``'s indices, casts, comparisons and ``where``, constant
+powers (stax.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``,
+integer ``//`` and truncating division (division by zero included), in-place updates of inputs and intermediates,
 ``matmul`` (an extern kernel), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
 tails, sizes 0 and 1, and now and then a long first dim.  Inputs may be contiguous, transposed,
 flipped, strided or broadcast.
@@ -103,6 +105,25 @@ def _unfold_params(rng: random.Random, args: list) -> tuple:
     return rng.randrange(-ndim, ndim), rng.choice((1, 2, 3)), rng.choice((1, 2, 3))
 
 
+def _mode_pad_params(rng: random.Random, args: list) -> tuple:
+    """(before, after) amounts for the last one or two dims and a non-constant mode."""
+    amounts = [rng.choice((0, 1, 2, 3)) for _ in range(rng.choice((2, 4)))]
+    return amounts, rng.choice(("reflect", "replicate", "circular"))
+
+
+def _power(x: stax.Tensor, exponent: float) -> stax.Tensor:
+    """``x ** exponent``, kept finite: a negative or fractional exponent of ``|x| + 0.5``."""
+    if exponent < 0 or exponent != int(exponent):
+        return (x.abs() + 0.5) ** exponent
+    return (x ** exponent).clamp(-1e4, 1e4)
+
+
+def _arg_extreme(x: stax.Tensor, op: str, dim: int | None, keep: bool) -> stax.Tensor:
+    if op.startswith("max") or op.startswith("min"):
+        return getattr(x, op[:3])(0 if dim is None else dim, keep)[1 if op.endswith("indices") else 0]
+    return getattr(x, op)(dim, keep)
+
+
 def _mask(t: stax.Tensor) -> stax.Tensor:
     return t if t.dtype == "bool" else t > 0
 
@@ -165,6 +186,8 @@ OPS: dict[str, Op] = {
     "scale": Op(1, lambda x, c: x * c, _choice(0.5, 2, -1.5, 3), weight=1.0),
     "addc": Op(1, lambda x, c: x + c, _choice(1, -2, 0.25), weight=0.7),
     "square": Op(1, lambda x: (x ** 2).clamp(-1e4, 1e4), weight=0.3),
+    "power": Op(1, _power, _choice(0, 1, 2, 3, 4, 5, 7, -1, -2, -3, 0.5, -0.5, 2.5), weight=0.8),
+    "pow_tensor": Op(2, lambda x, y: x ** y, weight=0.3),
     "clamp": Op(1, lambda x, c: x.clamp(-c, c), _choice(1, 2), weight=0.4),
     "cast": Op(1, lambda x, t: x.clamp(-1e6, 1e6).to(t) if t != "bool" and x.dtype != "bool" else x.to(t),
                _choice("float32", "float64", "int32", "int64", "bool"), weight=1.0),
@@ -175,6 +198,9 @@ OPS: dict[str, Op] = {
     "minimum": Op(2, lambda x, y: x.minimum(y), weight=0.7),
     "div": Op(2, lambda x, y: x / (y.abs() + 1), weight=0.7),
     "floordiv": Op(2, lambda x, y: x // y, weight=0.4),
+    "truncdiv": Op(2, lambda x, y: x.div(y, rounding_mode="trunc"), weight=0.3),
+    "bitwise": Op(2, lambda x, y, op: getattr(x, op)(y), _choice("__and__", "__or__", "__xor__"), weight=0.5),
+    "invert": Op(1, lambda x: ~x, weight=0.2),
     "mod": Op(2, lambda x, y: x % (y.abs() + 1), weight=0.4),
     "compare": Op(2, lambda x, y, op: getattr(x, op)(y), _choice("lt", "le", "gt", "ge", "eq", "ne"), weight=0.8),
     "logical": Op(2, lambda x, y, op: getattr(_mask(x), op)(_mask(y)), _choice("logical_and", "logical_or"),
@@ -186,6 +212,15 @@ OPS: dict[str, Op] = {
     "amax": Op(1, lambda x, dim, keep: x.amax(dim, keep), _dims, weight=0.8),
     "amin": Op(1, lambda x, dim, keep: x.amin(dim, keep), _dims, weight=0.5),
     "var": Op(1, lambda x, dim, keep: x.float().var(dim, unbiased=False, keepdim=keep), _dims, weight=0.4),
+    "std": Op(1, lambda x, dim, keep: x.float().std(dim, unbiased=False, keepdim=keep), _dims, weight=0.3),
+    "norm": Op(1, lambda x, p, dim, keep: x.float().norm(p, dim, keep),
+               lambda rng, args: (rng.choice((1, 2, 2, 3, float("inf"), float("-inf"), 0)), *_dims(rng, args)),
+               weight=0.5),
+    "logsumexp": Op(1, lambda x, dim, keep: x.logsumexp(dim, keep), _dims, weight=0.3),
+    "argmax": Op(1, _arg_extreme, lambda rng, args: (rng.choice(("argmax", "argmin", "max_values", "max_indices",
+                                                                 "min_values", "min_indices")),
+                                                     rng.choice((None, *_one_dim()(rng, args))), rng.random() < 0.5),
+                 weight=0.7),
     "prod": Op(1, lambda x, dim, keep: x.sigmoid().prod(dim, keep) if x.is_floating_point() else x.bool().prod(dim, keep),
                lambda rng, args: (*_one_dim()(rng, args), rng.random() < 0.5), weight=0.3),
     "softmax": Op(1, lambda x, dim: x.float().softmax(dim), _one_dim(), weight=0.4),
@@ -201,6 +236,7 @@ OPS: dict[str, Op] = {
     "expand": Op(1, _expand, _expand_params, weight=0.4),
     "flatten": Op(1, lambda x: x.flatten(), weight=0.2),
     "pad": Op(1, lambda x, amounts, value: nn.pad(x, amounts, value=value), _pad_params, weight=0.5),
+    "pad_mode": Op(1, lambda x, amounts, mode: nn.pad(x, amounts, mode=mode), _mode_pad_params, weight=0.4),
     "unfold": Op(1, lambda x, dim, size, step: x.unfold(dim, size, step), _unfold_params, weight=0.6),
     "flip": Op(1, lambda x, dim: x.flip(dim), _one_dim(), weight=0.3),
     "cat": Op(2, lambda x, y, dim: nn.cat([x, y], dim), _one_dim(), weight=0.5),
@@ -364,9 +400,9 @@ class _Walk:
         return tuple(unread[-count:] + extra)
 
 
-#: ops whose results are well defined for any input: no integer division (a zero divisor raises)
-#: and no mean (the mean of an empty tensor is NaN)
-BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "mean"))
+#: ops whose results are well defined and finite for any input: no integer division (a zero
+#: divisor raises), no mean or log-sum-exp (NaN and -inf over an empty tensor), no tensor power
+BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor"))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

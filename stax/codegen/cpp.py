@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Callable
 
-from ..dtypes import CPP_TYPE, ITEMSIZE, nbytes
+from ..dtypes import CPP_TYPE, ITEMSIZE, is_floating, nbytes
 from ..indexing import Index, contiguous_strides, linear_index
 from ..ir import ComputedBuffer, Expr, Load, Op, loads, walk
 from ..lowering import EXPENSIVE_OPS, substitute
@@ -57,8 +57,8 @@ from .scans import BlockedScan
 from .split_reduction import SplitReduction
 from .tiles import Tiles
 from .tuning import (ACCUMULATORS, CACHE_LINE, EXPENSIVE_WEIGHT, MAX_VECTOR_STRIDE, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES,
-                     PARALLEL_MIN_WORK, PREFETCH_AHEAD_BYTES, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, WIDE_SUM_MIN,
-                     parallel_depth)
+                     PARALLEL_MIN_WORK, PREFETCH_AHEAD_BYTES, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, SUM_BLOCK,
+                     WIDE_SUM_MIN, parallel_depth)
 
 
 @dataclass
@@ -605,9 +605,12 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             line = f"{write}({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
         lines.append(f"{ind}{line};")
 
-    def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1) -> list[str]:
+    def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1,
+                    blocks: tuple[list[str], list[str]] | None = None) -> list[str]:
         """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
-        the main vector loop does ``unroll`` vectors per step (``emit_body``'s ``lanes`` argument)."""
+        the main vector loop does ``unroll`` vectors per step (``emit_body``'s ``lanes`` argument).
+        With ``blocks`` (lines opening and closing a block) a scalar last loop runs in blocks of
+        SUM_BLOCK iterations."""
         f = self.frame
         lines: list[str] = []
         for v, r in zip(f.inner_vars[:-1], f.inner[:-1]):
@@ -625,6 +628,16 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         pieces.append((start, n, 1, False, 1))
         for lo, hi, step, vec_loop, copies in pieces:
             if hi <= lo:
+                continue
+            if blocks and not vec_loop:
+                opening, closing = blocks
+                inner = ind + "    "
+                lines += [ind + self._loop(f"{last}_block", str(lo), str(hi), SUM_BLOCK), ind + "{",
+                          *(inner + t for t in opening),
+                          inner + self._loop(last, f"{last}_block", f"std::min<int64_t>({last}_block + {SUM_BLOCK}, {hi})"),
+                          inner + "{"]
+                emit_body(inner + "    ", vec_loop, lines, copies)
+                lines += [inner + "}", *(inner + t for t in closing), ind + "}"]
                 continue
             lines += [ind + self._loop(last, str(lo), str(hi), step), ind + "{"]
             emit_body(ind + "    ", vec_loop, lines, copies)
@@ -665,6 +678,9 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         # accumulator over a million elements loses five digits
         wide = {m.buf.name for m in reductions if not inner_vector and not outer_vector
                 and m.buf.reduction == "sum" and m.buf.dtype == "float32" and prod(self.frame.inner) >= WIDE_SUM_MIN}
+        # other float sums adding one element per step into an accumulator: blocked partial sums
+        blocked = {m.buf.name for m in reductions if not inner_vector and m.buf.name not in wide
+                   and m.buf.reduction == "sum" and is_floating(m.buf.dtype)} if self.frame.inner[-1] > SUM_BLOCK else set()
         for m in reductions:
             acc[m.buf.name] = self.state.fresh("tmp_acc")
             kind, init = accumulator(m.buf, outer_vector)
@@ -694,7 +710,8 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                 values = printer.lanes([substitute(m.body, shift, ranges) if shift else m.body for shift in shifts])
                 for lane, (value, shift) in enumerate(zip(values, shifts)):
                     if m.buf.reduction:
-                        target = f"{acc[m.buf.name]}_vec{lane}" if vec_loop and not outer_vector else acc[m.buf.name]
+                        target = f"{acc[m.buf.name]}_vec{lane}" if vec_loop and not outer_vector else \
+                            f"{acc[m.buf.name]}_block" if m.buf.name in blocked else acc[m.buf.name]
                         value = f"double({value})" if m.buf.name in wide else value
                         if m.buf.reduction == "m2" and inverse:
                             value += f", {inverse[m.buf.dtype]}"
@@ -708,7 +725,10 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                         index = self._row_index(shift)
                         out.append(f"{bind}stax::vstore({row}.get() + {index}, {value});" if vec_loop
                                    else f"{bind}{row}[{index}] = {value};")
-        lines += self._inner_nest(ind, inner_vector, vvar, body, unroll)
+        kind = {m.buf.name: accumulator(m.buf, outer_vector) for m in reductions if m.buf.name in blocked}
+        blocks = ([f"{kind[name][0]} {acc[name]}_block = {kind[name][1]};" for name in sorted(blocked)],
+                  [f"{acc[name]} = stax::r_sum({acc[name]}, {acc[name]}_block);" for name in sorted(blocked)])
+        lines += self._inner_nest(ind, inner_vector, vvar, body, unroll, blocks if blocked else None)
         for m in reductions:
             name, op = acc[m.buf.name], m.buf.reduction
             if inner_vector:

@@ -48,6 +48,10 @@ CACHE_LINE = 64
 #: 0.99 on two); OpenMP's and Python's threads have stacks of megabytes
 STACK_ARRAY_MAX_BYTES = 16 << 10
 WIDE_SUM_MIN = 1 << 12  # a scalar float32 sum at least this long accumulates in double
+#: a float sum whose innermost loop adds one element per accumulator and step (a column walk, a
+#: strided row) adds blocks of this many into a partial sum first: the rounding error grows with
+#: about SUM_BLOCK + n / SUM_BLOCK additions instead of n
+SUM_BLOCK = 32
 #: bytes of a row one step of the outer-vector form reads (several vectors of neighbouring
 #: columns): whole cache lines per row of a column walk, and independent accumulators
 OUTER_VECTOR_BYTES = 256

@@ -16,6 +16,7 @@ from .suggest import closest
 REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__", "true_divide": "__rtruediv__",
              "divide": "__rtruediv__", "floor_divide": "__rfloordiv__", "remainder": "__rmod__",
              "power": "__rpow__", "matmul": "__rmatmul__", "bitwise_and": "__rand__", "bitwise_or": "__ror__",
+             "bitwise_xor": "__rxor__",
              "less": "__gt__", "less_equal": "__ge__", "greater": "__lt__", "greater_equal": "__le__",
              "equal": "__eq__", "not_equal": "__ne__"}
 

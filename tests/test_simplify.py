@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import stax
 from instances.programs import PROGRAMS
@@ -124,3 +125,20 @@ def test_suite_idioms_compile_like_their_hand_expanded_forms(idiom):
     got = ours(*arrays)
     np.testing.assert_allclose(got, theirs(*arrays), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got, evaluate(ours.graph, *arrays)[0], rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(exponent=st.one_of(st.integers(-MAX_MULTIPLIED_EXPONENT + 1, MAX_MULTIPLIED_EXPONENT - 1),
+                          st.sampled_from([0.5, -0.5, -1.0, 2.0, 2.5])),
+       values=st.lists(st.one_of(st.floats(-1e3, 1e3), st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan])),
+                       min_size=1, max_size=12))
+def test_the_simplified_graph_computes_the_traced_one(exponent, values):
+    """The law of the pass, on the reference evaluator in float64: the rewritten graph's values
+    are the traced graph's (torch's pow), within the products' rounding, with the same NaNs,
+    infinities and signed zeros."""
+    x = np.array(values, np.float64)
+    graph = stax.trace(lambda t: t ** exponent, x)
+    (want,), (got,) = evaluate(graph, x), evaluate(simplify(graph), x)
+    np.testing.assert_allclose(got, want, rtol=1e-14 * max(1, abs(exponent)), atol=0, equal_nan=True)
+    numbers = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got)[numbers], np.signbit(want)[numbers])

@@ -629,15 +629,17 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         for lo, hi, step, vec_loop, copies in pieces:
             if hi <= lo:
                 continue
-            if blocks and not vec_loop:
+            if blocks and not vec_loop:  # whole blocks (a constant trip count), then the rest
                 opening, closing = blocks
-                inner = ind + "    "
-                lines += [ind + self._loop(f"{last}_block", str(lo), str(hi), SUM_BLOCK), ind + "{",
-                          *(inner + t for t in opening),
-                          inner + self._loop(last, f"{last}_block", f"std::min<int64_t>({last}_block + {SUM_BLOCK}, {hi})"),
-                          inner + "{"]
-                emit_body(inner + "    ", vec_loop, lines, copies)
-                lines += [inner + "}", *(inner + t for t in closing), ind + "}"]
+                inner, whole = ind + "    ", lo + (hi - lo) // SUM_BLOCK * SUM_BLOCK
+                for head, start, stop in ((self._loop(f"{last}_block", str(lo), str(whole), SUM_BLOCK), f"{last}_block",
+                                           f"{last}_block + {SUM_BLOCK}"), ("", str(whole), str(hi))):
+                    if start == stop:
+                        continue
+                    lines += [ind + head, ind + "{"] if head else [ind + "{"]
+                    lines += [*(inner + t for t in opening), inner + self._loop(last, start, stop), inner + "{"]
+                    emit_body(inner + "    ", vec_loop, lines, copies)
+                    lines += [inner + "}", *(inner + t for t in closing), ind + "}"]
                 continue
             lines += [ind + self._loop(last, str(lo), str(hi), step), ind + "{"]
             emit_body(ind + "    ", vec_loop, lines, copies)

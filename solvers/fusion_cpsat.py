@@ -150,7 +150,8 @@ class CpSatFusion:
     """Fusion strategy "cpsat": the minimum-cost partition of Definition 7.3 (see the module doc).
 
     ``status`` is "optimal" only when CP-SAT proved it; "feasible" means the time limit ran out
-    with a solution that is *not* proven optimal (``bound`` is then CP-SAT's best lower bound).
+    with a solution that is *not* proven optimal (``bound`` is then CP-SAT's best lower bound, read
+in integers: ``cpsat_common.integer_bound``).
     If time runs out with no solution at all, the warm-start partition (else no fusion) is
     returned with status "heuristic".
     """
@@ -174,4 +175,5 @@ class CpSatFusion:
             partition, status = start or tuple((v,) for v in problem.nodes), "heuristic"
             info["note"] = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
                             f"the {'greedy' if start else 'unfused'} partition is returned")
-        return FusionResult(partition, status, problem.cost(partition), solved.bound, solved.seconds, info)
+        cost = problem.cost(partition)
+        return FusionResult(partition, status, cost, solved.bound_for(cost), solved.seconds, info)

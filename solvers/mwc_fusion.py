@@ -43,6 +43,7 @@ import networkx as nx
 from stax.problems import FusionProblem
 from stax.strategy import FusionResult, ordered_blocks
 
+from .cpsat_common import integer_bound
 from .fusion_repair import improve_by_moves, repair_labels
 from .multiway_cut import isolating_cut
 
@@ -138,7 +139,7 @@ def exact_labels(problem: FusionProblem, time_limit: float) -> tuple[dict[str, i
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, None, f"no labelling within {time_limit} s"
     chosen = {v: next(l for l in labels if solver.value(z[v, l])) for v in problem.nodes}
-    return chosen, constant + int(solver.best_objective_bound), solver.status_name(status).lower()
+    return chosen, constant + integer_bound(model, solver), solver.status_name(status).lower()
 
 
 class MultiwayCutFusion:

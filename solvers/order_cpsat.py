@@ -106,5 +106,7 @@ class CpSatOrder:
             order, status = start, "heuristic"
             info["note"] = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
                             "the best heuristic order is returned")
-        bound = None if solved.bound is None else max(solved.bound, float(step_lower_bound(problem)))
-        return OrderResult(order, status, problem.peak(order), bound, solved.seconds, info)
+        peak = problem.peak(order)
+        bound = solved.bound_for(peak)
+        bound = float(max(bound or 0, min(step_lower_bound(problem), peak)))
+        return OrderResult(order, status, peak, bound, solved.seconds, info)

@@ -61,10 +61,10 @@ def solve_pool(sizes: Mapping[str, int], lifetimes: Lifetimes, time_limit: float
     model.minimize(pool)
     solved = run(model, SolverParams(time_limit, workers, seed))
     if not solved.has_solution:
-        return PoolSolution(greedy.offsets, greedy.size, "heuristic", solved.bound, solved.seconds)
+        return PoolSolution(greedy.offsets, greedy.size, "heuristic", solved.bound_for(greedy.size), solved.seconds)
     offsets = {name: solved.solver.value(offset[name]) if name in offset else 0 for name in sizes}
     size = max((offsets[n] + s for n, s in sizes.items()), default=0)
-    return PoolSolution(offsets, size, solved.status, solved.bound, solved.seconds)
+    return PoolSolution(offsets, size, solved.status, solved.bound_for(size), solved.seconds)
 
 
 def solve_order_pool(problem: OrderProblem, order: Sequence[str], **params: float) -> PoolSolution:

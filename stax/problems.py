@@ -337,11 +337,30 @@ def quotient_graph(dag: Dag | nx.DiGraph, partition: Sequence[Sequence[str]]) ->
     return quotient_dag(dag, partition).to_networkx()
 
 
+def kernel_names(partition: Sequence[Sequence[str]]) -> list[str]:
+    """One distinct name per block: a lone node keeps its name, a fused block joins its nodes
+    with ``_`` and, where that equals another block's name (nodes ``a``, ``b`` and ``a_b``),
+    gets ``#2``, ``#3``, ... appended."""
+    taken = {b[0] for b in partition if len(b) == 1}
+    names = []
+    for block in partition:
+        name = "_".join(block)
+        if len(block) > 1:
+            base, k = name, 1
+            while name in taken:
+                k += 1
+                name = f"{base}#{k}"
+            taken.add(name)
+        names.append(name)
+    return names
+
+
 def kernel_order_problem(problem: FusionProblem, partition: Sequence[Sequence[str]],
                          names: Sequence[str] | None = None) -> OrderProblem:
     """The OrderProblem of the kernels a partition makes: one task per block, one buffer per
-    produced buffer that leaves its block (block-internal buffers are never allocated)."""
-    names = list(names) if names is not None else ["_".join(b) for b in partition]
+    produced buffer that leaves its block (block-internal buffers are never allocated).  Default
+    task names are ``kernel_names(partition)``."""
+    names = list(names) if names is not None else kernel_names(partition)
     block_of = block_index(partition)
     buffers = []
     for buf in problem.buffers:

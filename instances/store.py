@@ -3,8 +3,8 @@
 An instance name is ``FAMILY/SIZE/SEED`` for a seeded family (``layered/16/3``,
 ``random_shifted/4096/1``), ``PROGRAM/SIZE`` for a suite or shifted-read program
 (``softmax/64``, ``stencil_3pt/4096``, built from the program with seed 0 inputs),
-``data/STEM`` for a file shipped in ``instances/data/``, or a path to a JSON problem
-file.  :func:`load` returns an :class:`Instance` holding the FusionProblem (or, for order-only
+``data/STEM`` for a file shipped in ``instances/data/`` (``STEM.json`` or ``STEM.json.gz``), or
+a path to a JSON problem file (``.json``, or gzip-compressed ``.json.gz``).  :func:`load` returns an :class:`Instance` holding the FusionProblem (or, for order-only
 families, the OrderProblem) and, for programs, the Program itself so it can be compiled.
 
     >>> load("layered/12/0").fusion.nodes[:3]
@@ -12,6 +12,7 @@ families, the OrderProblem) and, for programs, the Program itself so it can be c
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from dataclasses import dataclass
@@ -159,10 +160,25 @@ def instance(family: str, size: int, seed: int = 0) -> Instance:
     return Instance(name, family, size, seed, **fam.build(size, seed))
 
 
+def read_problem_json(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a problem file, gzip-compressed when its name ends in ``.gz``."""
+    from stax.problems import read_json
+    if not str(path).endswith(".gz"):
+        return read_json(path)
+    try:
+        data = json.loads(gzip.decompress(Path(path).read_bytes()))
+    except (OSError, EOFError, ValueError) as exc:
+        raise InstanceFormatError(f"{path}: not a gzip-compressed JSON file ({exc})") from exc
+    if not isinstance(data, dict):
+        raise InstanceFormatError(f"{path}: expected a JSON object at the top level, found {type(data).__name__}")
+    return data
+
+
 def load_file(path: str | Path, name: str | None = None) -> Instance:
-    """An instance from a FusionProblem or OrderProblem JSON file (the format field tells which)."""
-    from stax.problems import FUSION_FORMAT, ORDER_FORMAT, read_json
-    data = read_json(path)
+    """An instance from a FusionProblem or OrderProblem JSON file (the format field tells which;
+    ``.json.gz``: gzip-compressed)."""
+    from stax.problems import FUSION_FORMAT, ORDER_FORMAT
+    data = read_problem_json(path)
     name = name or str(path)
     if data.get("format") == ORDER_FORMAT:
         problem = OrderProblem.from_dict(data, str(path))
@@ -179,10 +195,12 @@ def load(name: str) -> Instance:
     if name.startswith("data/"):
         path = DATA_DIR / f"{name[5:]}.json"
         if not path.exists():
+            path = path.with_name(path.name + ".gz")
+        if not path.exists():
             raise StaxError(f"no shipped instance {name!r}; {did_you_mean(name, shipped())}"
                             f"shipped: {', '.join(shipped()) or 'none'}")
         return load_file(path, name)
-    if name.endswith(".json"):
+    if name.endswith((".json", ".json.gz")):
         return load_file(name)
     parts = name.split("/")
     try:
@@ -195,8 +213,10 @@ def load(name: str) -> Instance:
 
 
 def shipped() -> list[str]:
-    """Names of the files in ``instances/data/`` and its folders (``data/torch/mlp_train.fusion``)."""
-    return [f"data/{p.relative_to(DATA_DIR).with_suffix('').as_posix()}" for p in sorted(DATA_DIR.rglob("*.json"))]
+    """Names of the files in ``instances/data/`` and its folders (``data/torch/mlp_train.fusion``,
+    ``data/models/gpt2-12-train.fusion`` for ``gpt2-12-train.fusion.json.gz``)."""
+    files = sorted([*DATA_DIR.rglob("*.json"), *DATA_DIR.rglob("*.json.gz")])
+    return [f"data/{p.relative_to(DATA_DIR).as_posix().removesuffix('.gz').removesuffix('.json')}" for p in files]
 
 
 def catalogue() -> list[dict[str, str]]:

@@ -7,21 +7,189 @@ outside S, plus t's own buffers.  Hence
     best(S + t) = min over the last task t of  max(best(S), resident(S) + produced(t)),
 
 and best(all tasks) is the least peak over all topological orders.  The programme walks the
-down-sets layer by layer (by size) and refuses, with ``StaxError``, when a layer would exceed
-``max_states`` (or the optional ``time_limit`` runs out): their number grows exponentially
-with the width of the DAG.
+down-sets layer by layer (by size), memoizing one entry per down-set (the least peak reaching
+it: a down-set's resident bytes do not depend on the order inside it).
+
+Pruning (branch and bound): an order of known peak ``upper`` (the best heuristic order) is the
+incumbent, and a state whose peak already reaches ``upper`` is dropped, since every completion
+of it peaks at least as high.  If no complete order survives, the incumbent is optimal.  When
+``upper`` equals a certified lower bound (``order_decompose.live_set_lower_bound``) the search
+is skipped altogether.
+
+``DownSetOrder`` first splits the problem into series segments (``order_decompose``, whose
+docstring proves the composition) and runs the programme on each segment that can set the peak
+(``bounded_order``).  It refuses, with
+``StaxError``, when a layer of some segment would exceed ``max_states`` (or the optional
+``time_limit`` runs out): the number of down-sets grows exponentially with the width of the DAG.
+``bounded_order`` returns the best order found with a certified bound instead of refusing.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from stax.errors import StaxError
 from stax.problems import OrderProblem
-from stax.strategy import OrderResult
+from stax.strategy import OrderResult, run_order
+
+from .order_decompose import join, live_set_lower_bound, segment_problem, segments
+
+
+class _Limit(StaxError):
+    """A segment's programme stopped at ``max_states`` or the deadline."""
+
+
+@dataclass(frozen=True)
+class SegmentAnswer:
+    """One segment: the best order found, its peak, a certified lower bound, and the work done."""
+
+    order: tuple[str, ...]
+    peak: int
+    bound: int
+    down_sets: int = 0
+    note: str = ""
+
+    @property
+    def optimal(self) -> bool:
+        return self.bound == self.peak
+
+
+def least_peak(problem: OrderProblem, incumbent: tuple[str, ...], max_states: int,
+               deadline: float | None) -> tuple[tuple[str, ...], int]:
+    """The least-peak order (and the down-sets kept) by the pruned programme of the module doc;
+    raises ``_Limit`` when a layer exceeds ``max_states`` or ``deadline`` (a perf_counter time) passes."""
+    tasks = problem.tasks
+    n = len(tasks)
+    index = {t: i for i, t in enumerate(tasks)}
+    preds, succs = [0] * n, [[] for _ in range(n)]
+    for a, b in problem.dag().edges:
+        preds[index[b]] |= 1 << index[a]
+        succs[index[a]].append(index[b])
+    produced, kept = [0] * n, [0] * n  # bytes a task allocates; of those, bytes resident after its step
+    freed_by: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # task -> (users mask, size) it may free
+    for buf in problem.buffers:
+        p = index[buf.producer]
+        users = 0
+        for u in buf.users:
+            users |= 1 << index[u]
+        users &= ~(1 << p)
+        produced[p] += buf.size
+        if buf.is_output or users:
+            kept[p] += buf.size
+        if not buf.is_output and users:
+            for u in dict.fromkeys(buf.users):
+                if index[u] != p:
+                    freed_by[index[u]].append((users, buf.size))
+    upper = problem.peak(incumbent)
+    start_ready = sum(1 << i for i in range(n) if not preds[i])
+    layer: dict[int, tuple[int, int, int]] = {0: (0, 0, start_ready)}  # S -> (peak, resident, ready mask)
+    history: list[dict[int, tuple[int, int]]] = []  # per layer: S -> (last task, previous S)
+    states = 1
+    for size in range(n):
+        nxt: dict[int, tuple[int, int, int]] = {}
+        back: dict[int, tuple[int, int]] = {}
+        for done, (peak, held, ready) in layer.items():
+            todo = ready
+            while todo:
+                low = todo & -todo
+                todo ^= low
+                i = low.bit_length() - 1
+                candidate = max(peak, held + produced[i])
+                if candidate >= upper:
+                    continue
+                state = done | low
+                if state in nxt and nxt[state][0] <= candidate:
+                    continue
+                after = held + kept[i] - sum(s for users, s in freed_by[i] if not users & ~state)
+                grown = ready ^ low
+                for j in succs[i]:
+                    if not preds[j] & ~state:
+                        grown |= 1 << j
+                nxt[state] = (candidate, after, grown)
+                back[state] = (i, done)
+        states += len(nxt)
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _Limit(f"time limit reached after {size + 1} of {n} layers of down-sets")
+        if len(nxt) > max_states:
+            raise _Limit(f"{len(nxt)} down-sets of size {size + 1} already exceed max_states={max_states} ({n} tasks)")
+        if not nxt:
+            return incumbent, states  # nothing beats the incumbent: it is optimal
+        history.append(back)
+        layer = nxt
+    order, state = [], (1 << n) - 1
+    for back in reversed(history):
+        i, state = back[state]
+        order.append(tasks[i])
+    return tuple(reversed(order)), states
+
+
+def solve_segment(problem: OrderProblem, incumbent: tuple[str, ...], max_states: int,
+                  deadline: float | None) -> SegmentAnswer:
+    """One segment: the better of ``incumbent`` and the best heuristic order, then proven or
+    improved by ``least_peak`` when the live-set bound does not already prove it."""
+    heuristic = run_order("best", problem).order
+    if problem.peak(heuristic) < problem.peak(incumbent):
+        incumbent = heuristic
+    peak, bound = problem.peak(incumbent), live_set_lower_bound(problem)
+    if peak == bound:
+        return SegmentAnswer(incumbent, peak, bound, 0, "heuristic order meets the live-set bound")
+    try:
+        order, states = least_peak(problem, incumbent, max_states, deadline)
+    except _Limit as stop:
+        return SegmentAnswer(incumbent, peak, bound, 0, str(stop))
+    best = problem.peak(order)
+    return SegmentAnswer(order, best, best, states)
+
+
+def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: float | None = 60.0) -> OrderResult:
+    """The least-peak order ("optimal"), or the best order found ("feasible") with a certified
+    lower bound ``bound``; never raises for size.
+
+    The best heuristic order is the incumbent and the live-set bound the first lower bound L.
+    The incumbent runs the series segments one after another (every order does), so its peak is
+    the largest of its segment peaks.  Only a segment whose incumbent peak exceeds L can matter:
+    any other has a least peak at most L, which is at most the optimum.  Those segments are
+    solved, highest first, each raising L to its proven optimum (or its own live-set bound).
+    The answer is proven when its peak reaches L.
+    """
+    began = time.perf_counter()
+    deadline = None if time_limit is None else began + time_limit
+    incumbent = run_order("best", problem).order
+    live = problem.live_bytes(incumbent)
+    bound = live_set_lower_bound(problem)
+    parts = segments(problem)
+    info = {"segments": len(parts), "largest_segment": max(map(len, parts), default=0), "solved_segments": 0,
+            "down_sets": 0}
+    spans, step = [], 0
+    for part in parts:
+        spans.append((step, step + len(part)))
+        step += len(part)
+    orders = [incumbent[a:b] for a, b in spans]
+    peaks = [max(live[a:b], default=0) for a, b in spans]
+    notes = []
+    for k in sorted(range(len(parts)), key=lambda k: -peaks[k]):
+        if peaks[k] <= bound:
+            break
+        seg = segment_problem(problem, parts, k)
+        own = seg.tasks[:len(seg.tasks) - len(parts[k])] + orders[k]  # its BEFORE task first, if any
+        answer = solve_segment(seg, own, max_states, deadline)
+        info["solved_segments"] += 1
+        info["down_sets"] += answer.down_sets
+        orders[k], peaks[k] = join([answer.order], [seg]), answer.peak
+        bound = max(bound, answer.bound)
+        if not answer.optimal:
+            notes.append(answer.note)
+    order = tuple(t for part in orders for t in part)
+    peak = problem.peak(order)
+    if notes:
+        info["note"] = notes[0]
+    return OrderResult(order, "optimal" if peak == bound else "feasible", peak, float(bound),
+                       time.perf_counter() - began, info)
 
 
 class DownSetOrder:
-    """Order strategy "dp": the least-peak order by dynamic programming over down-sets."""
+    """Order strategy "dp": the least-peak order by the pruned down-set programme on each series
+    segment (module doc); refuses with ``StaxError`` when a segment stays unproven."""
 
     name = "dp"
 
@@ -30,51 +198,8 @@ class DownSetOrder:
         self.time_limit = time_limit
 
     def solve(self, problem: OrderProblem) -> OrderResult:
-        began = time.perf_counter()
-        tasks = problem.tasks
-        index = {t: i for i, t in enumerate(tasks)}
-        bit = {t: 1 << i for i, t in enumerate(tasks)}
-        preds = [0] * len(tasks)
-        for a, b in problem.dag().edges:
-            preds[index[b]] |= bit[a]
-        produced = [0] * len(tasks)
-        # (producer bit, users mask, size, is_output) of every buffer
-        lives: list[tuple[int, int, int, bool]] = []
-        for buf in problem.buffers:
-            produced[index[buf.producer]] += buf.size
-            lives.append((bit[buf.producer], sum(bit[u] for u in buf.users), buf.size, buf.is_output))
-
-        def resident(done: int) -> int:
-            """Bytes produced in ``done`` still live at the next step (outputs, or a user yet to run)."""
-            return sum(size for p, users, size, output in lives if done & p and (output or users & ~done))
-
-        # state -> (peak so far, resident bytes, last task index, previous state)
-        layer: dict[int, tuple[int, int, int, int]] = {0: (0, 0, -1, -1)}
-        history = [layer]
-        for size in range(len(tasks)):
-            nxt: dict[int, tuple[int, int, int]] = {}  # state -> (peak, last task index, previous state)
-            for done, (peak, held, _, _) in layer.items():
-                for i in range(len(tasks)):
-                    if done >> i & 1 or preds[i] & ~done:
-                        continue
-                    state = done | 1 << i
-                    candidate = max(peak, held + produced[i])
-                    if state not in nxt or candidate < nxt[state][0]:
-                        nxt[state] = (candidate, i, done)
-            if self.time_limit is not None and time.perf_counter() - began > self.time_limit:
-                raise StaxError(f"order dp: time limit {self.time_limit} s reached after {size + 1} of {len(tasks)} "
-                                "layers of down-sets; use the CP-SAT order strategy or raise time_limit")
-            if len(nxt) > self.max_states:
-                raise StaxError(f"order dp: {len(nxt)} down-sets of size {size + 1} already exceed max_states="
-                                f"{self.max_states} ({len(tasks)} tasks); use the CP-SAT order strategy "
-                                "(run_order('cpsat', problem)) or raise max_states")
-            layer = {s: (peak, resident(s), i, prev) for s, (peak, i, prev) in nxt.items()}
-            history.append(layer)
-        order, state = [], (1 << len(tasks)) - 1
-        for layer in reversed(history[1:]):
-            _, _, i, state = layer[state]
-            order.append(tasks[i])
-        order.reverse()
-        peak = history[-1][(1 << len(tasks)) - 1][0] if tasks else 0
-        return OrderResult(tuple(order), "optimal", problem.peak(order), float(peak),
-                           info={"down_sets": sum(len(h) for h in history)})
+        result = bounded_order(problem, self.max_states, self.time_limit)
+        if result.status != "optimal":
+            raise StaxError(f"order dp: {result.info['note']}; use the CP-SAT order strategy "
+                            "(run_order('cpsat', problem)), solvers.order_dp.bounded_order, or raise max_states")
+        return result

@@ -1,0 +1,95 @@
+"""The series decomposition of orders (solvers/order_decompose.py) and the pruned down-set DP
+against brute force, the undecomposed DP and CP-SAT on hundreds of seeded small graphs."""
+import random
+
+import networkx as nx
+
+from instances.dags import layered_dag, order_problem, series_parallel_dag
+from instances.training import training_order
+from solvers.brute_force import min_peak
+from solvers.order_decompose import join, live_set_lower_bound, segment_problems, segments
+from solvers.order_dp import bounded_order, least_peak
+from stax.problems import Buffer, OrderProblem
+from stax.strategy import run_order
+
+
+def chained(seed: int) -> OrderProblem:
+    """Two or three small random DAGs in series (every sink of one feeds a join task that feeds
+    the next), with buffers skipping over joins and early outputs: segments that inherit buffers."""
+    rng = random.Random(seed)
+    g, last = nx.DiGraph(), None
+    for b in range(rng.choice([2, 3])):
+        part = (layered_dag if rng.random() < 0.5 else series_parallel_dag)(rng.randint(2, 3), seed * 7 + b)
+        part = nx.relabel_nodes(part, {v: f"b{b}{v}" for v in part})
+        g.update(part)
+        if last is not None:
+            g.add_edges_from((last, v) for v in part if part.in_degree(v) == 0)
+        last = f"j{b}"
+        g.add_edges_from((v, last) for v in part if part.out_degree(v) == 0)
+    tasks = tuple(nx.lexicographical_topological_sort(g))
+    buffers = [Buffer(f"o_{v}", rng.randint(1, 64), v, tuple(g.successors(v)), g.out_degree(v) == 0 or rng.random() < 0.15)
+               for v in tasks]
+    for k in range(rng.randint(1, 3)):  # skips: an early task's buffer read much later
+        a, b = sorted(rng.sample(range(len(tasks)), 2))
+        buffers.append(Buffer(f"skip{k}", rng.randint(1, 64), tasks[a], (tasks[b],)))
+    return OrderProblem(tasks, tuple(buffers), name=f"chained-{seed}")
+
+
+def small_problems(count: int):
+    for seed in range(count):
+        if seed % 3 == 0:
+            yield chained(seed)
+        else:
+            g = (layered_dag if seed % 3 == 1 else series_parallel_dag)(3 + seed % 6, seed)
+            yield order_problem(g, seed)
+
+
+def random_orders(problem: OrderProblem, count: int, seed: int):
+    rng, dag = random.Random(seed), problem.dependencies()
+    for _ in range(count):
+        yield tuple(dag.topological_order(key=lambda t: rng.random()))
+
+
+def test_every_order_peaks_at_its_worst_segment():
+    """Item 2 of the composition proof: live bytes at a step depend on its segment's order only."""
+    for p in small_problems(150):
+        parts, pieces = segments(p), segment_problems(p)
+        for order in random_orders(p, 5, len(p.tasks)):
+            restricted = [tuple(t for t in order if t in set(part)) for part in parts]
+            assert order == tuple(t for r in restricted for t in r), p.name  # orders are concatenations
+            with_before = [seg.tasks[:len(seg.tasks) - len(r)] + r for seg, r in zip(pieces, restricted)]
+            assert join(with_before, pieces) == order
+            assert p.peak(order) == max(seg.peak(r) for seg, r in zip(pieces, with_before)), p.name
+
+
+def test_decomposed_dp_equals_undecomposed_and_brute_force():
+    multi = 0
+    for p in small_problems(300):
+        optimum = min_peak(p)[0] if len(p.tasks) <= 8 else None
+        undecomposed = p.peak(least_peak(p, run_order("original", p).order, 10 ** 6, None)[0])
+        composed = max(p_.peak(least_peak(p_, p_.tasks, 10 ** 6, None)[0]) for p_ in segment_problems(p))
+        result = bounded_order(p)
+        multi += len(segments(p)) > 1
+        assert p.validate(result.order) and result.status == "optimal", p.name
+        assert result.peak == result.bound == undecomposed == composed == run_order("dp", p).peak, p.name
+        assert live_set_lower_bound(p) <= result.peak
+        if optimum is not None:
+            assert result.peak == optimum, p.name
+    assert multi > 100  # the decomposition is exercised
+
+
+def test_decomposed_dp_equals_cpsat_on_larger_chains():
+    for seed in range(20):
+        p = chained(1000 + seed)
+        assert bounded_order(p).peak == run_order("cpsat", p, workers=1).peak, p.name
+
+
+def test_training_family_is_proven_and_a_stopped_search_is_bounded():
+    p = training_order(300, 1)
+    result = bounded_order(p)
+    assert result.status == "optimal" and result.peak == result.bound
+    assert result.peak <= run_order("best", p).peak
+    wide = order_problem(layered_dag(60, seed=3, layers=3), 3)
+    stopped = bounded_order(wide, max_states=50)
+    assert stopped.bound <= bounded_order(wide).peak <= stopped.peak
+    assert stopped.status == ("optimal" if stopped.bound == stopped.peak else "feasible")

@@ -1,4 +1,5 @@
-"""How far the exact models go: the largest random DAG each solves to proven optimality in time.
+"""How far the exact models go: the largest random DAG each solves to proven optimality in time,
+and what each exact solver proves (or bounds) on whole training graphs.
 
 For each family (layered, series-parallel) and growing size n, ``--seeds`` instances are solved
 by the fusion model (CP-SAT, Definition 7.3) and the two order models (CP-SAT and the down-set
@@ -7,8 +8,16 @@ instance of a size is not proven optimal within that limit.  Along the way every
 optimum is compared with the heuristics: greedy fusion cost / optimal cost, and best-of-four
 order peak / optimal peak (seed section 7.5).
 
+Second table, whole graphs: the synthetic training family (``instances/training.py``, 500 to
+5,000 tasks) and the shipped whole-model graphs (``instances/data/models``).  Per graph and exact
+solver: its status and gap (value - bound) / bound at each limit, the seconds it took, and the
+gap of the best heuristic (fusion: greedy; order: best-of-four) to the best bound found.  The
+order solvers are the decomposed, pruned down-set DP (``solvers.order_dp.bounded_order``), the
+same with CP-SAT on the segments the DP cannot finish, and CP-SAT alone warm-started from
+best-of-four; fusion is CP-SAT with the compulsory-traffic bound.
+
     python -m experiments.solver_scaling            # limits 10 s and 60 s
-    python -m experiments.solver_scaling --quick    # small ladder, limits 1 s and 3 s, < 1 minute
+    python -m experiments.solver_scaling --quick    # small ladder and graphs, limits 1 s and 3 s
 """
 from __future__ import annotations
 
@@ -19,8 +28,14 @@ from typing import Callable
 import pandas as pd
 
 from instances.dags import fusion_problem, layered_dag, order_problem, series_parallel_dag
+from instances.store import load, shipped
+from instances.training import training_fusion, training_order
+from solvers.fusion_bounds import compulsory_traffic
+from solvers.order_decompose import live_set_lower_bound
+from solvers.order_dp import bounded_order
 from stax.errors import StaxError
-from stax.strategy import run_fusion, run_order
+from stax.problems import FusionProblem, OrderProblem
+from stax.strategy import OrderResult, run_fusion, run_order
 
 FAMILIES = {"layered": layered_dag, "series-parallel": series_parallel_dag}
 SIZES = (8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128)
@@ -92,6 +107,82 @@ def summary(rows: pd.DataFrame, small: float, large: float) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
+TRAINING_SIZES, QUICK_TRAINING_SIZES = (500, 1000, 2000, 5000), (300, 1000)
+FUSION_NODES_MAX = 500  # CP-SAT's fusion model has a literal per node pair: larger graphs are skipped
+
+
+def whole_graphs(quick: bool) -> list[tuple[str, OrderProblem | None, FusionProblem | None]]:
+    """(name, OrderProblem, FusionProblem or None): the training family and the shipped models."""
+    graphs = [(f"training/{n}/0", training_order(n, 0), training_fusion(n, 0) if n <= FUSION_NODES_MAX else None)
+              for n in (QUICK_TRAINING_SIZES if quick else TRAINING_SIZES)]
+    for name in shipped():
+        if name.startswith("data/models/") and not (quick and "forward" not in name):
+            inst = load(name)
+            graphs.append((name, inst.order_problem(), inst.fusion))
+    return graphs
+
+
+def gap(value: float, bound: float | None) -> float | None:
+    return None if bound is None else (value - bound) / bound if bound else 0.0
+
+
+ORDER_SOLVERS: dict[str, Callable[[OrderProblem, float, int], OrderResult]] = {
+    "decomposed dp": lambda p, limit, workers: bounded_order(p, time_limit=limit),
+    "decomposed dp + cpsat": lambda p, limit, workers: bounded_order(p, time_limit=limit, cpsat_workers=workers),
+    "cpsat": lambda p, limit, workers: run_order("cpsat", p, time_limit=limit, workers=workers),
+}
+
+
+def order_rows(name: str, p: OrderProblem, limits: tuple[float, float], workers: int) -> list[dict]:
+    best = run_order("best", p).peak
+    rows, found = [], [float(live_set_lower_bound(p))]
+    for solver in ORDER_SOLVERS:
+        row = {"graph": name, "problem": "order", "nodes": len(p.tasks), "solver": solver}
+        for limit in limits:
+            r = ORDER_SOLVERS[solver](p, limit, workers)
+            found.append(r.bound or 0.0)
+            row |= {f"status {limit:g} s": r.status, f"gap {limit:g} s": gap(r.peak, r.bound),
+                    f"seconds {limit:g} s": round(r.seconds, 2)}
+            if r.status == "optimal":  # proven within the smaller limit: the larger one adds nothing
+                row |= {f"status {limits[1]:g} s": r.status, f"gap {limits[1]:g} s": 0.0,
+                        f"seconds {limits[1]:g} s": round(r.seconds, 2)}
+                break
+        rows.append(row)
+    for row in rows:
+        row["heuristic gap"] = gap(best, max(found))
+    return rows
+
+
+def fusion_rows(name: str, p: FusionProblem, limits: tuple[float, float], workers: int) -> list[dict]:
+    greedy = run_fusion("greedy", p).cost
+    row, found = {"graph": name, "problem": "fusion", "nodes": len(p.nodes), "solver": "cpsat"}, [compulsory_traffic(p)]
+    for limit in limits:
+        r = run_fusion("cpsat", p, time_limit=limit, workers=workers)
+        bound = max(r.bound or 0, compulsory_traffic(p))
+        found.append(bound)
+        row |= {f"status {limit:g} s": r.status, f"gap {limit:g} s": gap(r.cost, bound),
+                f"seconds {limit:g} s": round(r.seconds, 2)}
+        if r.status == "optimal":
+            row |= {f"status {limits[1]:g} s": r.status, f"gap {limits[1]:g} s": 0.0,
+                    f"seconds {limits[1]:g} s": round(r.seconds, 2)}
+            break
+    row["heuristic gap"] = gap(greedy, max(found))
+    return [row]
+
+
+def whole_graph_table(quick: bool, limits: tuple[float, float], workers: int) -> pd.DataFrame:
+    rows = []
+    for name, order, fusion in whole_graphs(quick):
+        rows += order_rows(name, order, limits, workers)
+        if fusion is not None and len(fusion.nodes) <= FUSION_NODES_MAX:
+            rows += fusion_rows(name, fusion, limits, workers)
+    table = pd.DataFrame(rows)
+    for column in table.columns:
+        if column.startswith(("gap", "heuristic")):
+            table[column] = table[column].map(lambda v: None if v is None or v != v else f"{100 * v:.2f}%")
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small ladder, 1 seed, limits 1 s and 3 s")
@@ -110,6 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     print("\nLargest size proven optimal, and heuristic/optimal ratios (fusion: greedy cost; "
           "order: best-of-four peak):")
     print(summary(rows, small, large).to_string(index=False))
+    print("\nWhole graphs: status and gap (value - bound) / bound at each limit, seconds, and the best "
+          "heuristic's gap to the best bound found (timings on a shared machine are noisy):")
+    print(whole_graph_table(args.quick, (small, large), args.workers).to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ OUT = Path(__file__).resolve().parent / "data" / "models"
 
 #: (model, layers, kind, which files): the shipped set
 SHIPPED = [
-    ("gpt2", 12, "train", "fusion"), ("gpt2", 12, "forward", "fusion"), ("gpt2", 28, "train", "order"),
-    ("bert", 12, "train", "fusion"), ("bert", 12, "forward", "fusion"),
+    ("gpt2", 12, "train", "order"), ("gpt2", 12, "forward", "fusion"), ("gpt2", 30, "train", "order"),
+    ("bert", 12, "train", "order"), ("bert", 12, "forward", "fusion"),
     ("resnet", 8, "train", "fusion"), ("resnet", 8, "forward", "fusion"),
     ("mixer", 8, "train", "fusion"), ("mixer", 8, "forward", "fusion"),
 ]

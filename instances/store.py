@@ -23,7 +23,7 @@ from stax.errors import InstanceFormatError, StaxError
 from stax.problems import FusionProblem, OrderProblem, kernel_order_problem
 from stax.suggest import did_you_mean
 
-from . import dags, graphs
+from . import dags, graphs, training
 from .programs import PROGRAMS, Program
 from .random_programs import random_program
 from .shifted_programs import SHIFTED_PROGRAMS, random_shifted
@@ -137,6 +137,11 @@ def _families() -> dict[str, Family]:
                         _random_shifted))
     found += [_dag_family("layered", dags.layered_dag, "layered"),
               _dag_family("series_parallel", dags.series_parallel_dag, "series-parallel")]
+    found.append(Family("training", "order", "a synthetic training step of about SIZE tasks: forward chain, saved "
+                        "activations, backward chain, dangling weight gradients (one kernel per node)",
+                        lambda size, seed: {"order": training.training_order(size, seed)}))
+    found.append(Family("training_fusion", "fusion", "the FusionProblem of training/SIZE/SEED (extern matmuls fuse "
+                        "with nothing)", lambda size, seed: {"fusion": training.training_fusion(size, seed)}))
     found += [_multiway_cut_family(g) for g in graphs.FAMILIES]
     found += [_vertex_separation_family(g) for g in graphs.FAMILIES]
     return {f.name: f for f in found}

@@ -57,7 +57,24 @@ class SegmentAnswer:
 def least_peak(problem: OrderProblem, incumbent: tuple[str, ...], max_states: int,
                deadline: float | None) -> tuple[tuple[str, ...], int]:
     """The least-peak order (and the down-sets kept) by the pruned programme of the module doc;
-    raises ``_Limit`` when a layer exceeds ``max_states`` or ``deadline`` (a perf_counter time) passes."""
+    raises ``_Limit`` when a layer exceeds ``max_states`` or ``deadline`` (a perf_counter time) passes.
+
+    Late sources.  Call a task *pinned* when it has no predecessor and every buffer it produces
+    is an output or has a user other than itself (it frees nothing and holds nothing only at its
+    own step).  Some optimal order runs every pinned task in a run of pinned tasks that ends at
+    its first successor (or, without successors, at the end of the order); so the programme
+    schedules pinned tasks only as the pending pinned predecessors of the next other task
+    (the rest at the end), which removes their interleavings from the down-sets.  Proof: move a
+    pinned task s from its step to just before its first successor u (to the end if none); the
+    tasks in between move one step earlier.  s reads no allocated buffer, so at each of their
+    steps the live set only loses s's live buffers.  At s's new step the live bytes are
+    resident(D) + produced(s), D the tasks before it; every byte of resident(D + s) =
+    resident(D) + produced(s) (s has no dead buffer, and all its users come at or after u) was
+    live at the step of the task just before u in the old order.  Steps from u on see the same
+    sets.  So the peak does not grow.  Moving pinned tasks one after another keeps the property
+    for those already moved (a moved run shifts as a whole, or gains a member), and in such an
+    order the run before a task t is exactly t's pinned predecessors not yet run.
+    """
     tasks = problem.tasks
     n = len(tasks)
     index = {t: i for i, t in enumerate(tasks)}
@@ -80,12 +97,15 @@ def least_peak(problem: OrderProblem, incumbent: tuple[str, ...], max_states: in
             for u in dict.fromkeys(buf.users):
                 if index[u] != p:
                     freed_by[index[u]].append((users, buf.size))
+    pinned = sum(1 << i for i in range(n) if not preds[i] and produced[i] == kept[i])
+    at_end = [i for i in range(n) if pinned >> i & 1 and not succs[i]]
+    steps = [i for i in range(n) if not pinned >> i & 1]
     upper = problem.peak(incumbent)
-    start_ready = sum(1 << i for i in range(n) if not preds[i])
+    start_ready = sum(1 << i for i in steps if not preds[i] & ~pinned)
     layer: dict[int, tuple[int, int, int]] = {0: (0, 0, start_ready)}  # S -> (peak, resident, ready mask)
     history: list[dict[int, tuple[int, int]]] = []  # per layer: S -> (last task, previous S)
     states = 1
-    for size in range(n):
+    for size in range(len(steps)):
         nxt: dict[int, tuple[int, int, int]] = {}
         back: dict[int, tuple[int, int]] = {}
         for done, (peak, held, ready) in layer.items():
@@ -94,63 +114,107 @@ def least_peak(problem: OrderProblem, incumbent: tuple[str, ...], max_states: in
                 low = todo & -todo
                 todo ^= low
                 i = low.bit_length() - 1
-                candidate = max(peak, held + produced[i])
+                run, before = preds[i] & pinned & ~done, 0
+                bits = run
+                while bits:
+                    b = bits & -bits
+                    bits ^= b
+                    before += produced[b.bit_length() - 1]
+                candidate = max(peak, held + before + produced[i])
                 if candidate >= upper:
                     continue
-                state = done | low
+                state = done | run | low
                 if state in nxt and nxt[state][0] <= candidate:
                     continue
-                after = held + kept[i] - sum(s for users, s in freed_by[i] if not users & ~state)
+                after = held + before + kept[i] - sum(s for users, s in freed_by[i] if not users & ~state)
                 grown = ready ^ low
                 for j in succs[i]:
-                    if not preds[j] & ~state:
+                    if not preds[j] & ~state & ~pinned:
                         grown |= 1 << j
                 nxt[state] = (candidate, after, grown)
                 back[state] = (i, done)
         states += len(nxt)
         if deadline is not None and time.perf_counter() > deadline:
-            raise _Limit(f"time limit reached after {size + 1} of {n} layers of down-sets")
+            raise _Limit(f"time limit reached after {size + 1} of {len(steps)} layers of down-sets")
         if len(nxt) > max_states:
             raise _Limit(f"{len(nxt)} down-sets of size {size + 1} already exceed max_states={max_states} ({n} tasks)")
         if not nxt:
             return incumbent, states  # nothing beats the incumbent: it is optimal
         history.append(back)
         layer = nxt
-    order, state = [], (1 << n) - 1
+    full = sum(1 << i for i in range(n)) & ~sum(1 << i for i in at_end)
+    if steps:
+        peak, held, _ = layer[full]
+        if max(peak, held + sum(produced[i] for i in at_end)) >= upper:
+            return incumbent, states
+    elif sum(produced[i] for i in at_end) >= upper:
+        return incumbent, states
+    order, state = [], full
     for back in reversed(history):
-        i, state = back[state]
-        order.append(tasks[i])
-    return tuple(reversed(order)), states
+        i, previous = back[state]
+        run = state & ~previous & ~(1 << i)
+        order += [tasks[i]] + [tasks[j] for j in reversed(range(n)) if run >> j & 1]
+        state = previous
+    return tuple(reversed(order)) + tuple(tasks[i] for i in at_end), states
 
 
 def solve_segment(problem: OrderProblem, incumbent: tuple[str, ...], max_states: int,
-                  deadline: float | None) -> SegmentAnswer:
+                  deadline: float | None, cpsat_workers: int = 0) -> SegmentAnswer:
     """One segment: the better of ``incumbent`` and the best heuristic order, then proven or
-    improved by ``least_peak`` when the live-set bound does not already prove it."""
+    improved by ``least_peak`` when the live-set bound does not already prove it.  With
+    ``cpsat_workers``, a segment the programme cannot finish goes to CP-SAT (hinted with the
+    incumbent) for what remains of the time, after the programme had a sixth of it."""
     heuristic = run_order("best", problem).order
     if problem.peak(heuristic) < problem.peak(incumbent):
         incumbent = heuristic
     peak, bound = problem.peak(incumbent), live_set_lower_bound(problem)
     if peak == bound:
         return SegmentAnswer(incumbent, peak, bound, 0, "heuristic order meets the live-set bound")
+    dp_deadline = deadline
+    if cpsat_workers and deadline is not None:
+        dp_deadline = time.perf_counter() + (deadline - time.perf_counter()) / 6
     try:
-        order, states = least_peak(problem, incumbent, max_states, deadline)
+        order, states = least_peak(problem, incumbent, max_states, dp_deadline)
     except _Limit as stop:
-        return SegmentAnswer(incumbent, peak, bound, 0, str(stop))
+        if not cpsat_workers or deadline is None or time.perf_counter() >= deadline:
+            return SegmentAnswer(incumbent, peak, bound, 0, str(stop))
+        return cpsat_segment(problem, incumbent, bound, deadline - time.perf_counter(), cpsat_workers)
     best = problem.peak(order)
     return SegmentAnswer(order, best, best, states)
 
 
-def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: float | None = 60.0) -> OrderResult:
+def cpsat_segment(problem: OrderProblem, incumbent: tuple[str, ...], bound: int, seconds: float,
+                  workers: int) -> SegmentAnswer:
+    """CP-SAT's order model (``order_cpsat.OrderModel``) on a segment, hinted with ``incumbent``:
+    its order when better, and the larger of its bound and ``bound``."""
+    from .cpsat_common import SolverParams, run
+    from .order_cpsat import OrderModel
+    model = OrderModel(problem)
+    model.hint(incumbent)
+    solved = run(model.model, SolverParams(seconds, workers, 0))
+    order, lower = incumbent, solved.bound or 0
+    if solved.has_solution:
+        found = model.decode(solved.solver)
+        order = min(incumbent, found, key=problem.peak)
+        if solved.status == "optimal":  # CP-SAT proved its order's peak the least
+            lower = problem.peak(found)
+    peak = problem.peak(order)
+    bound = int(max(bound, min(lower, peak)))
+    return SegmentAnswer(order, peak, bound, 0, "" if bound == peak else f"CP-SAT {solved.status} in {seconds:.1f} s")
+
+
+def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: float | None = 60.0,
+                  cpsat_workers: int = 0) -> OrderResult:
     """The least-peak order ("optimal"), or the best order found ("feasible") with a certified
-    lower bound ``bound``; never raises for size.
+    lower bound ``bound``; never raises for size.  ``cpsat_workers`` > 0 lets CP-SAT finish the
+    segments the down-set programme cannot (``solve_segment``).
 
     The best heuristic order is the incumbent and the live-set bound the first lower bound L.
     The incumbent runs the series segments one after another (every order does), so its peak is
     the largest of its segment peaks.  Only a segment whose incumbent peak exceeds L can matter:
     any other has a least peak at most L, which is at most the optimum.  Those segments are
-    solved, highest first, each raising L to its proven optimum (or its own live-set bound).
-    The answer is proven when its peak reaches L.
+    solved, highest first, each raising L to its proven optimum (or its own bound).  The answer
+    is proven when its peak reaches L.
     """
     began = time.perf_counter()
     deadline = None if time_limit is None else began + time_limit
@@ -172,7 +236,7 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
             break
         seg = segment_problem(problem, parts, k)
         own = seg.tasks[:len(seg.tasks) - len(parts[k])] + orders[k]  # its BEFORE task first, if any
-        answer = solve_segment(seg, own, max_states, deadline)
+        answer = solve_segment(seg, own, max_states, deadline, cpsat_workers)
         info["solved_segments"] += 1
         info["down_sets"] += answer.down_sets
         orders[k], peaks[k] = join([answer.order], [seg]), answer.peak

@@ -15,7 +15,8 @@ from stax.strategy import run_order
 
 def chained(seed: int) -> OrderProblem:
     """Two or three small random DAGs in series (every sink of one feeds a join task that feeds
-    the next), with buffers skipping over joins and early outputs: segments that inherit buffers."""
+    the next), with buffers skipping over joins, early outputs and dead buffers: segments that
+    inherit buffers, sources that are pinned and some that are not."""
     rng = random.Random(seed)
     g, last = nx.DiGraph(), None
     for b in range(rng.choice([2, 3])):
@@ -29,6 +30,8 @@ def chained(seed: int) -> OrderProblem:
     tasks = tuple(nx.lexicographical_topological_sort(g))
     buffers = [Buffer(f"o_{v}", rng.randint(1, 64), v, tuple(g.successors(v)), g.out_degree(v) == 0 or rng.random() < 0.15)
                for v in tasks]
+    for v in rng.sample(tasks, 2):  # dead buffers: live at their producer's step only
+        buffers.append(Buffer(f"dead_{v}", rng.randint(1, 64), v, ()))
     for k in range(rng.randint(1, 3)):  # skips: an early task's buffer read much later
         a, b = sorted(rng.sample(range(len(tasks)), 2))
         buffers.append(Buffer(f"skip{k}", rng.randint(1, 64), tasks[a], (tasks[b],)))

@@ -8,6 +8,7 @@ import pytest
 
 from instances.dags import fusion_problem, layered_dag, order_problem, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, min_peak
+from solvers.fusion_bounds import compulsory_traffic
 from stax.problems import Buffer, FusionProblem, kernel_names, kernel_order_problem
 from stax.strategy import run_fusion, run_order
 
@@ -72,6 +73,17 @@ def test_fusion_bound_of_the_reported_diamond():
     for seed in range(3):
         r = run_fusion("cpsat", p, workers=1, seed=seed)
         assert r.status == "optimal" and r.bound == r.cost == optimum
+
+
+def test_compulsory_traffic_is_at_most_the_optimum():
+    tight = 0
+    for seed, g in shapes(60):
+        p = fusion_problem(g, seed, forbidden_fraction=0.1 + 0.3 * (seed % 3))
+        for problem in (p, huge_sizes(p, seed)):
+            optimum = min_fusion_cost(problem)[0]
+            assert compulsory_traffic(problem) <= optimum, problem.name
+            tight += compulsory_traffic(problem) == optimum
+    assert tight > 0
 
 
 def test_kernel_names_never_collide():

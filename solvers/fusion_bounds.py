@@ -1,0 +1,25 @@
+"""A certified lower bound on the least fusion traffic (Definition 7.3): compulsory traffic.
+
+Whatever the partition: a graph input that some node uses is read at least once; a produced
+output is written once; and a produced buffer with a user that may not share its producer's
+kernel (a forbidden pair) crosses a kernel boundary, so it is written once and read at least
+once.  The bound sums these per buffer; it needs no solver and is valid at any size.
+"""
+from __future__ import annotations
+
+from stax.problems import FusionProblem
+
+
+def compulsory_traffic(problem: FusionProblem) -> int:
+    """Bytes every valid partition moves (module doc): at most the least Definition 7.3 cost."""
+    forbidden = problem.forbidden_set()
+    loners = {v for v in problem.nodes if len(problem.buffers_of(v)) > problem.max_buffers}
+    total = 0
+    for buf in problem.buffers:
+        if buf.producer is None:
+            total += buf.size if buf.users else 0
+            continue
+        crosses = any(u != buf.producer and (frozenset((buf.producer, u)) in forbidden or u in loners
+                                             or buf.producer in loners) for u in buf.users)
+        total += buf.size * ((buf.is_output or crosses) + crosses)
+    return total

@@ -1,0 +1,71 @@
+"""Fusion by regions (solvers/fusion_decompose.py): the cost is additive over regions, and the
+regional optimum equals undecomposed CP-SAT and brute force on hundreds of seeded graphs."""
+import random
+
+import networkx as nx
+
+from instances.dags import fusion_problem, layered_dag, series_parallel_dag
+from solvers.brute_force import min_fusion_cost, set_partitions
+from solvers.fusion_decompose import region_problem, regional_fusion, regions
+from stax.errors import InvalidScheduleError
+from stax.problems import ForbiddenPair, FusionProblem
+from stax.strategy import run_fusion
+
+
+def with_externs(seed: int) -> FusionProblem:
+    """A small random DAG (a chain of two pieces through a join, or one piece) in which a few
+    nodes are forbidden with every other node, as extern kernels are."""
+    rng = random.Random(seed)
+    g = (layered_dag if seed % 2 else series_parallel_dag)(rng.randint(3, 5), seed)
+    if seed % 3:
+        h = nx.relabel_nodes(series_parallel_dag(rng.randint(2, 4), seed + 1), lambda v: f"n{int(v[1:]) + 20}")
+        g.add_edges_from(h.edges)
+        g.add_nodes_from(h.nodes)
+        g.add_edges_from((v, "n19") for v in list(g) if g.out_degree(v) == 0 and v not in h and v != "n19")
+        g.add_edges_from(("n19", v) for v in h if h.in_degree(v) == 0)
+    p = fusion_problem(g, seed, forbidden_fraction=0.1)
+    externs = rng.sample(p.nodes, k=min(len(p.nodes), rng.randint(1, 3)))
+    pairs = {frozenset((q.a, q.b)) for q in p.forbidden}
+    extra = [ForbiddenPair(x, v, "extern") for x in externs for v in p.nodes
+             if v != x and frozenset((x, v)) not in pairs and (v not in externs or x < v)]
+    return FusionProblem(p.nodes, p.buffers, p.forbidden + tuple(extra), name=f"externs-{seed}")
+
+
+def valid(problem: FusionProblem, blocks) -> bool:
+    try:
+        problem.validate(blocks)
+    except InvalidScheduleError:
+        return False
+    return True
+
+
+def test_cost_is_additive_over_regions():
+    checked = 0
+    for seed in range(150):
+        p = with_externs(seed)
+        parts = regions(p)
+        assert sorted(v for r in parts for v in r) == sorted(p.nodes)
+        subs = [region_problem(p, r) for r in parts]
+        rng = random.Random(seed)
+        for _ in range(5):  # random partitions within regions: valid exactly when every region's is
+            blocks = [b for r in parts for b in rng.choice(list(set_partitions(list(r)))[:50])]
+            per_region = [[b for b in blocks if set(b) <= set(r)] for r in parts]
+            assert valid(p, blocks) == all(valid(sub, bs) for sub, bs in zip(subs, per_region)), p.name
+            if valid(p, blocks):
+                assert p.cost(blocks) == sum(sub.cost(bs) for sub, bs in zip(subs, per_region)), p.name
+                checked += 1
+    assert checked > 200
+
+
+def test_regional_fusion_equals_cpsat_and_brute_force():
+    split = 0
+    for seed in range(150):
+        p = with_externs(seed)
+        result = regional_fusion(p, workers=1)
+        split += len(regions(p)) > 1
+        assert result.status == "optimal" and result.bound == result.cost, p.name
+        assert p.validate(result.partition)
+        assert result.cost == run_fusion("cpsat", p, workers=1).cost, p.name
+        if len(p.nodes) <= 9:
+            assert result.cost == min_fusion_cost(p)[0], p.name
+    assert split > 50

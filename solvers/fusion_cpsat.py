@@ -71,7 +71,8 @@ class FusionModel:
             self.model.add(self.pos[self.index[a]] <= self.pos[self.index[b]])
         # Auxiliary literals and their value as a function of a block map (for complete hints).
         self.derived: list[tuple[cp_model.IntVar, Callable[[dict[int, int]], bool]]] = []
-        self.model.minimize(self._cost())
+        self.cost = self._cost()
+        self.model.minimize(self.cost)
         self._kernel_limits()
 
     # --- building blocks ---------------------------------------------------------------------

@@ -96,3 +96,27 @@ def test_training_family_is_proven_and_a_stopped_search_is_bounded():
     stopped = bounded_order(wide, max_states=50)
     assert stopped.bound <= bounded_order(wide).peak <= stopped.peak
     assert stopped.status == ("optimal" if stopped.bound == stopped.peak else "feasible")
+
+
+MODEL_NODES = {"gpt2-12-forward.fusion": 255, "gpt2-12-train.order": 826, "gpt2-30-train.order": 2068,
+               "bert-12-forward.fusion": 276, "bert-12-train.order": 829, "resnet-8-forward.fusion": 40,
+               "resnet-8-train.fusion": 195, "mixer-8-forward.fusion": 99, "mixer-8-train.fusion": 441}
+
+
+def test_whole_model_instances_load_with_their_node_counts():
+    from instances.store import load, shipped
+    names = [n for n in shipped() if n.startswith("data/models/")]
+    assert sorted(n.removeprefix("data/models/") for n in names) == sorted(MODEL_NODES)
+    for name in names:
+        inst = load(name)
+        assert len(inst.order_problem().tasks) == MODEL_NODES[name.removeprefix("data/models/")], name
+        assert len(inst.content_hash()) == 16
+    assert load("training/500/2").kind == "order" and load("training_fusion/60/2").kind == "fusion"
+
+
+def test_forward_model_order_is_proven_by_decomposition():
+    from instances.store import load
+    p = load("data/models/gpt2-12-forward.fusion").order_problem()
+    result = bounded_order(p)
+    assert result.status == "optimal" and result.peak == result.bound <= run_order("best", p).peak
+    assert result.info["segments"] > 100

@@ -128,58 +128,57 @@ def gap(value: float, bound: float | None) -> float | None:
     return None if bound is None else (value - bound) / bound if bound else 0.0
 
 
+Answer = tuple[str, int, float]  # status, value, certified lower bound
 ORDER_SOLVERS: dict[str, Callable[[OrderProblem, float, int], OrderResult]] = {
     "decomposed dp": lambda p, limit, workers: bounded_order(p, time_limit=limit),
     "decomposed dp + cpsat": lambda p, limit, workers: bounded_order(p, time_limit=limit, cpsat_workers=workers),
     "cpsat": lambda p, limit, workers: run_order("cpsat", p, time_limit=limit, workers=workers),
 }
-
-
-def order_rows(name: str, p: OrderProblem, limits: tuple[float, float], workers: int) -> list[dict]:
-    best = run_order("best", p).peak
-    rows, found = [], [float(live_set_lower_bound(p))]
-    for solver in ORDER_SOLVERS:
-        row = {"graph": name, "problem": "order", "nodes": len(p.tasks), "solver": solver}
-        for limit in limits:
-            r = ORDER_SOLVERS[solver](p, limit, workers)
-            found.append(r.bound or 0.0)
-            row |= {f"status {limit:g} s": r.status, f"gap {limit:g} s": gap(r.peak, r.bound),
-                    f"seconds {limit:g} s": round(r.seconds, 2)}
-            if r.status == "optimal":  # proven within the smaller limit: the larger one adds nothing
-                row |= {f"status {limits[1]:g} s": r.status, f"gap {limits[1]:g} s": 0.0,
-                        f"seconds {limits[1]:g} s": round(r.seconds, 2)}
-                break
-        rows.append(row)
-    for row in rows:
-        row["heuristic gap"] = gap(best, max(found))
-    return rows
-
-
 FUSION_SOLVERS: dict[str, Callable[[FusionProblem, float, int], FusionResult]] = {
     "regions + cpsat": lambda p, limit, workers: regional_fusion(p, time_limit=limit, workers=workers),
     "cpsat": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers),
 }
 
 
-def fusion_rows(name: str, p: FusionProblem, limits: tuple[float, float], workers: int) -> list[dict]:
-    greedy = run_fusion("greedy", p).cost
-    rows, found = [], [compulsory_traffic(p)]
-    for solver in FUSION_SOLVERS:
-        row = {"graph": name, "problem": "fusion", "nodes": len(p.nodes), "solver": solver}
+def solver_rows(head: dict, solvers: dict[str, Callable[[float], tuple[Answer, float]]], heuristic: int,
+                bound: float, limits: tuple[float, float]) -> list[dict]:
+    """One row per solver: status, gap and seconds at each limit (a proof within the smaller
+    limit stands for both), and the heuristic's gap to the best bound any solver found."""
+    rows = []
+    for solver, solve in solvers.items():
+        row = head | {"solver": solver}
         for limit in limits:
-            r = FUSION_SOLVERS[solver](p, limit, workers)
-            bound = max(r.bound or 0, compulsory_traffic(p))
-            found.append(bound)
-            row |= {f"status {limit:g} s": r.status, f"gap {limit:g} s": gap(r.cost, bound),
-                    f"seconds {limit:g} s": round(r.seconds, 2)}
-            if r.status == "optimal":
-                row |= {f"status {limits[1]:g} s": r.status, f"gap {limits[1]:g} s": 0.0,
-                        f"seconds {limits[1]:g} s": round(r.seconds, 2)}
+            (status, value, lower), seconds = solve(limit)
+            bound = max(bound, lower)
+            for at in (limits if status == "optimal" else (limit,)):
+                row |= {f"status {at:g} s": status, f"gap {at:g} s": gap(value, lower), f"seconds {at:g} s": round(seconds, 2)}
+            if status == "optimal":
                 break
         rows.append(row)
-    for row in rows:
-        row["heuristic gap"] = gap(greedy, max(found))
-    return rows
+    return [row | {"heuristic gap": gap(heuristic, bound)} for row in rows]
+
+
+def order_rows(name: str, p: OrderProblem, limits: tuple[float, float], workers: int) -> list[dict]:
+    def runner(solver: str) -> Callable[[float], tuple[Answer, float]]:
+        def solve(limit: float) -> tuple[Answer, float]:
+            r = ORDER_SOLVERS[solver](p, limit, workers)
+            return (r.status, r.peak, r.bound or 0.0), r.seconds
+        return solve
+    head = {"graph": name, "problem": "order", "nodes": len(p.tasks)}
+    return solver_rows(head, {s: runner(s) for s in ORDER_SOLVERS}, run_order("best", p).peak,
+                       float(live_set_lower_bound(p)), limits)
+
+
+def fusion_rows(name: str, p: FusionProblem, limits: tuple[float, float], workers: int) -> list[dict]:
+    compulsory = compulsory_traffic(p)
+
+    def runner(solver: str) -> Callable[[float], tuple[Answer, float]]:
+        def solve(limit: float) -> tuple[Answer, float]:
+            r = FUSION_SOLVERS[solver](p, limit, workers)
+            return (r.status, r.cost, max(r.bound or 0.0, compulsory)), r.seconds
+        return solve
+    head = {"graph": name, "problem": "fusion", "nodes": len(p.nodes)}
+    return solver_rows(head, {s: runner(s) for s in FUSION_SOLVERS}, run_fusion("greedy", p).cost, compulsory, limits)
 
 
 def whole_graph_table(quick: bool, limits: tuple[float, float], workers: int) -> pd.DataFrame:

@@ -67,8 +67,8 @@ def test_every_order_peaks_at_its_worst_segment():
 
 def test_decomposed_dp_equals_undecomposed_and_brute_force():
     multi = 0
-    for p in small_problems(300):
-        optimum = min_peak(p)[0] if len(p.tasks) <= 8 else None
+    for p in small_problems(200):
+        optimum = min_peak(p)[0] if len(p.tasks) <= 7 else None
         undecomposed = p.peak(least_peak(p, run_order("original", p).order, 10 ** 6, None)[0])
         composed = max(p_.peak(least_peak(p_, p_.tasks, 10 ** 6, None)[0]) for p_ in segment_problems(p))
         result = bounded_order(p)
@@ -78,7 +78,7 @@ def test_decomposed_dp_equals_undecomposed_and_brute_force():
         assert live_set_lower_bound(p) <= result.peak
         if optimum is not None:
             assert result.peak == optimum, p.name
-    assert multi > 100  # the decomposition is exercised
+    assert multi > 60  # the decomposition is exercised
 
 
 def test_decomposed_dp_equals_cpsat_on_larger_chains():
@@ -92,10 +92,10 @@ def test_training_family_is_proven_and_a_stopped_search_is_bounded():
     result = bounded_order(p)
     assert result.status == "optimal" and result.peak == result.bound
     assert result.peak <= run_order("best", p).peak
-    wide = order_problem(layered_dag(60, seed=3, layers=3), 3)
-    stopped = bounded_order(wide, max_states=50)
-    assert stopped.bound <= bounded_order(wide).peak <= stopped.peak
-    assert stopped.status == ("optimal" if stopped.bound == stopped.peak else "feasible")
+    wide = order_problem(layered_dag(30, seed=3, layers=3), 3)
+    stopped, proven = bounded_order(wide, max_states=50), bounded_order(wide)
+    assert proven.status == "optimal" and stopped.status == "feasible"
+    assert stopped.bound <= proven.peak < stopped.peak
 
 
 MODEL_NODES = {"gpt2-12-forward.fusion": 255, "gpt2-12-train.order": 826, "gpt2-30-train.order": 2068,

@@ -15,7 +15,7 @@ import random
 
 from stax.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem, kernel_order_problem
 
-NODES_PER_LAYER = 8  # on average: matmul + 2 ops forward, their gradients, data and weight gradients
+NODES_PER_LAYER = 7  # on average: matmul + 2 ops forward, their gradients, data and weight gradients
 
 
 class _Builder:

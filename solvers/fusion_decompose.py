@@ -87,9 +87,9 @@ def region_problem(problem: FusionProblem, region: tuple[str, ...]) -> FusionPro
 
 
 def regional_fusion(problem: FusionProblem, time_limit: float = 60.0, workers: int = 2) -> FusionResult:
-    """CP-SAT on every region of more than one node, sharing ``time_limit``; "optimal" when every
-    region is proven, else "feasible" with the sum of the regions' bounds (each at least the
-    region's compulsory traffic)."""
+    """CP-SAT on every region of more than one node, sharing ``time_limit``; the bound is the sum
+    of the regions' bounds (each at least the region's compulsory traffic), "optimal" when the
+    cost reaches it (every region proven, or its answer meeting its bound), else "feasible"."""
     began = time.perf_counter()
     parts = regions(problem)
     blocks, bound, proven = [], 0, True
@@ -106,8 +106,9 @@ def regional_fusion(problem: FusionProblem, time_limit: float = 60.0, workers: i
         proven &= result.status == "optimal"
     partition = ordered_blocks(problem, blocks)
     cost = problem.cost(partition)
-    return FusionResult(partition, "optimal" if proven and cost == bound else "feasible", cost, float(min(bound, cost)),
-                        time.perf_counter() - began, {"regions": len(parts), "largest_region": max(map(len, parts))})
+    info = {"regions": len(parts), "largest_region": max(map(len, parts)), "regions_proven": proven}
+    return FusionResult(partition, "optimal" if cost == bound else "feasible", cost, float(min(bound, cost)),
+                        time.perf_counter() - began, info)
 
 
 def problem_cost_alone(problem: FusionProblem, region: tuple[str, ...]) -> int:

@@ -8,7 +8,9 @@ outside S, plus t's own buffers.  Hence
 
 and best(all tasks) is the least peak over all topological orders.  The programme walks the
 down-sets layer by layer (by size), memoizing one entry per down-set (the least peak reaching
-it: a down-set's resident bytes do not depend on the order inside it).
+it: a down-set's resident bytes do not depend on the order inside it).  Tasks without
+predecessors run only just before their first successor (``least_peak`` proves this loses
+nothing), which keeps their interleavings out of the down-sets.
 
 Pruning (branch and bound): an order of known peak ``upper`` (the best heuristic order) is the
 incumbent, and a state whose peak already reaches ``upper`` is dropped, since every completion
@@ -18,10 +20,10 @@ is skipped altogether.
 
 ``DownSetOrder`` first splits the problem into series segments (``order_decompose``, whose
 docstring proves the composition) and runs the programme on each segment that can set the peak
-(``bounded_order``).  It refuses, with
-``StaxError``, when a layer of some segment would exceed ``max_states`` (or the optional
-``time_limit`` runs out): the number of down-sets grows exponentially with the width of the DAG.
-``bounded_order`` returns the best order found with a certified bound instead of refusing.
+(``bounded_order``).  It refuses, with ``StaxError``, when a layer of some segment would exceed
+``max_states`` (or the optional ``time_limit`` runs out): the number of down-sets grows
+exponentially with the width of the DAG.  ``bounded_order`` returns the best order found with a
+certified bound instead of refusing, and can hand such segments to CP-SAT.
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ static void team_gemm(void* fn, const T* a, const T* b, T* c, int64_t batch, int
                       int64_t b_step, int ta, int tb, int threads) {
   auto gemm = reinterpret_cast<gemm_fn<I, T>>(fn);
   const int64_t parts = batch >= threads ? 1 : threads;  // a short batch splits its rows
-  #pragma omp parallel for num_threads(threads) schedule(static)
+  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t task = 0; task < batch * parts; ++task) {
     const int64_t p = task / parts, lo = m * (task % parts) / parts, hi = m * (task % parts + 1) / parts;
     const T* rows = a + p * m * k + (ta ? lo : lo * k);  // rows lo..hi of A: columns of its stored k x m

@@ -147,8 +147,10 @@ def compile_flags(isa: Isa) -> list[str]:
 
 #: the OpenMP entry points GCC lowers the kernels' constructs to, which the kernels take from
 #: stax_parallel.cpp's pool instead of libgomp (whose regions cost 0.9 us each; see that file)
-PARALLEL_ENTRY_POINTS = ("GOMP_parallel", "GOMP_barrier", "GOMP_single_start", "omp_get_thread_num",
-                         "omp_get_num_threads")
+PARALLEL_ENTRY_POINTS = ("GOMP_parallel", "GOMP_parallel_loop_nonmonotonic_dynamic", "GOMP_parallel_loop_dynamic",
+                         "GOMP_barrier", "GOMP_single_start", "GOMP_loop_nonmonotonic_dynamic_start",
+                         "GOMP_loop_nonmonotonic_dynamic_next", "GOMP_loop_dynamic_start", "GOMP_loop_dynamic_next",
+                         "GOMP_loop_end", "GOMP_loop_end_nowait", "omp_get_thread_num", "omp_get_num_threads")
 LINK_FLAGS = [*(f"-Wl,--wrap={name}" for name in PARALLEL_ENTRY_POINTS), "-Wl,--as-needed", "-lmvec", "-lm"]
 
 
@@ -252,8 +254,10 @@ def load_runtime() -> ctypes.CDLL:
 def parallel_stats() -> dict[str, int]:
     """The kernels' thread pool so far in this process: regions run on the pool, regions run by
     their calling thread alone (one thread asked for, the pool taken, or the region nested), pool
-    threads, and waits that ended asleep (the rest spun until their wait ended)."""
-    names = ("pooled", "alone", "threads", "sleeps")
+    threads, waits that ended asleep (the rest spun until their wait ended), chunks taken back
+    (run by a region's caller beyond its even share, because a pool thread was late) and late
+    joins (a pool thread that came to a region after its caller had finished it, and returned)."""
+    names = ("pooled", "alone", "threads", "sleeps", "taken_back", "late")
     counts = (ctypes.c_int64 * len(names))()
     load_runtime().stax_parallel_stats(counts)
     return dict(zip(names, counts))

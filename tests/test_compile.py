@@ -843,7 +843,7 @@ def test_large_row_outputs_stream_past_the_caches(monkeypatch, columns, check):
     small = check(_softmax, x[:64], threads=2).block_kernels[0].source
     assert "vstore_stream" not in small and "store_fence" not in small
     for text in (source, small):  # the region's closing barrier is the only one after the last loop
-        assert "#pragma omp for nowait" in text and "#pragma omp barrier" not in text
+        assert re.search(r"#pragma omp for schedule\(dynamic, \d+\) nowait", text) and "#pragma omp barrier" not in text
 
 
 def test_loops_with_an_expensive_op_per_streamed_element_prefetch_their_large_rows_ahead(monkeypatch, check):
@@ -1064,7 +1064,7 @@ def test_example_7_1_reads_like_listing_7_1(monkeypatch, level, width):
     src = compiled.block_kernels[0].source
     assert compiled.block_kernels[0].form == "vector"
     assert 'extern "C" void cpp_fused_op0_op1(const float* in_ptr0, float* out_ptr0, int64_t* err)' in src
-    assert re.search(r"#pragma omp for\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", src)
+    assert re.search(r"#pragma omp for schedule\(dynamic, 8\)\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", src)
     assert src.count("#pragma omp for") == 1
     op0, op1 = src.split("// op1\n")
     # op0: vector accumulators of W lanes over the row, combined at the end (Proposition 8.1)
@@ -1091,7 +1091,7 @@ def test_example_7_1_before_fusion(monkeypatch):
     compiled = compile_graph(stax.trace(example_7_1, x), Options(fusion="none"))
     assert [k.name for k in compiled.block_kernels] == ["cpp_fused_op0", "cpp_fused_op1"]
     row_sum, division = (k.source for k in compiled.block_kernels)
-    assert re.search(r"#pragma omp for\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", row_sum)
+    assert re.search(r"#pragma omp for schedule\(dynamic, \d+\)\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", row_sum)
     assert "stax::vload(in_ptr0 + 128*x0 + y0 + 16)" in row_sum
     assert "for (int64_t x1 = 0; x1 < 128; x1 += 16)" in division
     assert "out_ptr0[x0] = tmp_acc0;" in row_sum

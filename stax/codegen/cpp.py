@@ -58,7 +58,7 @@ from .split_reduction import SplitReduction
 from .tiles import Tiles
 from .tuning import (ACCUMULATORS, CACHE_LINE, EXPENSIVE_WEIGHT, MAX_VECTOR_STRIDE, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES,
                      PARALLEL_MIN_WORK, PREFETCH_AHEAD_BYTES, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, SUM_BLOCK,
-                     WIDE_SUM_MIN, parallel_depth)
+                     WIDE_SUM_MIN, chunk_iterations, parallel_depth)
 
 
 @dataclass
@@ -379,7 +379,10 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         lines: list[str] = []
         ind = ""
         if depth > 0:  # a fenced block waits at its own barrier, after the fence
-            lines.append(f"#pragma omp for{f' collapse({depth})' if depth > 1 else ''}{' nowait' if self.fenced else ''}")
+            chunk = chunk_iterations([(bounds or {}).get(v, (0, r, 1)) for v, r in zip(vars_[:depth], ranges[:depth])],
+                                     self.threads)
+            lines.append(f"#pragma omp for{f' collapse({depth})' if depth > 1 else ''} schedule(dynamic, {chunk})"
+                         f"{' nowait' if self.fenced else ''}")
         for v, r in zip(vars_, ranges):
             start, stop, step = (bounds or {}).get(v, (0, r, 1))
             lines.append(ind + self._loop(v, str(start), str(stop), step))

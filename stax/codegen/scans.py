@@ -61,7 +61,7 @@ class BlockedScan:
         bounds = [f"    int64_t lo = c * {n} / {chunks}, hi = (c + 1) * {n} / {chunks};"]
         identity = {m.name: literal(reduction_identity(m.buf.scan, m.buf.dtype), m.buf.dtype, False)
                     for m in self.scans}
-        lines = ["// pass 1: each chunk's total", "#pragma omp for schedule(static)",
+        lines = ["// pass 1: each chunk's total", "#pragma omp for schedule(dynamic, 1)",
                  self._loop("c", "0", str(chunks)), "{", *bounds]
         totals = self._scan_pass(self.members[:last + 1], identity, "lo", "hi", False, "    ", lines)
         lines += [f"    {m.buf.name}_chunks[c + 1] = {totals[m.name]};" for m in self.scans] + ["}"]
@@ -71,7 +71,7 @@ class BlockedScan:
             lines += [f"    {chunk}[0] = {identity[m.name]};",
                       "    " + self._loop("c", "1", str(chunks + 1)),
                       f"        {chunk}[c] = stax::r_{m.buf.scan}({chunk}[c - 1], {chunk}[c]);"]
-        lines += ["}", "// pass 2: each chunk from its offset", "#pragma omp for schedule(static)",
+        lines += ["}", "// pass 2: each chunk from its offset", "#pragma omp for schedule(dynamic, 1)",
                   self._loop("c", "0", str(chunks)), "{", *bounds]
         self._scan_pass(self.members, {m.name: f"{m.buf.name}_chunks[c]" for m in self.scans}, "lo", "hi", True,
                         "    ", lines)

@@ -76,7 +76,7 @@ class SplitReduction:
         f = self.frame
         chunks, rows, size = self.threads, f.inner[0], prod(f.outer)
         reductions = [m for m in self.members if m.inner]
-        lines = ["#pragma omp for schedule(static)", self._loop("c", "0", str(chunks)), "{",
+        lines = ["#pragma omp for schedule(dynamic, 1)", self._loop("c", "0", str(chunks)), "{",
                  f"    const int64_t lo = c * {rows} / {chunks}, hi = (c + 1) * {rows} / {chunks};"]
         lines += ["    int64_t seen = 0;"] if any(m.buf.reduction == "m2" for m in reductions) else []
         for m in reductions:

@@ -1,29 +1,84 @@
 // The kernels' OpenMP runtime: the part of libgomp's ABI that GCC lowers the kernels' constructs
-// to (section 8.5's `#pragma omp parallel`, `omp for` with its static schedule, `omp barrier`,
-// `omp single`), on one process-wide pool of threads that spin before they sleep.  The kernels
-// are linked with `--wrap` for these five symbols (runtime.LINK_FLAGS), so they call the
-// `__wrap_` functions below and never libgomp; other libraries of the process keep libgomp.
+// to (section 8.5's `#pragma omp parallel`, `omp for schedule(dynamic, k)`, `omp barrier`,
+// `omp single`), on one process-wide pool of threads that spin before they sleep, and that
+// never makes a region wait for a thread that has not started it.  The kernels are linked with
+// `--wrap` for these symbols (runtime.PARALLEL_ENTRY_POINTS), so they call the `__wrap_`
+// functions below and never libgomp; other libraries of the process keep libgomp.
 //
-// Why: libgomp calls futex wake at both barriers of every region even when its threads spin, so
-// an empty two-thread region cost about 0.9 us on an AVX2 host, against 0.06 us for a region that
-// only wakes a thread that sleeps; at 64 x 128 that was a sixth of a one-kernel program's call.
-// On an AVX-512 host, in a loop: libgomp 1.1-1.2 us, this pool 0.7 us.
+// Why a pool: libgomp calls futex wake at both barriers of every region even when its threads
+// spin (an empty two-thread region: 0.9 us on an AVX2 host, 1.1-1.2 us on an AVX-512 host).
+// Why chunks claimed dynamically: with a static schedule a region hands half its iterations to a
+// pool thread, and when another process runs on that thread's core the caller waits until the
+// thread is scheduled again (milliseconds).  Here each worksharing loop is cut into chunks
+// (Algorithm 8.1's schedule in cpp.py decides the chunk size from the team's size) that the
+// threads claim from a shared counter, so the caller takes back every chunk a late thread has not
+// claimed, and a pool thread that wakes after the region is over returns at once.  A static
+// schedule cannot do this: GCC lowers it inline, each thread computing its share from
+// omp_get_num_threads(), so that share is lost unless its thread runs.  `schedule(dynamic, k)`
+// is lowered to GOMP_loop_nonmonotonic_dynamic_start/next, which the pool implements; emitting
+// our own claim loop instead would duplicate GCC's collapse and bounds arithmetic in cpp.py.
 //
-// A region runs on the pool when its calling thread holds the pool; a region that finds the pool
-// taken (by another thread of the process, or nested in a region) runs on its calling thread
-// alone, a team of one, which every kernel computes correctly (its schedule is computed from the
-// team's size).  A thread waits by spinning SPIN_SECONDS, then sleeps on a futex, which the
-// waking side calls only when someone sleeps.  With more threads than CPUs, or under OpenMP's
-// OMP_WAIT_POLICY=passive, nothing spins.  A forked child starts with no pool threads.
+// A region: the caller owns the pool (one region at a time), publishes the region's number to
+// the pool threads of its team, then runs the region's function itself.  A pool thread joins by
+// a compare-and-swap on the region's `members` word (region number, CLOSED bit, threads inside);
+// it fails once the caller has closed the region, and the thread then goes back to waiting.
+// Worksharing constructs are numbered per thread in the order it meets them (every thread runs
+// the same code, so step j is the same loop or single on every thread).  Step j's chunks are
+// claimed from claim word j % STEPS = (j + 1) << 32 | next chunk; the first thread to reach the
+// step sets it.  A barrier waits for chunks, not threads: every thread adds the chunks it ran to
+// `done` when it reaches a barrier or leaves, and a barrier after step j waits until `done`
+// counts every chunk of steps 0..j (each thread knows that number from the loops it met).
+//
+// Why the hand-back is safe (the invariants, by the numbered lines below):
+// (1) No chunk runs twice: a chunk is run by the thread whose compare-and-swap moved the claim
+//     word from (j + 1, c) to (j + 1, c + 1) (or set it to (j + 1, 1) for c = 0); a word moves
+//     only forward, so each (j, c) is taken by one CAS.  A thread at step j that finds a later
+//     step (> j + 1) in the slot takes nothing: that slot was reset for step j + k*STEPS only by a
+//     thread that had passed step j, which it leaves only when its claim fails, i.e. when every
+//     chunk of step j was claimed.  So the ring never hands a step's slot to a later step while
+//     a chunk of it is unclaimed, and a slow thread never claims a later step's chunk for step j.
+// (2) No chunk is lost: the caller runs the region's function to its end, so it meets every step
+//     and claims until each step's claim fails, i.e. until every chunk is claimed by someone;
+//     a claimed chunk is run by its claimer, which is inside the function (a member), and the
+//     caller returns only after every member has left (4).
+// (3) Barriers keep their meaning: a chunk of a step after a barrier is claimed only by a thread
+//     that passed that barrier, and it passed only when `done` counted every chunk of the steps
+//     before it.  Chunks are added to `done` after they ran (release), only at a barrier or on
+//     leaving, and chunks of later steps are added only by threads that passed the barrier, so
+//     `done` >= expected means every chunk before the barrier has run and its writes (a fenced
+//     block's non-temporal stores included: its fence precedes the thread's next barrier) are
+//     visible (acquire).  A barrier never waits for a thread that did not join, nor for one that
+//     joined but holds no chunk: it waits only for claimed chunks, so the "team" of a barrier is
+//     whoever claimed work before it.  `omp single` is a step of one chunk; `omp single`'s
+//     implicit barrier then waits for the thread that ran it.
+// (4) No thread touches a region's data after the caller returns: a pool thread reads the
+//     region's function and data only after it joined, and the caller, after its own run, sets
+//     CLOSED and waits until no member is left; a thread that joins later fails its CAS (the
+//     region number or CLOSED differs) and returns to waiting without reading either.  Claim
+//     words and `done` are reset for the next region only while no member exists.
+//
+// Code that asks for its team (omp_get_num_threads / omp_get_thread_num: a static schedule, as
+// in matmul's library calls of other builds) needs every thread it planned for: such a region
+// waits at its end for every pool thread it handed itself to (libgomp's behaviour), and a barrier
+// after such a query is refused (abort with a message), since the pool's barriers count chunks.
+//
+// A region that finds the pool taken (by another thread of the process, or nested in a region)
+// runs on its calling thread alone, a team of one; a worksharing loop outside a pooled region
+// (orphaned, or in such a region) is one chunk on its thread.  A thread waits by spinning
+// SPIN_SECONDS, then sleeps on a futex, which the waking side calls only when someone sleeps.
+// With more threads than CPUs, or under OMP_WAIT_POLICY=passive, nothing spins.  A forked child
+// starts with no pool threads.
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <strings.h>
 #include <new>
+#include <random>
 #include <thread>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -39,6 +94,9 @@ double spin_seconds() {  // about what libgomp spins by default before it sleeps
 const double SPIN_SECONDS = spin_seconds();
 std::atomic<int64_t> sleeps{0};  // waits that ended asleep
 const int MAX_TEAM = 256;
+const uint32_t STEPS = 64;                   // claim words: steps a slow member may lag behind
+const uint64_t MAX_CHUNKS = uint64_t(1) << 31;  // chunks of one loop (the claim word's low half)
+const uint64_t CLOSED = uint64_t(1) << 31;      // in `members`: no thread may join any more
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -46,16 +104,25 @@ inline void cpu_relax() {
 #endif
 }
 
-// A word that threads wait on to change, and the count of those asleep on it.
+void futex(void* word, int op, uint32_t value) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, nullptr, nullptr, 0);
+}
+
+// A word threads wait on, and the count of those asleep on it.  A sleeper sleeps on the low 32
+// bits (little-endian x86-64), so every change a waiter waits for changes them.  A sleeper counts
+// itself before it reads the value and a writer reads the count after it writes the value (both
+// sequentially consistent): either the sleeper sees the new value or it is woken.
+template <typename T>
 struct Word {
-  std::atomic<uint32_t> value{0};
+  std::atomic<T> value{0};
   std::atomic<uint32_t> sleepers{0};
 
-  void wait_while(uint32_t old, bool spin) {
+  template <typename Ready>
+  void wait_until(Ready ready, bool spin) {
     if (spin && SPIN_SECONDS > 0) {  // the clock is first read after a while: most waits end before
       std::chrono::steady_clock::time_point start;
       for (uint32_t i = 1;; ++i) {
-        if (value.load(std::memory_order_acquire) != old) return;
+        if (ready(value.load(std::memory_order_acquire))) return;
         cpu_relax();
         if (i % 256 == 0) {
           const auto now = std::chrono::steady_clock::now();
@@ -66,60 +133,194 @@ struct Word {
     }
     sleeps.fetch_add(1, std::memory_order_relaxed);
     sleepers.fetch_add(1, std::memory_order_seq_cst);
-    while (value.load(std::memory_order_seq_cst) == old)
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&value), FUTEX_WAIT_PRIVATE, old, nullptr, nullptr, 0);
+    for (T v; !ready(v = value.load(std::memory_order_seq_cst));)
+      futex(&value, FUTEX_WAIT_PRIVATE, uint32_t(v));
     sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
-
-  // A sleeper counts itself before it reads the value and this reads the count after it writes
-  // the value (both sequentially consistent): either it sees the new value or it is woken.
-  void publish(uint32_t next) {
-    value.store(next, std::memory_order_seq_cst);
-    if (sleepers.load(std::memory_order_seq_cst) > 0)
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&value), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  void wait_while(T old, bool spin) { wait_until([old](T v) { return v != old; }, spin); }
+  void wake() {
+    if (sleepers.load(std::memory_order_seq_cst) > 0) futex(&value, FUTEX_WAKE_PRIVATE, INT_MAX);
   }
+  void publish(T next) { value.store(next, std::memory_order_seq_cst); wake(); }
+  T add(T k) { const T old = value.fetch_add(k, std::memory_order_seq_cst); wake(); return old; }
 };
 
-// What the master hands one pool thread for a region.  The region's fields share the cache line
-// of the word that hands it over, so the pool thread takes them with the transfer of that line
-// that shows it the new value; it reports the region done on a line of its own, which only the
-// master reads.  On an AVX-512 host whose two cores take 0.35 to 0.45 us for a round trip, an
-// empty two-thread region in a loop took 0.67 to 0.77 us (0.74 to 0.86 with a count of running
-// threads and a join word that every pool thread updated).
+// What the caller hands one pool thread: the number of the region to try to join.
 struct alignas(64) Slot {
-  Word start;  // bumped to hand over a region
+  Word<uint32_t> start;
+  int tid = 0;
+};
+
+struct alignas(64) Claim { std::atomic<uint64_t> word{0}; };  // (step + 1) << 32 | next chunk
+
+// A region's first worksharing loop, when GCC combined the two (`omp parallel` around one `omp for`).
+struct Loop {
+  bool combined = false;
+  long start = 0, end = 0, incr = 1, chunk = 1;
+};
+
+// The pool's current region; its fields are written by the caller while no member exists.
+struct Region {
   void (*fn)(void*) = nullptr;
   void* data = nullptr;
-  int tid = 0, size = 1;
+  int size = 1;
   bool spin = true;
-  alignas(64) Word done;  // bumped when the pool thread has run the region: start's value then
+  std::atomic<bool> whole_team{false};      // the code asked for its team: wait for all of it
+  Loop loop;                                // GOMP_parallel_loop_*: the region starts in this loop
+  alignas(64) Word<uint64_t> members;       // region number << 32 | CLOSED | joined << 16 | inside
+  alignas(64) Word<uint64_t> done;          // chunks run and counted (at barriers and on leaving)
+  Claim claims[STEPS];
 };
 
 struct Pool {
   std::atomic_flag busy = ATOMIC_FLAG_INIT;
   int threads = 0;  // pool threads started (team members 1 .. threads)
   Slot* slots[MAX_TEAM] = {};
-  alignas(64) std::atomic<int> arrived{0};  // at the current barrier
-  alignas(64) Word barrier;                 // bumped by the last to arrive
-  bool spin = true;
+  uint32_t number = 0;  // regions handed to the pool so far
+  uint32_t used = 0;    // claim words the last region set
+  Region region;
   std::atomic<int64_t> pooled{0}, alone{0};  // regions run on the pool, and on their caller alone
+  std::atomic<int64_t> taken_back{0};        // chunks the caller ran beyond its even share
+  std::atomic<int64_t> late{0};              // handed regions that were over when a thread woke
+  Word<uint32_t> hold;                       // test hook: pool threads wait before joining
+  std::atomic<int64_t> delay_us{0};          // test hook: random delay before joining, up to this
 };
 
 Pool pool;
-thread_local int team_tid = 0, team_size = 1;
+
+// What a thread knows of the region it runs: the step it is at, the chunks of the steps it met,
+// the chunks it ran and has not counted yet, and its current loop.
+struct Member {
+  Region* region = nullptr;  // null: no pooled region (orphaned constructs, or a team of one)
+  uint32_t step = 0;
+  uint64_t expected = 0, pending = 0, ran = 0;
+  int64_t start = 0, incr = 1, chunk = 1, iterations = 0;
+  uint64_t chunks = 0;
+  bool local_left = false;   // outside a pooled region: the loop's one chunk not yet handed out
+  bool asked_team = false;   // this thread asked for its team in this region
+  int tid = 0, size = 1;
+};
+thread_local Member me;
+
+// Claim the next chunk of step j (of `chunks`); its index, or -1 when every chunk is claimed.
+int64_t claim(Region& r, uint32_t j, uint64_t chunks) {
+  if (chunks == 0) return -1;
+  std::atomic<uint64_t>& word = r.claims[j % STEPS].word;
+  const uint64_t mine = uint64_t(j) + 1;
+  uint64_t v = word.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t step = v >> 32, next = v & 0xffffffffu;
+    if (step > mine || (step == mine && next >= chunks)) return -1;  // (1): a later step, or all claimed
+    const uint64_t want = step == mine ? v + 1 : (mine << 32 | 1);   // the first claim sets the slot
+    if (word.compare_exchange_weak(v, want, std::memory_order_acq_rel, std::memory_order_acquire))
+      return step == mine ? int64_t(next) : 0;
+  }
+}
+
+void count_ran() {  // (3): add the chunks this thread ran to `done`
+  if (me.pending == 0) return;
+  me.region->done.add(me.pending);
+  me.ran += me.pending;
+  me.pending = 0;
+}
+
+void refuse_barrier() {
+  std::fprintf(stderr, "stax_parallel: a barrier after omp_get_num_threads()/omp_get_thread_num() in a region; "
+                       "the pool's barriers count chunks: use schedule(dynamic, k) instead of a static schedule\n");
+  std::abort();
+}
+
+void barrier() {
+  if (me.region == nullptr) return;
+  if (me.asked_team) refuse_barrier();
+  count_ran();
+  const uint64_t expected = me.expected;
+  me.region->done.wait_until([expected](uint64_t v) { return v >= expected; }, me.region->spin);
+}
+
+bool loop_next(long* istart, long* iend) {
+  if (me.region == nullptr) {
+    if (!me.local_left) return false;
+    me.local_left = false;
+    *istart = me.start;
+    *iend = me.start + me.iterations * me.incr;
+    return true;
+  }
+  const int64_t c = claim(*me.region, me.step - 1, me.chunks);
+  if (c < 0) return false;
+  ++me.pending;
+  *istart = me.start + c * me.chunk * me.incr;
+  *iend = me.start + std::min<int64_t>((c + 1) * me.chunk, me.iterations) * me.incr;
+  return true;
+}
+
+// A worksharing loop begins: its chunks, and (in a pooled region) its step.
+void begin_loop(long start, long end, long incr, long chunk) {
+  const int64_t span = incr > 0 ? end - start : start - end, step = incr > 0 ? incr : -incr;
+  me.start = start;
+  me.incr = incr;
+  me.iterations = span > 0 ? (span + step - 1) / step : 0;
+  me.chunk = std::max<int64_t>(chunk, 1);
+  if (me.region == nullptr) {
+    me.local_left = me.iterations > 0;
+    return;
+  }
+  me.chunk = std::max<int64_t>(me.chunk, (me.iterations + MAX_CHUNKS - 1) / MAX_CHUNKS);
+  me.chunks = (me.iterations + me.chunk - 1) / me.chunk;
+  me.expected += me.chunks;
+  ++me.step;
+}
+
+// `members`' low half: CLOSED, pool threads that joined (bits 16-30), pool threads inside (0-15).
+const uint64_t JOINED = uint64_t(1) << 16;
+uint64_t inside(uint64_t members) { return members & (JOINED - 1); }
+uint64_t joined(uint64_t members) { return (members & (CLOSED - 1)) >> 16; }
+
+void enter(Region& r, int tid) {
+  me = Member{};
+  me.region = &r;
+  me.tid = tid;
+  me.size = r.size;
+  if (r.loop.combined) begin_loop(r.loop.start, r.loop.end, r.loop.incr, r.loop.chunk);
+}
+
+bool join(Region& r, uint32_t number) {  // (4): only into the open region handed to this thread
+  uint64_t m = r.members.value.load(std::memory_order_acquire);
+  for (;;) {
+    if ((m >> 32) != number || (m & CLOSED)) return false;
+    if (r.members.value.compare_exchange_weak(m, m + JOINED + 1, std::memory_order_acq_rel,
+                                              std::memory_order_acquire)) {
+      r.members.wake();  // a caller waiting for its whole team
+      return true;
+    }
+  }
+}
+
+void test_delay() {  // the test hooks: hold the pool thread, or delay it a random while
+  pool.hold.wait_until([](uint32_t v) { return v == 0; }, false);
+  if (const int64_t most = pool.delay_us.load(std::memory_order_relaxed); most > 0) {
+    thread_local std::minstd_rand random(std::random_device{}());
+    std::this_thread::sleep_for(std::chrono::microseconds(random() % most));
+  }
+}
 
 void serve(Slot* slot) {
-  bool spin = true;  // as the last region said: its fields are only read after it was handed over
+  bool spin = true;  // as the last region joined said
   for (uint32_t seen = 0;;) {
     slot->start.wait_while(seen, spin);
     seen = slot->start.value.load(std::memory_order_acquire);
-    spin = slot->spin;
-    team_tid = slot->tid;
-    team_size = slot->size;
-    slot->fn(slot->data);
-    team_tid = 0;
-    team_size = 1;
-    slot->done.publish(seen);
+    test_delay();
+    Region& r = pool.region;
+    if (!join(r, seen)) {  // a pool thread that wakes after the work is gone returns at once
+      pool.late.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    spin = r.spin;
+    enter(r, slot->tid);
+    r.fn(r.data);
+    count_ran();
+    me = Member{};
+    r.members.add(uint64_t(-1));  // (4): leaves; the caller may be waiting for no member to be left
   }
 }
 
@@ -128,6 +329,7 @@ int grow(int wanted) {
   while (pool.threads < wanted) {
     Slot* slot = new (std::nothrow) Slot;
     if (slot == nullptr) break;
+    slot->tid = pool.threads + 1;
     try {
       std::thread(serve, slot).detach();
     } catch (...) {
@@ -139,14 +341,50 @@ int grow(int wanted) {
   return pool.threads;
 }
 
-void run_alone(void (*fn)(void*), void* data) {
-  const int tid = team_tid, size = team_size;
-  team_tid = 0;
-  team_size = 1;
+void run_alone(void (*fn)(void*), void* data, const Loop& loop) {
+  const Member outer = me;
+  me = Member{};
+  if (loop.combined) begin_loop(loop.start, loop.end, loop.incr, loop.chunk);
   fn(data);
-  team_tid = tid;
-  team_size = size;
+  me = outer;
   pool.alone.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The caller's side of a region on the pool (which it holds): open, hand over, run, close.
+void run_pooled(void (*fn)(void*), void* data, int size, bool spin, const Loop& loop) {
+  Region& r = pool.region;  // no member exists: the last region's caller saw them all leave
+  r.loop = loop;
+  for (uint32_t j = 0; j < pool.used; ++j) r.claims[j].word.store(0, std::memory_order_relaxed);
+  r.done.value.store(0, std::memory_order_relaxed);
+  r.whole_team.store(false, std::memory_order_relaxed);
+  r.fn = fn;
+  r.data = data;
+  r.size = size;
+  r.spin = spin;
+  const uint32_t number = ++pool.number;
+  r.members.value.store(uint64_t(number) << 32, std::memory_order_seq_cst);  // open; joiners see the above
+  for (int t = 1; t < size; ++t) pool.slots[t - 1]->start.publish(number);
+  const Member outer = me;
+  enter(r, 0);
+  fn(data);  // (2): every step met, every chunk claimed
+  count_ran();
+  const Member mine = me;
+  me = outer;
+  if (r.whole_team.load(std::memory_order_relaxed)) {  // code that asked for its team gets all of it
+    const uint64_t team = uint64_t(size - 1);
+    r.members.wait_until([team](uint64_t m) { return joined(m) == team; }, spin);
+  }
+  r.members.value.fetch_or(CLOSED, std::memory_order_seq_cst);  // (4): nobody joins any more
+  r.members.wait_until([](uint64_t m) { return inside(m) == 0; }, spin);
+  pool.used = std::min(mine.step, STEPS);
+  const uint64_t share = (mine.expected + size - 1) / size;
+  if (mine.ran > share) pool.taken_back.fetch_add(int64_t(mine.ran - share), std::memory_order_relaxed);
+}
+
+void ask_team() {
+  if (me.region == nullptr) return;
+  me.asked_team = true;
+  me.region->whole_team.store(true, std::memory_order_relaxed);
 }
 
 void after_fork_in_child() {  // the pool's threads were not forked
@@ -155,6 +393,25 @@ void after_fork_in_child() {  // the pool's threads were not forked
 
 [[maybe_unused]] const bool registered = pthread_atfork(nullptr, nullptr, after_fork_in_child) == 0;
 
+// A region, whose function starts in the worksharing loop `loop` when loop.combined.
+void parallel(void (*fn)(void*), void* data, unsigned num_threads, const Loop& loop) {
+  static const unsigned cpus = std::thread::hardware_concurrency();  // reads a file each time
+  int size = int(std::min<unsigned>(num_threads ? num_threads : cpus, MAX_TEAM));
+  if (size <= 1 || me.region != nullptr || pool.busy.test_and_set(std::memory_order_acquire)) {
+    run_alone(fn, data, loop);
+    return;
+  }
+  size = std::min(size, grow(size - 1) + 1);  // fewer when the system starts no more threads
+  if (size <= 1) {
+    pool.busy.clear(std::memory_order_release);
+    run_alone(fn, data, loop);
+    return;
+  }
+  run_pooled(fn, data, size, cpus == 0 || unsigned(size) <= cpus, loop);
+  pool.pooled.fetch_add(1, std::memory_order_relaxed);
+  pool.busy.clear(std::memory_order_release);
+}
+
 }  // namespace stax_parallel
 
 using namespace stax_parallel;
@@ -162,60 +419,71 @@ using namespace stax_parallel;
 extern "C" {
 
 void __wrap_GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, unsigned /*flags*/) {
-  static const unsigned cpus = std::thread::hardware_concurrency();  // reads a file each time
-  int size = int(std::min<unsigned>(num_threads ? num_threads : cpus, MAX_TEAM));
-  if (size <= 1 || team_size > 1 || pool.busy.test_and_set(std::memory_order_acquire)) {
-    run_alone(fn, data);
-    return;
-  }
-  size = std::min(size, grow(size - 1) + 1);  // fewer when the system starts no more threads
-  const bool spin = cpus == 0 || unsigned(size) <= cpus;
-  pool.spin = spin;
-  for (int t = 1; t < size; ++t) {
-    Slot* slot = pool.slots[t - 1];
-    slot->fn = fn;
-    slot->data = data;
-    slot->tid = t;
-    slot->size = size;
-    slot->spin = spin;
-    slot->start.publish(slot->start.value.load(std::memory_order_relaxed) + 1);
-  }
-  team_tid = 0;
-  team_size = size;
-  fn(data);
-  team_size = 1;
-  for (int t = 1; t < size; ++t) {  // until each pool thread has run the region it was handed
-    Slot* slot = pool.slots[t - 1];
-    slot->done.wait_while(slot->start.value.load(std::memory_order_relaxed) - 1, spin);
-  }
-  pool.pooled.fetch_add(1, std::memory_order_relaxed);
-  pool.busy.clear(std::memory_order_release);
+  parallel(fn, data, num_threads, Loop{});
 }
 
-void __wrap_GOMP_barrier() {
-  if (team_size <= 1) return;
-  const uint32_t episode = pool.barrier.value.load(std::memory_order_acquire);
-  if (pool.arrived.fetch_add(1, std::memory_order_acq_rel) == team_size - 1) {
-    pool.arrived.store(0, std::memory_order_relaxed);
-    pool.barrier.publish(episode + 1);
-  } else {
-    pool.barrier.wait_while(episode, pool.spin);
-  }
+// A region that is one `omp for schedule(dynamic, chunk)` (GCC combines them): its threads
+// start with the loop begun and call only GOMP_loop_*_next.
+void __wrap_GOMP_parallel_loop_nonmonotonic_dynamic(void (*fn)(void*), void* data, unsigned num_threads, long start,
+                                                    long end, long incr, long chunk, unsigned /*flags*/) {
+  parallel(fn, data, num_threads, Loop{true, start, end, incr, chunk});
+}
+void __wrap_GOMP_parallel_loop_dynamic(void (*fn)(void*), void* data, unsigned num_threads, long start, long end,
+                                       long incr, long chunk, unsigned /*flags*/) {
+  parallel(fn, data, num_threads, Loop{true, start, end, incr, chunk});
 }
 
-bool __wrap_GOMP_single_start() { return team_tid == 0; }  // any one thread may run it
+// `omp for schedule(dynamic, chunk)` (GCC 12 lowers plain `dynamic` to the nonmonotonic calls;
+// chunks are claimed in increasing order, so both orders hold).
+bool __wrap_GOMP_loop_nonmonotonic_dynamic_start(long start, long end, long incr, long chunk, long* istart,
+                                                 long* iend) {
+  begin_loop(start, end, incr, chunk);
+  return loop_next(istart, iend);
+}
+bool __wrap_GOMP_loop_nonmonotonic_dynamic_next(long* istart, long* iend) { return loop_next(istart, iend); }
+bool __wrap_GOMP_loop_dynamic_start(long start, long end, long incr, long chunk, long* istart, long* iend) {
+  begin_loop(start, end, incr, chunk);
+  return loop_next(istart, iend);
+}
+bool __wrap_GOMP_loop_dynamic_next(long* istart, long* iend) { return loop_next(istart, iend); }
+void __wrap_GOMP_loop_end() { barrier(); }
+void __wrap_GOMP_loop_end_nowait() {}
+void __wrap_GOMP_barrier() { barrier(); }
 
-int __wrap_omp_get_thread_num() { return team_tid; }
+bool __wrap_GOMP_single_start() {  // a step of one chunk: whoever claims it runs the block
+  if (me.region == nullptr) return true;
+  ++me.step;
+  me.expected += 1;
+  if (claim(*me.region, me.step - 1, 1) < 0) return false;
+  ++me.pending;
+  return true;
+}
 
-int __wrap_omp_get_num_threads() { return team_size; }
+int __wrap_omp_get_thread_num() {
+  ask_team();
+  return me.tid;
+}
+
+int __wrap_omp_get_num_threads() {
+  ask_team();
+  return me.size;
+}
 
 // Regions run on the pool, regions run by their calling thread alone, pool threads started,
-// waits that ended asleep.
+// waits that ended asleep, chunks the caller took back (ran beyond its even share of a region's
+// chunks), regions handed to a pool thread that were over when it came to join them.
 void stax_parallel_stats(int64_t* out) {
   out[0] = pool.pooled.load();
   out[1] = pool.alone.load();
   out[2] = pool.threads;
   out[3] = sleeps.load();
+  out[4] = pool.taken_back.load();
+  out[5] = pool.late.load();
 }
+
+// Test hooks: hold every pool thread before it joins a region (held != 0) or let it go, and
+// delay each join by a random 0 .. most_us microseconds.
+void stax_parallel_test_hold(int held) { pool.hold.publish(held != 0); }
+void stax_parallel_test_delay(int64_t most_us) { pool.delay_us.store(most_us, std::memory_order_relaxed); }
 
 }  // extern "C"

@@ -2,6 +2,7 @@
 8.1's parallel depth."""
 from __future__ import annotations
 
+from math import prod
 from typing import Sequence
 
 BLOCKED_SCAN_MIN = 1 << 14  # a 1-D scan shorter than this runs on one thread
@@ -112,3 +113,20 @@ def parallel_depth(ranges: Sequence[int], threads: int, total: int, min_chunk: i
         par *= r
         seq = seq // max(r, 1)
     return depth
+
+
+#: chunks per thread of a parallel loop, claimed dynamically (stax_parallel.cpp): a region's
+#: caller takes back the chunks of a pool thread that is not running, so a late thread costs at
+#: most what it claimed; more chunks cost one claim (an atomic compare-and-swap) each
+CHUNKS_PER_THREAD = 4
+
+
+def chunk_iterations(loops: Sequence[tuple[int | str, int | str, int]], threads: int) -> int | str:
+    """Iterations of one dynamically claimed chunk of the parallel loops ``(start, stop, step)``
+    (numbers, or C++ expressions): Algorithm 8.1's per-thread share cut into CHUNKS_PER_THREAD
+    chunks; a C++ expression when a bound is one."""
+    parts = threads * CHUNKS_PER_THREAD
+    if all(isinstance(x, int) for loop in loops for x in loop):
+        return max(1, -(-prod(-(-(stop - start) // step) for start, stop, step in loops) // parts))
+    trips = " * ".join(f"(({stop}) - ({start}) + {step - 1}) / {step}" for start, stop, step in loops)
+    return f"std::max<int64_t>(1, ({trips} + {parts - 1}) / {parts})"

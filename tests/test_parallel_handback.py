@@ -1,0 +1,200 @@
+"""The kernels' runtime never waits for a pool thread that is not running (stax_parallel.cpp):
+a region whose pool thread is held completes on its caller, and regions of random loops,
+barriers and `omp single` run each chunk exactly once and keep their barriers, whenever the pool
+threads join (a counting build: every iteration counts its visits and checks that the steps
+before its last barrier are complete)."""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+import pytest
+
+import stax
+from stax import runtime
+from stax.reference import evaluate
+
+LOOP, LOOP_NOWAIT, SINGLE, BARRIER = range(4)
+
+COUNTING = r"""
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+// steps[s] = {kind, iterations, chunk, first step not yet behind a barrier}: every iteration counts
+// its visit and checks that each step before its last barrier has finished all its iterations.
+static void visit(const int64_t* steps, int64_t s, int64_t i, std::atomic<int32_t>* counts, const int64_t* offsets,
+                  std::atomic<int64_t>* finished, std::atomic<int64_t>* violations, int64_t pause_every) {
+  for (int64_t t = 0; t < steps[4 * s + 3]; ++t)
+    if (finished[t].load() != steps[4 * t + 1]) violations->fetch_add(1);
+  if (pause_every > 0 && (i + s) % pause_every == 0)  // a thread that loses its core in a chunk
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  counts[offsets[s] + i].fetch_add(1);
+  finished[s].fetch_add(1);
+}
+
+extern "C" void run_steps(const int64_t* steps, int64_t n_steps, std::atomic<int32_t>* counts, const int64_t* offsets,
+                          std::atomic<int64_t>* finished, std::atomic<int64_t>* violations, int threads,
+                          int64_t pause_every) {
+  #pragma omp parallel num_threads(threads)
+  {
+    for (int64_t s = 0; s < n_steps; ++s) {
+      const int64_t kind = steps[4 * s], n = steps[4 * s + 1], chunk = steps[4 * s + 2];
+      if (kind == 0) {
+        #pragma omp for schedule(dynamic, chunk)
+        for (int64_t i = 0; i < n; ++i) visit(steps, s, i, counts, offsets, finished, violations, pause_every);
+      } else if (kind == 1) {
+        #pragma omp for schedule(dynamic, chunk) nowait
+        for (int64_t i = 0; i < n; ++i) visit(steps, s, i, counts, offsets, finished, violations, pause_every);
+      } else if (kind == 2) {
+        #pragma omp single
+        visit(steps, s, 0, counts, offsets, finished, violations, pause_every);
+      } else {
+        #pragma omp barrier
+      }
+    }
+  }
+}
+
+// A region that is one loop (GCC combines the two into GOMP_parallel_loop_*).
+extern "C" void run_combined(std::atomic<int32_t>* counts, int64_t n, int64_t chunk, int threads) {
+  #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
+  for (int64_t i = 0; i < n; ++i) counts[i].fetch_add(1);
+}
+
+// A static schedule asks for its team: every thread it planned for must run its share.
+extern "C" void run_static(std::atomic<int32_t>* counts, int64_t n, int threads) {
+  #pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) counts[i].fetch_add(1);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def counting():
+    lib = runtime.load(runtime.build(COUNTING, runtime.ISA_LEVELS["none"]))
+    lib.run_steps.restype = lib.run_static.restype = lib.run_combined.restype = None
+    pointer, int64 = ctypes.c_void_p, ctypes.c_int64
+    lib.run_steps.argtypes = [pointer, int64, pointer, pointer, pointer, pointer, ctypes.c_int, int64]
+    lib.run_static.argtypes = [pointer, int64, ctypes.c_int]
+    lib.run_combined.argtypes = [pointer, int64, int64, ctypes.c_int]
+    return lib
+
+
+@pytest.fixture()
+def hooks():
+    """The runtime's test hooks, released after the test whatever happens."""
+    lib = runtime.load_runtime()
+    yield lib
+    lib.stax_parallel_test_hold(0)
+    lib.stax_parallel_test_delay(ctypes.c_int64(0))
+
+
+def random_steps(rng: np.random.Generator, most_steps: int) -> np.ndarray:
+    """A random region: loops (with or without their barrier), singles and explicit barriers, each
+    with the first step that a barrier has not yet closed behind it."""
+    rows, first_open = [], 0
+    for s in range(int(rng.integers(1, most_steps + 1))):
+        kind = int(rng.choice([LOOP, LOOP_NOWAIT, SINGLE, BARRIER], p=[0.4, 0.3, 0.15, 0.15]))
+        n = int(rng.integers(0, 300)) if kind in (LOOP, LOOP_NOWAIT) else int(kind == SINGLE)
+        rows.append([kind, n, int(rng.integers(1, 40)), first_open])
+        if kind in (LOOP, SINGLE, BARRIER):
+            first_open = s + 1
+    return np.array(rows, dtype=np.int64)
+
+
+def run_counted(lib, steps: np.ndarray, threads: int, pause_every: int = 0) -> tuple[np.ndarray, int]:
+    offsets = np.concatenate([[0], np.cumsum(steps[:, 1])]).astype(np.int64)
+    counts = np.zeros(max(int(offsets[-1]), 1), np.int32)
+    finished = np.zeros(len(steps), np.int64)
+    violations = np.zeros(1, np.int64)
+    lib.run_steps(steps.ctypes.data, len(steps), counts.ctypes.data, offsets.ctypes.data,
+                  finished.ctypes.data, violations.ctypes.data, threads, pause_every)
+    return counts[:offsets[-1]], int(violations[0])
+
+
+@pytest.mark.parametrize("most_steps", [12, 300])
+@pytest.mark.parametrize("delay_us", [0, 300])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_random_regions_run_each_chunk_once_and_keep_their_barriers(counting, hooks, threads, delay_us, most_steps):
+    """Pool threads that join at random moments (delayed up to ``delay_us``) or at once, chunks
+    that sometimes pause mid-way: every iteration runs exactly once and no iteration after a
+    barrier starts before the steps ahead of that barrier are complete.  Regions of up to 300
+    steps let a late thread start more steps behind the caller than the runtime has claim words."""
+    hooks.stax_parallel_test_delay(ctypes.c_int64(delay_us))
+    rng = np.random.default_rng(threads * 1000 + delay_us + most_steps)
+    for _ in range(40 if most_steps < 100 else 10):
+        steps = random_steps(rng, most_steps)
+        counts, violations = run_counted(counting, steps, threads, pause_every=int(rng.choice([0, 7, 50])))
+        assert violations == 0, steps
+        assert (counts == 1).all(), (steps, np.flatnonzero(counts != 1)[:10])
+
+
+def test_a_held_pool_thread_leaves_the_region_to_its_caller_and_never_touches_it_after(counting, hooks):
+    """With the pool thread held before it can join, regions complete on their caller; released
+    after the caller returned, it finds the regions over and returns without running them (the
+    counts, zeroed after the return, stay zero)."""
+    steps = np.array([[LOOP, 200, 5, 0], [SINGLE, 1, 1, 1], [LOOP_NOWAIT, 100, 3, 2]], np.int64)
+    run_counted(counting, steps, threads=2)  # the pool thread exists
+    hooks.stax_parallel_test_hold(1)
+    before = runtime.parallel_stats()
+    offsets = np.array([0, 200, 201, 301], np.int64)
+    counts = np.zeros(301, np.int32)
+    finished, violations = np.zeros(3, np.int64), np.zeros(1, np.int64)
+    for _ in range(3):
+        counts[:] = 0
+        finished[:] = 0
+        counting.run_steps(steps.ctypes.data, 3, counts.ctypes.data, offsets.ctypes.data,
+                           finished.ctypes.data, violations.ctypes.data, 2, 0)
+        assert (counts == 1).all() and violations[0] == 0
+    middle = runtime.parallel_stats()
+    chunks = 200 // 5 + 1 + -(-100 // 3)  # the caller ran all 75 chunks of each, 37 beyond its half
+    assert middle["taken_back"] - before["taken_back"] == 3 * (chunks - -(-chunks // 2))
+    counts[:] = 0
+    finished[:] = 0
+    hooks.stax_parallel_test_hold(0)
+    deadline = time.monotonic() + 10
+    while runtime.parallel_stats()["late"] == middle["late"] and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.01)
+    assert runtime.parallel_stats()["late"] > middle["late"], "the released pool thread never came back"
+    assert not counts.any() and not finished.any(), "a pool thread ran a region after its caller returned"
+
+
+def test_a_held_pool_thread_does_not_stop_a_compiled_program(hooks):
+    """Softmax at 256 x 512 on two threads, its pool thread held: the caller computes it alone."""
+    x = np.random.default_rng(1).random((256, 512)).astype(np.float32)
+    compiled = stax.compile(lambda t: (t - t.amax(-1, keepdim=True)).exp() / (t - t.amax(-1, keepdim=True)).exp().sum(
+        -1, keepdim=True), x, threads=2)
+    want = evaluate(compiled.graph, x.copy())[0]
+    np.testing.assert_allclose(compiled(x), want, rtol=2e-5, atol=1e-6)  # starts the pool thread
+    assert "schedule(dynamic" in compiled.kernel_source
+    hooks.stax_parallel_test_hold(1)
+    before = runtime.parallel_stats()
+    np.testing.assert_allclose(compiled(x), want, rtol=2e-5, atol=1e-6)
+    after = runtime.parallel_stats()
+    assert after["pooled"] > before["pooled"] and after["taken_back"] > before["taken_back"]
+
+
+def test_a_static_schedule_waits_for_its_whole_team(counting, hooks):
+    """Code that asks for its team (a static schedule) gets every thread it planned for, late ones
+    included: each iteration runs once."""
+    hooks.stax_parallel_test_delay(ctypes.c_int64(500))
+    for n in (1, 7, 1000):
+        counts = np.zeros(n, np.int32)
+        counting.run_static(counts.ctypes.data, n, 2)
+        assert (counts == 1).all()
+
+
+def test_a_region_of_one_loop_hands_back_too(counting, hooks):
+    """``omp parallel for schedule(dynamic)``, which GCC lowers to one combined call, with late
+    pool threads and with a held one: each iteration once."""
+    for delay_us, held in ((300, 0), (0, 1)):
+        hooks.stax_parallel_test_delay(ctypes.c_int64(delay_us))
+        hooks.stax_parallel_test_hold(held)
+        for n, chunk in ((0, 1), (1, 4), (1000, 7), (5000, 64)):
+            for threads in (2, 3):
+                counts = np.zeros(max(n, 1), np.int32)
+                counting.run_combined(counts.ctypes.data, n, chunk, threads)
+                assert (counts[:n] == 1).all() and not counts[n:].any()

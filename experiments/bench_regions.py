@@ -29,7 +29,7 @@ extern "C" double region_seconds(int64_t regions, int64_t elements, int threads,
   for (int64_t r = 0; r < regions; ++r) {
     #pragma omp parallel num_threads(threads)
     {
-      #pragma omp for nowait
+      #pragma omp for schedule(dynamic, (elements + 4 * threads - 1) / (4 * threads) + 1) nowait  // as the kernels'
       for (int64_t i = 0; i < elements; ++i) data[i] = data[i] * 0.999f + 1.0f;
     }
   }

@@ -3,6 +3,7 @@ STREAM taken pair by pair, no page faults on repeated calls, the region benchmar
 the transposed-add candidates' results (the speed figures themselves are the benchmarks' to
 print, not a test's)."""
 import math
+import os
 
 import numpy as np
 
@@ -64,3 +65,27 @@ def test_the_transposed_add_candidates_compute_numpys_result():
             assert np.isnan(result).all()
         else:
             np.testing.assert_array_equal(result, x + y if label == "stream x + y" else x + y.T, err_msg=label)
+
+
+def test_the_contention_benchmark_prints_quiet_and_loaded_percentiles(capsys):
+    """bench_contention on a tiny softmax, briefly: a row per thread count, each with p50 <= p99
+    in every condition and the goal judged from them."""
+    from experiments.bench_contention import CONDITIONS, main
+    rows = main(["--sizes", "16x32", "--programs", "softmax", "--seconds", "0.02", "--no-inductor"])
+    assert [r["runtime"] for r in rows] == ["stax 1 thread", "stax 2 threads"]
+    for row in rows:
+        for condition in CONDITIONS:
+            assert 0 < row[f"{condition} p50"] <= row[f"{condition} p99"] < 1e6
+        assert row["goal"] == ("met" if row["worst p50/1t"] <= 1.3 and row["worst p99/1t"] <= 2 else "missed")
+    assert "goal met by" in capsys.readouterr().out
+
+
+def test_the_co_runner_is_a_busy_loop_on_one_core_at_its_nice_level():
+    from experiments.bench_contention import co_runner
+    with co_runner("quiet") as none:
+        assert none is None
+    with co_runner("nice 19") as busy:
+        status = open(f"/proc/{busy.pid}/stat").read().rsplit(")", 1)[1].split()
+        allowed = open(f"/proc/{busy.pid}/status").read().split("Cpus_allowed_list:")[1].split()[0]
+        assert int(status[16]) == 19 and allowed == str(max(os.sched_getaffinity(0)))
+    assert busy.poll() is not None  # stopped

@@ -82,6 +82,7 @@
 #include <thread>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -92,6 +93,9 @@ double spin_seconds() {  // about what libgomp spins by default before it sleeps
   return policy != nullptr && strcasecmp(policy, "passive") == 0 ? 0 : 3e-4;
 }
 const double SPIN_SECONDS = spin_seconds();
+// A wait longer than this yields the core between its checks: the thread it waits for (or the
+// caller a pool thread waits for) may be runnable on this core, behind the spinning thread.
+const double YIELD_AFTER_SECONDS = 2e-5;
 std::atomic<int64_t> sleeps{0};  // waits that ended asleep
 const int MAX_TEAM = 256;
 const uint32_t STEPS = 64;                   // claim words: steps a slow member may lag behind
@@ -127,7 +131,9 @@ struct Word {
         if (i % 256 == 0) {
           const auto now = std::chrono::steady_clock::now();
           if (i == 256) start = now;
-          else if (std::chrono::duration<double>(now - start).count() > SPIN_SECONDS) break;
+          const double waited = std::chrono::duration<double>(now - start).count();
+          if (waited > SPIN_SECONDS) break;
+          if (waited > YIELD_AFTER_SECONDS) sched_yield();  // the awaited thread may need this core
         }
       }
     }

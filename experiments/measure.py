@@ -13,7 +13,9 @@ Columns (``None`` where a measure does not apply, e.g. kernel time of an abstrac
   ``*_gap_rel`` = gap / reference; ``*_problem`` is the content key of the problem compared;
 - programs (compiled under the cell's dependence rule, so the fusion problem, and its
   reference, are that rule's): ``compile_seconds``, ``peak_measured`` (bytes the wrapper held at most),
-  ``max_abs_error`` against the numpy reference, ``kernel_time_median``/``_min``/``_max`` (s).
+  ``max_abs_error`` against the numpy reference, ``kernel_time_median`` (s) with the 95% confidence
+  interval of that median (``_min``/``_max``), ``_iqr``, ``_repeats``, ``_threads``, ``_isa``,
+  ``load_average`` and ``_noisy`` (the interval stayed wider than 5%: ``stax.timing.measure``).
 
 A cell does not solve its reference: it returns what it needs (:class:`ReferenceTask`, keyed by
 the problem's content and the reference settings) and the sweep solves each key once for all
@@ -79,7 +81,7 @@ def _abstract_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionPro
 def _program_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProblem, OrderProblem]:
     import stax
     from stax.reference import evaluate
-    from stax.timing import time_spread
+    from stax import timing
 
     arrays = inst.program.inputs(cell.size, cell.seed)
     start = time.perf_counter()
@@ -99,8 +101,10 @@ def _program_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProb
                                         for g, w in zip(got, want)), default=0.0)
     if "kernel_time" in cell.measures:
         work = [a.copy() for a in arrays]
-        low, median, high = time_spread(lambda: compiled(*work), repeat=cell.timing.repeat, min_seconds=0.01)
-        metrics |= {"kernel_time_median": median, "kernel_time_min": low, "kernel_time_max": high}
+        t = timing.measure(lambda: compiled(*work), cell.timing.threads, compiled.isa.name, min_repeats=cell.timing.repeat)
+        metrics |= {"kernel_time_median": t.median, "kernel_time_min": t.ci_low, "kernel_time_max": t.ci_high,
+                    "kernel_time_iqr": t.iqr, "kernel_time_repeats": t.repeats, "kernel_time_threads": t.threads,
+                    "kernel_time_isa": t.isa, "load_average": t.load_average, "kernel_time_noisy": t.noisy}
     return metrics, compiled.fusion_problem, compiled.order_problem
 
 

@@ -305,6 +305,18 @@ def report(results: str, out: str | None, title: str | None) -> None:
     click.echo(str(write_report(_results_table(results), target, title or sweep_name(results))))
 
 
+@main.command()
+@click.argument("a", type=click.Path(exists=True))
+@click.argument("b", type=click.Path(exists=True))
+@click.option("--factor", type=click.FloatRange(min=1), default=1.1, show_default=True,
+              help="A ratio beyond this (either way) with disjoint intervals is significant")
+@click.option("--all", "show_all", is_flag=True, help="List every timed cell, not only the changed ones")
+def compare(a: str, b: str, factor: float, show_all: bool) -> None:
+    """Compare the kernel times of two results tables cell by cell (B / A), like asv compare."""
+    from experiments.compare import compare as compare_tables, format_comparison
+    click.echo(format_comparison(compare_tables(_results_table(a), _results_table(b), factor), not show_all))
+
+
 @main.group()
 def instances() -> None:
     """List and inspect named instances (program suite, generators, shipped files)."""

@@ -9,25 +9,29 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 
+def _batch(fn: Callable[[], object], number: int) -> float:
+    """Seconds per call over ``number`` calls in a row."""
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - start) / number
+
+
+def _calibrated(fn: Callable[[], object], min_seconds: float) -> tuple[int, float]:
+    """Calls per batch (doubled until a batch lasts ``min_seconds``) and that batch's seconds per call."""
+    number = 1
+    while True:
+        per_call = _batch(fn, number)
+        if per_call * number >= min_seconds or number >= 1 << 20:
+            return number, per_call
+        number *= 2
+
+
 def time_call(fn: Callable[[], object], repeat: int = 7, min_seconds: float = 0.02) -> float:
     """Median seconds per call over ``repeat`` batches, each batch long enough to time reliably."""
     fn()
-    number, elapsed = 1, 0.0
-    while True:
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_seconds or number >= 1 << 20:
-            break
-        number *= 2
-    samples = [elapsed / number]
-    for _ in range(repeat - 1):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - start) / number)
-    return statistics.median(samples)
+    number, first = _calibrated(fn, min_seconds)
+    return statistics.median([first] + [_batch(fn, number) for _ in range(repeat - 1)])
 
 
 @dataclass(frozen=True)
@@ -72,22 +76,11 @@ def measure(fn: Callable[[], object], threads: int, isa: str, *, min_repeats: in
     fn()
     while time.perf_counter() - start < warmup_seconds:
         fn()
-    number = 1
-    while True:
-        begin = time.perf_counter()
-        for _ in range(number):
-            fn()
-        elapsed = time.perf_counter() - begin
-        if elapsed >= batch_seconds or number >= 1 << 20:
-            break
-        number *= 2
-    samples = [elapsed / number]
+    number, first = _calibrated(fn, batch_seconds)
+    samples = [first]
     deadline = time.perf_counter() + time_cap
     while True:
-        begin = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - begin) / number)
+        samples.append(_batch(fn, number))
         median = statistics.median(samples)
         low, high = median_interval(samples)
         narrow = median - low <= rel_ci * median and high - median <= rel_ci * median

@@ -1,0 +1,76 @@
+"""Two results tables compared cell by cell, as ``asv compare`` compares benchmark runs: for
+each timed cell (a program cell that measured ``kernel_time`` in both), the ratio of the
+medians B / A and whether it is significant, which needs the two medians' confidence
+intervals (``kernel_time_min``/``_max``, stax.timing.measure) to be disjoint and the ratio to
+leave [1 / factor, factor].  Cells are matched by what they run (instance, strategies, rule,
+file), not by their keys, which hold the code version.
+
+    stax compare A B [--factor 1.1] [--all]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+#: what a cell runs: two tables' cells with equal values here timed the same thing
+MATCH = ("family", "instance", "fusion", "order", "dependence", "file")
+#: the fraction of cells whose ratio lies in AGREE (two identical sweeps should have 90%)
+AGREE = (0.8, 1.25)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    cells: pd.DataFrame  # one row per timed cell in both tables: the medians, ratio, significant, mark
+    only_a: int          # timed cells of A without a match in B
+    only_b: int
+
+    @property
+    def agreeing(self) -> float:
+        """The fraction of matched cells whose ratio lies within AGREE."""
+        ratio = self.cells["ratio"]
+        return float(((ratio >= AGREE[0]) & (ratio <= AGREE[1])).mean()) if len(ratio) else float("nan")
+
+
+def _timed(table: pd.DataFrame) -> pd.DataFrame:
+    if "kernel_time_median" not in table:
+        return table.iloc[0:0]
+    return table[(table["status"] == "ok") & table["kernel_time_median"].notna()]
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, factor: float = 1.1) -> Comparison:
+    """The timed cells of ``a`` and ``b`` side by side; ``mark`` is ``+`` (B significantly
+    slower), ``-`` (faster), ``~`` (a ratio beyond ``factor`` whose intervals overlap) or blank."""
+    if factor < 1:
+        raise ValueError(f"factor={factor}: give a factor of at least 1, e.g. 1.1 for 10%")
+    ta, tb = _timed(a), _timed(b)
+    keys = [c for c in MATCH if c in ta and c in tb]
+    spread = ["kernel_time_median", "kernel_time_min", "kernel_time_max"]
+    blank = dict.fromkeys(keys, "")  # cells without a rule or file match each other
+    both = ta[keys + spread].fillna(blank).merge(tb[keys + spread].fillna(blank), on=keys, suffixes=("_a", "_b"))
+    ratio = both["kernel_time_median_b"] / both["kernel_time_median_a"]
+    disjoint = (both["kernel_time_min_b"] > both["kernel_time_max_a"]) | (both["kernel_time_max_b"] < both["kernel_time_min_a"])
+    beyond = (ratio > factor) | (ratio < 1 / factor)
+    significant = disjoint & beyond
+    mark = pd.Series("", index=both.index).mask(beyond, "~").mask(significant & (ratio > 1), "+") \
+        .mask(significant & (ratio < 1), "-")
+    cells = both[keys].assign(a_us=both["kernel_time_median_a"] * 1e6, b_us=both["kernel_time_median_b"] * 1e6,
+                              ratio=ratio, significant=significant, mark=mark)
+    return Comparison(cells.sort_values("ratio").reset_index(drop=True),
+                      len(ta) - len(both), len(tb) - len(both))
+
+
+def format_comparison(result: Comparison, changed_only: bool = True) -> str:
+    """asv-like lines (mark, A, B, ratio, cell) and a summary."""
+    rows = result.cells[result.cells["mark"] != ""] if changed_only else result.cells
+    keys = [c for c in MATCH if c in rows]
+    lines = [f"{'':1s} {'A us':>10s} {'B us':>10s} {'ratio':>7s}  cell"]
+    for _, r in rows.iterrows():
+        lines.append(f"{r['mark']:1s} {r['a_us']:10.2f} {r['b_us']:10.2f} {r['ratio']:7.3f}  "
+                     + " ".join(str(r[k]) for k in keys if r[k] != ""))
+    n = len(result.cells)
+    significant = int(result.cells["significant"].sum())
+    lines.append(f"{n} timed cells in both ({result.only_a} only in A, {result.only_b} only in B); "
+                 f"{significant} significantly different; {result.agreeing:.0%} within "
+                 f"{AGREE[0]}-{AGREE[1]}x")
+    return "\n".join(lines)

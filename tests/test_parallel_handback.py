@@ -198,3 +198,20 @@ def test_a_region_of_one_loop_hands_back_too(counting, hooks):
                 counts = np.zeros(max(n, 1), np.int32)
                 counting.run_combined(counts.ctypes.data, n, chunk, threads)
                 assert (counts[:n] == 1).all() and not counts[n:].any()
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "batchnorm_stats", "adam_step", "transposed_add"])
+def test_suite_programs_compute_numpys_results_with_late_pool_threads(hooks, name):
+    """Generated kernels (row passes, split column reductions with their `omp single`, in-place
+    updates, tiles) on two threads whose pool thread joins each region up to 200 us late."""
+    from instances.programs import PROGRAMS
+    arrays = PROGRAMS[name].inputs(256, columns=512)
+    compiled = stax.compile(PROGRAMS[name].fn, *arrays, threads=2)
+    want = evaluate(compiled.graph, *[a.copy() for a in arrays])
+    hooks.stax_parallel_test_delay(ctypes.c_int64(200))
+    before = runtime.parallel_stats()
+    for _ in range(5):
+        got = compiled(*[a.copy() for a in arrays])
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-5)
+    assert runtime.parallel_stats()["pooled"] >= before["pooled"] + 5

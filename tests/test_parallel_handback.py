@@ -215,3 +215,16 @@ def test_suite_programs_compute_numpys_results_with_late_pool_threads(hooks, nam
         for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
             np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-5)
     assert runtime.parallel_stats()["pooled"] >= before["pooled"] + 5
+
+
+def test_chunks_cut_each_threads_share_in_four():
+    """The chunk size of a parallel loop nest (Algorithm 8.1's share per thread over
+    CHUNKS_PER_THREAD), in logical iterations of the collapsed loops; a C++ expression when a
+    bound is one."""
+    from stax.codegen.tuning import CHUNKS_PER_THREAD, chunk_iterations
+    assert CHUNKS_PER_THREAD == 4
+    assert chunk_iterations([(0, 64, 1)], 2) == 8
+    assert chunk_iterations([(0, 131072, 16)], 2) == 1024  # a vector loop: 8192 iterations
+    assert chunk_iterations([(0, 4, 1), (0, 6, 1)], 3) == 2  # collapse(2): 24 iterations
+    assert chunk_iterations([(0, 3, 1)], 2) == 1
+    assert chunk_iterations([("x1_head", 64, 1)], 2) == "std::max<int64_t>(1, (((64) - (x1_head) + 0) / 1 + 7) / 8)"

@@ -123,6 +123,7 @@ struct Word {
 
   template <typename Ready>
   void wait_until(Ready ready, bool spin) {
+    if (ready(value.load(std::memory_order_acquire))) return;
     if (spin && SPIN_SECONDS > 0) {  // the clock is first read after a while: most waits end before
       std::chrono::steady_clock::time_point start;
       for (uint32_t i = 1;; ++i) {

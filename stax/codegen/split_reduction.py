@@ -69,7 +69,8 @@ class SplitReduction:
 
     def _split_reduction_body(self, vvar: str) -> list[str]:
         """Chunk ``c`` of the first inner loop's rows reduces, in memory order, into partial
-        results ``<buf>_parts[c]`` (one chunk per thread; all of them on the calling thread when
+        results ``<buf>_parts[c]`` (as many chunks as threads, each claimed by whichever thread comes
+        first, so a late thread's chunk runs on another; all of them on the calling thread when
         the kernel opens no parallel region), SPLIT_ROW_STEP rows a step; m2 keeps its running
         means beside them and counts the rows seen.  Then the outer loops combine the chunks'
         results and run the epilogue (``_point``), in parallel where Algorithm 8.1 says."""

@@ -65,12 +65,13 @@ def median_interval(samples: Sequence[float], z: float = 1.96) -> tuple[float, f
 
 
 def measure(fn: Callable[[], object], threads: int, isa: str, *, min_repeats: int = 7, max_repeats: int = 500,
-            rel_ci: float = 0.05, time_cap: float = 2.0, batch_seconds: float = 0.002,
+            rel_ci: float = 0.05, time_cap: float = 0.5, batch_seconds: float = 0.002,
             warmup_seconds: float = 0.02) -> Timing:
     """The timing protocol of sweeps: warm up for ``warmup_seconds``, choose calls per batch so
     that a batch lasts ``batch_seconds``, then time batches until the median's confidence interval
     lies within ``rel_ci`` of it (at least ``min_repeats`` batches) or ``time_cap`` seconds or
-    ``max_repeats`` batches have passed; ``noisy`` when the interval stayed wider."""
+    ``max_repeats`` batches have passed; ``noisy`` when the interval stayed wider.  The cap bounds
+    what a noisy cell costs a sweep (the main job times 252 cells)."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
     fn()

@@ -29,14 +29,15 @@
 // `done` when it reaches a barrier or leaves, and a barrier after step j waits until `done`
 // counts every chunk of steps 0..j (each thread knows that number from the loops it met).
 //
-// Why the hand-back is safe (the invariants, by the numbered lines below):
+// Why the hand-back is safe (the code marks where it relies on (1)-(4)):
 // (1) No chunk runs twice: a chunk is run by the thread whose compare-and-swap moved the claim
 //     word from (j + 1, c) to (j + 1, c + 1) (or set it to (j + 1, 1) for c = 0); a word moves
 //     only forward, so each (j, c) is taken by one CAS.  A thread at step j that finds a later
 //     step (> j + 1) in the slot takes nothing: that slot was reset for step j + k*STEPS only by a
 //     thread that had passed step j, which it leaves only when its claim fails, i.e. when every
-//     chunk of step j was claimed.  So the ring never hands a step's slot to a later step while
-//     a chunk of it is unclaimed, and a slow thread never claims a later step's chunk for step j.
+//     chunk of step j was claimed (or when it found a later step there: by induction over the
+//     resets, the same).  So the ring never hands a step's slot to a later step while a chunk
+//     of it is unclaimed, and a slow thread never claims a later step's chunk for step j.
 // (2) No chunk is lost: the caller runs the region's function to its end, so it meets every step
 //     and claims until each step's claim fails, i.e. until every chunk is claimed by someone;
 //     a claimed chunk is run by its claimer, which is inside the function (a member), and the
@@ -57,15 +58,22 @@
 //     region number or CLOSED differs) and returns to waiting without reading either.  Claim
 //     words and `done` are reset for the next region only while no member exists.
 //
+// A region that is one loop (`omp parallel for`, which GCC lowers to GOMP_parallel_loop_*) starts
+// every member in that loop as step 0.
+//
+// What remains: a member that loses its core while it holds a chunk delays the region's end by
+// the time it is away (the caller cannot run a claimed chunk again); small chunks make that rare.
+//
 // Code that asks for its team (omp_get_num_threads / omp_get_thread_num: a static schedule, as
-// in matmul's library calls of other builds) needs every thread it planned for: such a region
+// hand-written loops of the benchmarks have) needs every thread it planned for: such a region
 // waits at its end for every pool thread it handed itself to (libgomp's behaviour), and a barrier
 // after such a query is refused (abort with a message), since the pool's barriers count chunks.
 //
 // A region that finds the pool taken (by another thread of the process, or nested in a region)
 // runs on its calling thread alone, a team of one; a worksharing loop outside a pooled region
 // (orphaned, or in such a region) is one chunk on its thread.  A thread waits by spinning
-// SPIN_SECONDS, then sleeps on a futex, which the waking side calls only when someone sleeps.
+// SPIN_SECONDS (yielding its core between checks after YIELD_AFTER_SECONDS), then sleeps on a
+// futex, which the waking side calls only when someone sleeps.
 // With more threads than CPUs, or under OMP_WAIT_POLICY=passive, nothing spins.  A forked child
 // starts with no pool threads.
 
@@ -241,7 +249,7 @@ void barrier() {
   if (me.region == nullptr) return;
   if (me.asked_team) refuse_barrier();
   count_ran();
-  const uint64_t expected = me.expected;
+  const uint64_t expected = me.expected;  // (3): every chunk of the steps this thread met has run
   me.region->done.wait_until([expected](uint64_t v) { return v >= expected; }, me.region->spin);
 }
 
@@ -359,7 +367,7 @@ void run_alone(void (*fn)(void*), void* data, const Loop& loop) {
 
 // The caller's side of a region on the pool (which it holds): open, hand over, run, close.
 void run_pooled(void (*fn)(void*), void* data, int size, bool spin, const Loop& loop) {
-  Region& r = pool.region;  // no member exists: the last region's caller saw them all leave
+  Region& r = pool.region;  // (4): no member exists, the last region's caller saw them all leave
   r.loop = loop;
   for (uint32_t j = 0; j < pool.used; ++j) r.claims[j].word.store(0, std::memory_order_relaxed);
   r.done.value.store(0, std::memory_order_relaxed);

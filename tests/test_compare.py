@@ -4,7 +4,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from experiments.compare import compare
-from stax.cli import main
+from experiments.cli import main
 
 
 def table(rows: list[tuple[str, str, float, float, float]]) -> pd.DataFrame:

@@ -17,6 +17,10 @@ Columns (``None`` where a measure does not apply, e.g. kernel time of an abstrac
   interval of that median (``_min``/``_max``), ``_iqr``, ``_repeats``, ``_threads``, ``_isa``,
   ``load_average`` and ``_noisy`` (the interval stayed wider than 5%: ``stax.timing.measure``).
 
+- ``decision``: the content key of the cell's decisions in the results directory
+  (``OUT/decisions/KEY.json``: a program's :class:`stax.schedules.Schedule`, which
+  ``stax.build(Schedule.load(...))`` rebuilds, or an abstract instance's partition and order).
+
 A cell does not solve its reference: it returns what it needs (:class:`ReferenceTask`, keyed by
 the problem's content and the reference settings) and the sweep solves each key once for all
 cells (:func:`solve_reference`) and completes their rows (:func:`complete`).
@@ -43,6 +47,11 @@ from .cells import NO_ORDER, Cell
 from .config import ReferenceSpec
 
 
+#: the column of a cell's decisions: its Schedule (programs) or its partition and order (abstract
+#: instances); the results directory stores them by content and keeps the key (``ResultDir.record``)
+DECISION = "decision"
+
+
 def run_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, ReferenceTask]]:
     """The metric columns of ``cell`` and the references its row still needs (measure ``optimum``),
     by column prefix; :func:`complete` adds their columns once they are solved."""
@@ -66,16 +75,19 @@ def run_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, ReferenceTask]]:
 
 def _abstract_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProblem | None, OrderProblem | None]:
     metrics: dict[str, Any] = {}
+    decision: dict[str, Any] = {}  # the strategies' answers, for a replay of the cell
     partition = None
     if inst.fusion is not None:
         fusion = run_fusion(cell.fusion.name, inst.fusion, **cell.fusion.kwargs())
         metrics |= _fusion_columns(inst.fusion, fusion)
-        partition = fusion.partition
+        partition = decision["partition"] = fusion.partition
     if cell.order == NO_ORDER:
-        return metrics, inst.fusion, None
+        return metrics | {DECISION: decision}, inst.fusion, None
     order_problem = inst.order_problem(partition)
-    metrics |= _order_columns(order_problem, run_order(cell.order.name, order_problem, **cell.order.kwargs()))
-    return metrics, inst.fusion, order_problem
+    order = run_order(cell.order.name, order_problem, **cell.order.kwargs())
+    metrics |= _order_columns(order_problem, order)
+    decision["order"] = order.order
+    return metrics | {DECISION: decision}, inst.fusion, order_problem
 
 
 def _program_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProblem, OrderProblem]:
@@ -92,6 +104,7 @@ def _program_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProb
     metrics = {"compile_seconds": time.perf_counter() - start}
     metrics |= _fusion_columns(compiled.fusion_problem, compiled.fusion)
     metrics |= _order_columns(compiled.order_problem, compiled.order)
+    metrics[DECISION] = compiled.schedule.to_dict()
     if "measured_peak" in cell.measures:
         got = compiled(*[a.copy() for a in arrays])
         metrics["peak_measured"] = compiled.memory.peak

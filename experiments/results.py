@@ -15,6 +15,7 @@ where no optimum is proven.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from .measure import write_atomic
+from .measure import DECISION, write_atomic
 from .nulls import as_nulls
 
 TABLE = "results.parquet"
@@ -34,7 +35,8 @@ class ResultDir:
     def __init__(self, out: str | Path):
         self.out = Path(out)
         self.cells, self.failed, self.refs = self.out / "cells", self.out / "failed", self.out / "refs"
-        for d in (self.cells, self.failed, self.refs):
+        self.decisions = self.out / "decisions"
+        for d in (self.cells, self.failed, self.refs, self.decisions):
             d.mkdir(parents=True, exist_ok=True)
 
     def references(self) -> dict[str, dict[str, Any]]:
@@ -44,11 +46,27 @@ class ResultDir:
     def record_reference(self, key: str, ref: dict[str, Any]) -> None:
         write_atomic(self.refs / f"{key}.json", json.dumps(ref, default=_plain))
 
+    def record_decision(self, decision: dict[str, Any]) -> str:
+        """Store ``decision`` (once per content) and return its key."""
+        text = json.dumps(decision, sort_keys=True, default=_plain)
+        key = hashlib.sha256(text.encode()).hexdigest()[:20]
+        path = self.decisions / f"{key}.json"
+        if not path.exists():
+            write_atomic(path, text)
+        return key
+
+    def decision(self, key: str) -> dict[str, Any]:
+        """The decisions stored under ``key`` (a row's ``decision`` column)."""
+        return json.loads((self.decisions / f"{key}.json").read_text())
+
     def done(self) -> set[str]:
         return {p.stem for p in self.cells.glob("*.json")}
 
     def record(self, row: dict[str, Any]) -> None:
-        """Persist a finished row: done cells under cells/, failures under failed/."""
+        """Persist a finished row: done cells under cells/, failures under failed/; its decisions
+        under decisions/, by content, the row keeping their key."""
+        if isinstance(row.get(DECISION), dict):
+            row = {**row, DECISION: self.record_decision(row[DECISION])}
         key, text = row["cell"], json.dumps(row, default=_plain)
         if row["status"] == "ok":
             write_atomic(self.cells / f"{key}.json", text)

@@ -13,15 +13,13 @@ import numpy as np
 
 import stax
 from solvers.brute_force import min_fusion_cost, min_peak
-from stax.compiler import kernel_name
+from stax.compiler import Options, fusion_problem_of, kernel_name
 from stax.errors import KernelError, StaxError
 from stax.graph import Graph
-from stax.lowering import lower
 from stax.problems import kernel_order_problem
 from stax.reference import evaluate
 from stax.runtime import ISA_LEVELS
 from stax.scheduler.legality import DEFAULT_FUSION_RULE
-from stax.scheduler.nodes import Scheduler
 from stax.strategy import ordered_blocks, run_fusion, run_order
 
 from instances.random_programs import FuzzProgram
@@ -158,7 +156,7 @@ def cross_check(program: FuzzProgram, rule: str = DEFAULT_FUSION_RULE) -> tuple[
     program's fusion problem and on the kernel order problem of its greedy partition; returns the
     problems found and the number of fusion nodes."""
     try:
-        problem = Scheduler(lower(program.trace())).fusion_problem(rule)
+        problem = fusion_problem_of(program.trace(), Options(rule=rule))
     except Exception as exc:  # a valid program that does not lower is a bug
         return [f"lower: {type(exc).__name__}: {exc}"[:2000]], 0
     small = len(problem.nodes) <= SMALL

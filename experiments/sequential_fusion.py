@@ -24,10 +24,9 @@ import numpy as np
 import stax
 from instances.programs import Program
 from instances.shifted_programs import SHIFTED_PROGRAMS, random_shifted
+from stax.compiler import fusion_problem_of
 from stax.frontend import trace
-from stax.lowering import lower
 from stax.reference import evaluate
-from stax.scheduler.nodes import Scheduler
 from stax.strategy import run_fusion
 from stax.timing import time_call
 
@@ -46,7 +45,7 @@ def row(program: Program, size: int) -> dict:
     want = evaluate(graph, x.copy())[0]
     result = {"program": program.name, "shape": "x".join(map(str, x.shape))}
     for rule in RULES:
-        problem = Scheduler(lower(graph, cost_model)).fusion_problem(dependence=rule)
+        problem = fusion_problem_of(graph, stax.Options(cost_model=cost_model, dependence=rule))
         nodes = problem.nodes
         result[f"{rule}.pairs"] = len(nodes) * (len(nodes) - 1) // 2 - len(problem.forbidden)
         result[f"{rule}.greedy"] = run_fusion("greedy", problem).cost

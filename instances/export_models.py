@@ -33,16 +33,14 @@ SHIPPED = [
 
 def fusion_problem(model: str, layers: int, train: bool, seed: int = 0) -> FusionProblem:
     """The scheduler nodes' FusionProblem of a whole model (``whole_models.whole_model``)."""
-    from stax.lowering import lower
-    from stax.scheduler.legality import DEFAULT_FUSION_RULE
-    from stax.scheduler.nodes import Scheduler
+    from stax.compiler import fusion_problem_of
 
     from .whole_models import whole_model
     program = whole_model(model, train, layers, seed)
     info = program.provenance
     title = (f"models/{model}-{layers}-{'train' if train else 'forward'} ({info['model']}; seed {seed}; "
              f"torch {info['torch']})")
-    problem = Scheduler(lower(program.graph())).fusion_problem(DEFAULT_FUSION_RULE, name=title)
+    problem = fusion_problem_of(program.graph(), name=title)
     return replace(problem, forbidden=tuple(replace(p, reason=p.reason.split(":")[0]) for p in problem.forbidden))
 
 

@@ -78,12 +78,10 @@ class Family:
 def program_fusion_problem(program: Program, size: int, seed: int = 0, name: str = "") -> FusionProblem:
     """The FusionProblem ``stax.compile`` solves for ``program`` with its default options (rule
     ``DEFAULT_FUSION_RULE``), without building C++; its content keys a sweep's program cells."""
+    from stax.compiler import Options, fusion_problem_of
     from stax.frontend import trace
-    from stax.lowering import lower
-    from stax.scheduler.legality import DEFAULT_FUSION_RULE
-    from stax.scheduler.nodes import Scheduler
     graph = trace(program.fn, *program.inputs(size, seed))
-    return Scheduler(lower(graph, program.cost_model)).fusion_problem(DEFAULT_FUSION_RULE, name=name)
+    return fusion_problem_of(graph, Options(cost_model=program.cost_model), name=name)
 
 
 def _program_family(program: Program) -> Family:

@@ -225,6 +225,19 @@ def translation_unit(kernels: list[Kernel], counting: bool = False, graph_call: 
     return "\n\n".join(parts) + "\n"
 
 
+def _fusion_stage(graph: Graph, options: Options, name: str = "") -> tuple[LoweredProgram, Scheduler, FusionProblem]:
+    program = lower(graph, options.cost_model)
+    scheduler = Scheduler(program)
+    return program, scheduler, scheduler.fusion_problem(options.rule, dependence=options.dependence, name=name)
+
+
+def fusion_problem_of(graph: Graph, options: Options | None = None, name: str = "") -> FusionProblem:
+    """The passes up to the FusionProblem seam (lower, scheduler nodes, Definition 7.3's problem under
+    ``options``' rule, dependence rule and cost model): what ``schedule_graph`` hands the fusion
+    strategy, with no strategy run and no C++ made."""
+    return _fusion_stage(graph, options or Options(), name)[2]
+
+
 def schedule_graph(graph: Graph, options: Options | None = None, parameters: tuple[str, ...] = ()) -> Schedule:
     """Every pass after tracing, up to gcc (see the module docstring); ``None``: the default options.
     ``parameters``: the name of each input in the traced function, by which a call may pass it
@@ -235,9 +248,7 @@ def schedule_graph(graph: Graph, options: Options | None = None, parameters: tup
         raise StaxError(f"parameters {parameters} must name each of the graph's {len(graph.inputs)} inputs once")
     isa = options.isa or detect_isa()
     threads = options.threads or default_threads()
-    program = lower(graph, options.cost_model)
-    scheduler = Scheduler(program)
-    problem = scheduler.fusion_problem(options.rule, dependence=options.dependence)
+    program, scheduler, problem = _fusion_stage(graph, options)
     fusion = run_fusion(options.fusion, problem, **options.fusion_params)
     fusion = replace(fusion, partition=ordered_blocks(problem, fusion.partition))
     order_problem = allocated_order_problem(problem, fusion.partition, kernel_names(fusion.partition),

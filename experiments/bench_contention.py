@@ -135,7 +135,7 @@ def print_rows(rows: list[dict], header: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=parse_size, nargs="+", default=[(64, 128), (1024, 1024), (4096, 4096)],
                         help="N (n x n) or NxM; default 64x128 1024 4096")
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=list(PROGRAMS), metavar="PROGRAM",

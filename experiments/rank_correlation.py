@@ -62,7 +62,7 @@ def per_family(table: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     from experiments.results import load_results
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", help="a results directory or table")
     table = per_family(load_results(parser.parse_args(argv).results))
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))

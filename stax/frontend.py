@@ -1138,3 +1138,35 @@ def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
         tracer.done = True
     mutations = {a._input: a._name for a in args if a._name != a._input}
     return _finalize(tracer.graph, [t._name for t in outputs], mutations)
+
+
+# ---------------------------------------------------------------------------------------------
+# write-back of a functionalized program's inputs
+
+def write_back(target: Tensor, value: Tensor) -> None:
+    """Make ``value`` (cast to the input's dtype and broadcast to its shape) the final value of
+    the graph input ``target``: ``Graph.mutations``, written into the caller's array after every
+    output (seed 7.1, renaming).  For the epilogue of a functionalized program (torch's
+    ``copy_`` of an input's new value), whose reads all see the old value by construction, so
+    that views of the input taken earlier do not block it as they block ``copy_``."""
+    if not isinstance(target, Tensor) or target._input is None or target._base is not None:
+        raise UnsupportedError("write_back: the target must be an input of the traced function")
+    _tracer_of((target, value), "write_back")
+    if _broadcast_shapes("write_back", [target.shape, value.shape]) != target.shape:
+        raise ShapeError(f"write_back: a value of shape {value.shape} does not broadcast to the input's shape "
+                         f"{target.shape}")
+    target._name = _expand_to(value._cast(target.dtype), target.shape)._name
+
+
+# ---------------------------------------------------------------------------------------------
+# indexing by tensors (stax.gather): torch.Tensor's methods of the same names
+
+from . import gather as _gather  # noqa: E402  (stax.gather builds on this module)
+
+Tensor.gather = lambda self, dim, index: _gather.gather(self, dim, index)
+Tensor.index_select = lambda self, dim, index: _gather.index_select(self, dim, index)
+Tensor.scatter = lambda self, dim, index, src=None, *, value=None: _gather.scatter(
+    self, dim, index, value if src is None else src)
+Tensor.scatter_add = lambda self, dim, index, src: _gather.scatter_add(self, dim, index, src)
+Tensor.slice_scatter = lambda self, src, dim=0, start=None, end=None, step=1: _gather.slice_scatter(
+    self, src, dim, start, end, step)

@@ -149,7 +149,8 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         a, b = args
         if op in _INTEGER_DIVISIONS and a.dtype.kind in "iu" and not np.all(b):
             if zero_division == "raise":
-                raise KernelError(f"integer division by zero in {op} (node {node.name})")
+                raise KernelError(f"integer division by zero in {op} (node {node.name}), or an index out of range "
+                                  "(gather, scatter and index_select check their indices so)")
             a, b = np.broadcast_arrays(a, b)
             return np.where(b == 0, np.iinfo(a.dtype).max, _BINARY[op](a, np.where(b == 0, 1, b)))
         return _BINARY[op](a, b)

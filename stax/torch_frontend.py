@@ -2,7 +2,14 @@
 translate its ATen graph into a stax program (``pip install 'stax[torch]'``).
 
 Capture (checked on torch 2.13): ``make_fx`` with ``core_aten_decompositions()`` traces the
-function on real tensors into an FX graph of core ATen ops. For a training step the traced
+function on real tensors into an FX graph of core ATen ops, which is then re-traced under
+``torch.func.functionalize`` (as AOTAutograd does): in-place ops (``add_``, ``sigmoid_``, writes
+into slices) become out-of-place ones (``add``, ``slice_scatter``), and an update of an input
+(batch norm's running statistics) becomes a ``copy_`` of its new value into the input at the
+end of the graph.  The translation makes those the program's in-place updates of its inputs
+(``Graph.mutations``), so the compiled call writes them into the arrays it is given: with
+:meth:`TorchProgram.module_arguments` those share memory with the module's buffers, which are
+then updated as torch's own call updates them.  For a training step the traced
 function computes the loss and ``torch.autograd.grad`` of it with respect to every parameter,
 so the graph is the joint forward + backward graph (what AOTAutograd partitions). Attention
 is traced under ``sdpa_kernel(SDPBackend.MATH)`` so that its backward decomposes into matmuls
@@ -31,7 +38,7 @@ import numpy as np
 
 from .compiler import CompiledFunction, compile
 from .errors import StaxError, UnsupportedError
-from .frontend import Tensor, trace
+from .frontend import Tensor, trace, write_back
 from .graph import Graph
 from .torch_ops import ATEN, dtype_name, full
 
@@ -78,12 +85,27 @@ class TorchProgram:
     expected: list[np.ndarray]
     provenance: dict[str, Any] = field(default_factory=dict)
     fx_graph: Any = None
+    #: the inputs the program updates in place (buffers such as running statistics), and their
+    #: values after PyTorch's eager call on the example
+    updated: list[str] = field(default_factory=list)
+    expected_updates: list[np.ndarray] = field(default_factory=list)
 
     def arguments(self, *tensors: Any) -> list[np.ndarray]:
         """The arrays to call the compiled program with: the captured inputs (torch tensors or
         arrays, defaults to the example) followed by the lifted constants."""
         arrays = [_to_numpy(t) for t in tensors] if tensors else self.example
         return [*arrays, *self.constants]
+
+    def module_arguments(self, module: Any, *tensors: Any) -> list[np.ndarray]:
+        """The arrays to call a program imported from ``module`` with: its parameters and buffers
+        sharing memory with the module (so that the call updates the buffers in place, as
+        torch's own call does), then ``tensors`` (the call's inputs and targets), then the
+        lifted constants."""
+        state = [p.detach() for p in module.parameters()] + list(module.buffers())
+        arrays = [t.numpy() if t.is_contiguous() else _to_numpy(t) for t in state]
+        if any(not np.shares_memory(a, t.numpy()) for a, t in zip(arrays, state) if t.is_contiguous()):
+            raise StaxError("module_arguments: a parameter or buffer is not a CPU tensor whose memory numpy can share")
+        return [*arrays, *(_to_numpy(t) for t in tensors), *self.constants]
 
     def graph(self) -> Graph:
         return trace(self.fn, *self.arguments())
@@ -97,14 +119,45 @@ def _to_numpy(value: Any) -> np.ndarray:
     return value.detach().contiguous().numpy() if hasattr(value, "detach") else np.asarray(value)
 
 
+def _decompositions() -> dict[Any, Callable[..., Any]]:
+    """Core ATen's decompositions, and batch norm's: ``native_batch_norm``'s schema does not mark
+    the running statistics it updates, so it is decomposed into ``_native_batch_norm_legit``
+    (which marks them) for functionalization to see the update, and the functional form that
+    functionalization gives is decomposed in turn."""
+    torch = require_torch()
+    from torch._decomp import core_aten_decompositions, decomposition_table
+    aten = torch.ops.aten
+    batch_norm = (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default)
+    return {**core_aten_decompositions(), **{op: decomposition_table[op] for op in batch_norm}}
+
+
+def _fresh(tensors: Sequence[Any]) -> list[Any]:
+    """Copies of ``tensors`` (keeping ``requires_grad``), for a run that may update them in place."""
+    return [t.detach().clone().requires_grad_(t.requires_grad) if hasattr(t, "detach") else t for t in tensors]
+
+
 def capture(fn: Callable[..., Any], flat_inputs: Sequence[Any]) -> Any:
-    """The core-ATen FX graph of ``fn(*flat_inputs)`` (see the module docstring)."""
+    """The functionalized core-ATen FX graph of ``fn(*flat_inputs)`` (see the module docstring);
+    ``flat_inputs`` are not modified."""
     require_torch()
-    from torch._decomp import core_aten_decompositions
+    from torch.func import functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    table = _decompositions()
     with sdpa_kernel(SDPBackend.MATH):
-        return make_fx(fn, decomposition_table=core_aten_decompositions())(*flat_inputs)
+        traced = make_fx(fn, decomposition_table=table)(*_fresh(flat_inputs))
+        return make_fx(functionalize(traced, remove="mutations"),
+                       decomposition_table=table)(*_fresh(flat_inputs))
+
+
+def _updated_inputs(gm: Any) -> list[int]:
+    """The positions of the placeholders that the functionalized graph copies new values into."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [placeholders.index(n.args[0]) for n in gm.graph.nodes if _is_write_back(n)]
+
+
+def _is_write_back(node: Any) -> bool:
+    return node.op == "call_function" and _target_name(node.target) == "copy_" and node.args[0].op == "placeholder"
 
 
 def _target_name(target: Any) -> str:
@@ -165,13 +218,9 @@ def _conform(result: Any, expected: Any, node: Any) -> Any:
 def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
     """Raise before tracing if any op that stax must run has no translation."""
     for node in gm.graph.nodes:
-        if node.op == "call_function" and node not in folded and node.target is not operator.getitem:
+        if node.op == "call_function" and node not in folded and node.target is not operator.getitem \
+                and not _is_write_back(node):
             name = _target_name(node.target)
-            if name.endswith("_") and not name.startswith("_"):
-                raise UnsupportedError(f"ATen op {node.target} (node {node.name}) updates a tensor in place (for "
-                                       "example BatchNorm's running statistics in training mode), which the torch "
-                                       "front end does not translate; use module.eval(), BatchNorm with "
-                                       "track_running_stats=False, or an out-of-place form")
             if name not in ATEN:
                 raise UnsupportedError(f"ATen op {node.target} (node {node.name}) has no stax translation; the ops "
                                        "stax translates are the keys of stax.torch_ops.ATEN")
@@ -179,8 +228,24 @@ def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
             raise UnsupportedError(f"FX node {node.name} ({node.op} {node.target}) is not an ATen op")
 
 
-def translate(gm: Any, n_inputs: int) -> tuple[Callable[..., tuple[Tensor, ...]], list[np.ndarray]]:
-    """A stax-traceable function equivalent to the FX graph ``gm``, and its lifted constants."""
+def _check_no_mutation(gm: Any, program: str) -> None:
+    """Raise if an op still updates a tensor in place after functionalization: one that is not an
+    input (functionalization turns the updates of inputs into the ``copy_`` epilogue)."""
+    for node in gm.graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is not None and schema.is_mutable and not _is_write_back(node):
+            raise UnsupportedError(f"ATen op {node.target} (node {node.name}) of {program} updates a tensor that is "
+                                   "not an input (a tensor the function closes over, or a module attribute that "
+                                   "is not a registered buffer), which stax cannot express: pass the tensor as an "
+                                   "argument, or register it with module.register_buffer, so that its update "
+                                   "becomes the program's in-place update of an input")
+
+
+def translate(gm: Any, n_inputs: int, program: str = "the captured function"
+              ) -> tuple[Callable[..., tuple[Tensor, ...]], list[np.ndarray]]:
+    """A stax-traceable function equivalent to the functionalized FX graph ``gm``, and its lifted
+    constants; the graph's ``copy_`` into an input becomes the input's in-place update."""
+    _check_no_mutation(gm, program)
     folded = _fold_constants(gm)
     boundary, lifted = _boundary_constants(folded)
     _check_supported(gm, folded)
@@ -207,6 +272,8 @@ def translate(gm: Any, n_inputs: int) -> tuple[Callable[..., tuple[Tensor, ...]]
                 call_args, call_kwargs = _map_nodes((node.args, node.kwargs), value)
                 if node.target is operator.getitem:
                     env[node] = call_args[0][call_args[1]]
+                elif _is_write_back(node):
+                    write_back(*call_args)
                 else:
                     result = ATEN[_target_name(node.target)](*call_args, **call_kwargs)
                     env[node] = _conform(result, node.meta.get("val"), node)
@@ -238,14 +305,17 @@ def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", proven
                     input_names: Sequence[str] | None = None) -> TorchProgram:
     """Capture ``fn(*inputs)`` (tensors) and translate it; outputs are flattened."""
     torch = require_torch()
+    name = name or getattr(fn, "__name__", "function")
     gm = capture(fn, inputs)
-    stax_fn, lifted = translate(gm, len(inputs))
-    expected = [_to_numpy(t) for t in _flatten(fn(*inputs))]
+    stax_fn, lifted = translate(gm, len(inputs), name)
+    eager = _fresh(inputs)
+    expected = [_to_numpy(t) for t in _flatten(fn(*eager))]
+    updated = _updated_inputs(gm)
     names = list(input_names) if input_names is not None else [f"input{i}" for i in range(len(inputs))]
     info = {"torch": torch.__version__, "inputs": {n: list(t.shape) for n, t in zip(names, inputs)}, **(provenance or {})}
-    return TorchProgram(name or getattr(fn, "__name__", "function"), stax_fn,
-                        names + [f"constant{i}" for i in range(len(lifted))],
-                        [_to_numpy(t) for t in inputs], lifted, expected, info, gm)
+    return TorchProgram(name, stax_fn, names + [f"constant{i}" for i in range(len(lifted))],
+                        [_to_numpy(t) for t in _fresh(inputs)], lifted, expected, info, gm,
+                        [names[i] for i in updated], [_to_numpy(eager[i]) for i in updated])
 
 
 def _state(module: Any, requires_grad: bool) -> tuple[list[str], list[Any]]:

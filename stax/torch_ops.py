@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-from . import dtypes, nn
+from . import dtypes, gather, nn
 from .errors import UnsupportedError
 from .frontend import Tensor, where
 
@@ -185,26 +185,6 @@ def _batch_norm_inference(x: Tensor, weight: Tensor | None, bias: Tensor | None,
     return _scaled_shifted(out, weight, bias, _channels(x)), empty, empty
 
 
-def _batch_norm_training(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Normalize with the batch's statistics over every dim but the channels (dim 1): (output,
-    mean, 1 / std), the statistics of shape (C,) as ``native_batch_norm`` saves them."""
-    out, mean, rstd = _standardized(x, (0,) + tuple(range(2, x.ndim)), eps)
-    return _scaled_shifted(out, weight, bias, _channels(x)), mean.reshape(-1), rstd.reshape(-1)
-
-
-def _batch_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor | None, var: Tensor | None,
-                training: bool, momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """``native_batch_norm``: eval mode, or training mode without running statistics (training mode
-    with them updates them in place)."""
-    if not training:
-        return _batch_norm_inference(x, weight, bias, mean, var, momentum, eps)
-    if mean is not None or var is not None:
-        raise UnsupportedError("aten.native_batch_norm in training mode updates the running statistics in place, "
-                               "which stax does not translate; call module.eval(), build the BatchNorm with "
-                               "track_running_stats=False, or use LayerNorm")
-    return _batch_norm_training(x, weight, bias, eps)
-
-
 # --- views -----------------------------------------------------------------------------------
 def _squeeze(x: Tensor, dim: Any = None) -> Tensor:
     return x.squeeze(dim)
@@ -298,6 +278,30 @@ def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: A
     return [make() if wanted else None for make, wanted in zip(grads, output_mask)]
 
 
+# --- indexing by tensors and functionalized writes (see stax.gather) ---------------------------
+def _copy(x: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+    """The functional ``copy``: ``src`` with ``x``'s dtype and shape."""
+    return (src.to(x.dtype) + full(x, 0, x.shape, x.dtype)) if src.shape != x.shape else src.to(x.dtype).clone()
+
+
+def _scatter(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: str | None = None
+             ) -> Tensor:
+    if reduce is not None:
+        raise UnsupportedError(f"aten.scatter with reduce={reduce!r} is not translated; use scatter_add")
+    return gather.scatter(x, dim, index, value if src is None else src)
+
+
+def _index(x: Tensor, indices: Sequence[Tensor | None]) -> Tensor:
+    """``x[i]`` with one index tensor (``aten.index.Tensor``): ``index_select`` along its dim."""
+    used = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(used) != 1 or used[0][1].dtype == "bool":
+        raise UnsupportedError("aten.index.Tensor: stax translates indexing by one integer index tensor "
+                               f"(x[i], x[:, i]), not {len(used)} index tensors or a mask")
+    d, index = used[0]
+    flat = gather.index_select(x, d, index.reshape(-1))
+    return flat.reshape(x.shape[:d] + index.shape + x.shape[d + 1:])
+
+
 def _identity(x: Tensor, *_: Any, **__: Any) -> Tensor:
     return x
 
@@ -330,7 +334,6 @@ ATEN: dict[str, Handler] = {
     "_softmax": _softmax, "_log_softmax": _log_softmax, "_softmax_backward_data": _softmax_backward,
     "_log_softmax_backward_data": _log_softmax_backward,
     "native_layer_norm": _layer_norm, "_native_batch_norm_legit_no_training": _batch_norm_inference,
-    "native_batch_norm": _batch_norm,
     "view": lambda x, shape: x.reshape(shape), "_unsafe_view": lambda x, shape: x.reshape(shape),
     "reshape": lambda x, shape: x.reshape(shape),
     "permute": lambda x, dims: x.permute(dims), "t": lambda x: x.t(), "transpose": lambda x, a, b: x.transpose(a, b),
@@ -343,4 +346,7 @@ ATEN: dict[str, Handler] = {
     "addmm": _addmm, "baddbmm": _addmm, "linear": _linear,
     "constant_pad_nd": lambda x, pad, value=0: nn.pad(x, pad, value=value), "cat": nn.cat, "flip": lambda x, dims: x.flip(dims),
     "convolution": _convolution, "convolution_backward": _convolution_backward,
+    "copy": _copy, "gather": lambda x, dim, index, *, sparse_grad=False: gather.gather(x, dim, index),
+    "scatter": _scatter, "scatter_add": gather.scatter_add, "index_select": gather.index_select,
+    "slice_scatter": gather.slice_scatter, "index": _index,
 }

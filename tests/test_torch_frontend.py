@@ -2,6 +2,7 @@
 with PyTorch; ops without a translation raise an error naming the ATen op."""
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -114,20 +115,65 @@ def test_grouped_convolution_is_unsupported():
         import_module(conv, torch.randn(1, 4, 6, 6)).graph()
 
 
-def test_batch_norm_with_running_statistics_is_unsupported_in_training():
-    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3))
-    with pytest.raises(UnsupportedError, match=r"in place .*track_running_stats=False"):
-        import_training_step(net, lambda y: y.sum(), [torch.randn(2, 2, 5, 5)])
-    stats = torch.zeros(3), torch.ones(3)
-    with pytest.raises(UnsupportedError, match=r"native_batch_norm in training mode .*track_running_stats=False"):
-        import_function(lambda x: torch.ops.aten.native_batch_norm(x, None, None, *stats, True, 0.1, 1e-5)[0],
-                        torch.randn(2, 3, 4, 4)).graph()
+def assert_updates_agree(program: TorchProgram, arguments: list[np.ndarray]) -> None:
+    """The buffers the compiled call updated in ``arguments`` hold torch's values after its call."""
+    assert program.updated and len(program.updated) == len(program.expected_updates)
+    for name, want in zip(program.updated, program.expected_updates):
+        got = arguments[program.input_names.index(name)]
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6, err_msg=f"{program.name}: {name}")
 
 
-def test_in_place_update_is_unsupported():
-    net = torch.nn.BatchNorm1d(4)
-    with pytest.raises(UnsupportedError, match=r"aten\.add_\.Tensor .* in place .*BatchNorm"):
-        import_training_step(net, lambda y: y.sum(), [torch.randn(3, 4)])
+@pytest.mark.parametrize("cell, inputs", [(torch.nn.GRUCell(6, 8), (3, 6, 8)), (torch.nn.RMSNorm(8), (3, 8))])
+def test_modules_with_in_place_ops_import_functionalized(cell, inputs):
+    """nn.GRUCell (add_, sigmoid_, tanh_ on slices: slice_scatter after functionalization) and
+    nn.RMSNorm (add_.Scalar): forward and training step agree with eager torch."""
+    torch.manual_seed(0)
+    tensors = [torch.randn(inputs[0], n) for n in inputs[1:]]
+    assert_agrees(import_module(cell, *tensors))
+    program = import_training_step(cell, lambda h: (h * h).sum(), tensors)
+    assert not program.updated
+    assert_agrees(program)
+
+
+def test_train_mode_batch_norm_updates_the_running_statistics():
+    """A conv + train-mode BatchNorm2d training step: loss and gradients agree with torch, and the
+    compiled call writes running_mean, running_var and num_batches_tracked into the module as
+    torch's call does (momentum 0.1, unbiased running variance)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.ReLU())
+    x = torch.randn(4, 2, 6, 6)
+    program = import_training_step(net, lambda y: (y * y).sum(), [x])
+    assert program.updated == ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+    arguments = program.arguments()
+    outputs = program.compile()(*arguments)
+    for got, want in zip(outputs, program.expected):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+    assert_updates_agree(program, arguments)
+    reference = copy.deepcopy(net)
+    reference(x)
+    program.compile()(*program.module_arguments(net, x))  # the module's own buffers, updated in place
+    for name, buffer in net.named_buffers():
+        torch.testing.assert_close(buffer, dict(reference.named_buffers())[name], rtol=2e-5, atol=1e-6)
+    assert int(net[1].num_batches_tracked) == 1
+
+
+def test_batch_norm2d_forward_in_training_mode():
+    torch.manual_seed(0)
+    program = import_module(torch.nn.BatchNorm2d(5), torch.randn(3, 5, 4, 4))
+    arguments = program.arguments()
+    np.testing.assert_allclose(program.compile()(*arguments), program.expected[0], rtol=2e-4, atol=2e-5)
+    assert_updates_agree(program, arguments)
+
+
+def test_update_of_a_tensor_that_is_not_an_input_is_refused():
+    stats = torch.zeros(3)
+
+    def count(x):
+        stats.add_(1)
+        return x * stats
+    with pytest.raises(UnsupportedError, match=r"aten\.add_\.Tensor .* of count updates a tensor that is not an input"
+                                               r".*register_buffer"):
+        import_function(count, torch.randn(3))
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -176,8 +176,9 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
 
 
 def raise_kernel_error(kernel: str, nodes: Sequence[str]) -> None:
-    raise KernelError(f"integer division by zero in kernel {kernel} (scheduler nodes {', '.join(nodes)}); "
-                      "torch raises ZeroDivisionError here too: make sure divisors of // and % are non-zero")
+    raise KernelError(f"integer division by zero in kernel {kernel} (scheduler nodes {', '.join(nodes)}), or an "
+                      "index out of range there (gather, scatter and index_select check their indices so); torch "
+                      "raises here too: make sure divisors of // and % are non-zero and indices in range")
 
 
 def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,

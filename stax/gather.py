@@ -1,0 +1,197 @@
+"""Indexing by tensors for traced programs: torch's ``gather``, ``scatter``, ``scatter_add``,
+``index_select`` and ``slice_scatter``.
+
+A data-dependent index is never a memory index here, so every load stays affine and the
+dependence analysis and fusion legality stay exact (seed 7.1-7.2): an op compares the index with
+the positions it may name (a one-hot selection) and reduces over them, the way a convolution is
+a reduction (:mod:`stax.nn`).  ``x.gather(1, i)`` over (N, C) is::
+
+    out[n, j] = max over c of (i[n, j] == c ? x[n, c] : -inf)
+
+one reduction over C per output element (a max, which gives the one value exactly, ``-0.0`` and
+NaN included; ``scatter_add`` sums, so a position nothing is added to turns ``-0.0`` into ``0.0``), fused like every other reduction (with the softmax's
+reductions of a cross-entropy, which read the same rows); its gradient ``scatter`` is a
+pointwise ``where``.  The work is that of the dense rows: a lookup of few rows in a large table
+(an embedding) reads the whole table per row.  Positions come from an ``iota`` (a ``cumsum`` of
+ones).  An index out of range, which torch rejects, raises :class:`~stax.errors.KernelError`:
+the result depends on a reduction over the index divided by its in-range flag (integer ``//``
+by zero is the kernels' error check), one division per index element.
+
+``slice_scatter`` writes ``src`` into a strided slice: ``src`` placed by ``pad`` (its interior
+is the step) where a padded mask is true, ``x`` elsewhere; no index is data-dependent.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from .errors import ShapeError, UnsupportedError
+from .frontend import Tensor, _as_int, _check_operand, _wrap_dim, where
+from .nn import _pad_graph
+
+_INDEX_DTYPES = ("int64", "int32")
+
+
+def iota(like: Tensor, n: int) -> Tensor:
+    """The int64 positions ``0, 1, ..., n - 1`` in ``like``'s trace."""
+    return like._tracer.constant(1, "int64", (n,)).cumsum(0) - 1
+
+
+def _check_index(op: str, x: Tensor, dim: int, index: Tensor, dtypes_: tuple[str, ...] = ("int64",)) -> None:
+    if not isinstance(index, Tensor) or index.dtype not in dtypes_:
+        got = index.dtype if isinstance(index, Tensor) else type(index).__name__
+        raise UnsupportedError(f"{op}: the index must be a traced {' or '.join(dtypes_)} tensor, got {got}")
+
+
+def _checked(out: Tensor, index: Tensor, size: int) -> Tensor:
+    """``out``, computed only after every element of ``index`` is checked to lie in ``[0, size)``:
+    the smallest index divided by its in-range flag, which divides by zero (KernelError) in the
+    kernel of that reduction if one is outside, as torch raises."""
+    index = index.long()
+    smallest = (index // ((index >= 0) & (index < size)).long()).amin()
+    return where(smallest >= 0, out, out)
+
+
+def _zero(dtype: str) -> Any:
+    """The additive identity that leaves every value unchanged (``-0.0`` keeps ``-0.0``)."""
+    return -0.0 if dtypes.is_floating(dtype) else False if dtype == "bool" else 0
+
+
+def _lowest(dtype: str) -> Any:
+    """The smallest value of ``dtype``: the identity of ``amax``."""
+    if dtype == "bool":
+        return False
+    return -math.inf if dtypes.is_floating(dtype) else int(np.iinfo(dtype).min)
+
+
+def _select(hit: Tensor, values: Tensor, dim: int) -> Tensor:
+    """The value where ``hit`` along ``dim``, for one hit: their ``amax`` with every other position
+    the smallest value, which gives the value exactly (``-0.0`` and NaN included)."""
+    return where(hit, values, _lowest(values.dtype)).amax(dim)
+
+
+def _as_1d(op: str, *tensors: Tensor) -> tuple[Tensor, ...]:
+    """0-d tensors as 1-d (torch treats a 0-d tensor as one of size 1 in these ops)."""
+    return tuple(t.reshape(1) if t.ndim == 0 else t for t in tensors)
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """torch.gather: ``out[..., j, ...] = x[..., index[..., j, ...], ...]`` along ``dim``; ``index``
+    has ``x``'s rank and at most its sizes in the other dims."""
+    _check_index("gather", x, dim, index)
+    if x.ndim != index.ndim and not (x.ndim <= 1 and index.ndim <= 1):
+        raise ShapeError(f"gather: index {index.shape} and input {x.shape} must have the same number of dimensions")
+    zero_d = index.ndim == 0
+    xs, ix = _as_1d("gather", x, index)
+    d = _wrap_dim(dim, xs.ndim, "gather")
+    if any(i > s for k, (i, s) in enumerate(zip(ix.shape, xs.shape)) if k != d):
+        raise ShapeError(f"gather: index {index.shape} is larger than input {x.shape} outside dimension {d}")
+    size = xs.shape[d]
+    if ix.numel() and size == 0:
+        raise ShapeError(f"gather: index {index.shape} selects from an empty dimension {d} of input {x.shape}")
+    if not ix.numel():
+        return x._tracer.constant(_zero(x.dtype), x.dtype, index.shape)
+    rows = xs[tuple(slice(None) if k == d else slice(0, n) for k, n in enumerate(ix.shape))]
+    order = [k for k in range(xs.ndim) if k != d] + [d]
+    values = rows.permute(order).unsqueeze(d)  # (..., 1, ..., C): every position for each output element
+    hit = ix.long().unsqueeze(-1) == iota(x, size)
+    out = _checked(_select(hit, values, -1), ix, size)
+    return out.reshape(()) if zero_d else out
+
+
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """torch.index_select: the slices ``index[n]`` of ``x`` along ``dim`` (``index`` 1-d or 0-d)."""
+    _check_index("index_select", x, dim, index, _INDEX_DTYPES)
+    if index.ndim > 1:
+        raise ShapeError(f"index_select: the index must be 1-d or 0-d, got shape {index.shape}")
+    xs, ix = _as_1d("index_select", x, index)
+    d = _wrap_dim(dim, xs.ndim, "index_select")
+    shape = xs.shape[:d] + ix.shape + xs.shape[d + 1:]
+    spread = ix.reshape((1,) * d + ix.shape + (1,) * (xs.ndim - d - 1)).expand(shape)
+    out = gather(xs, d, spread.long())
+    return out.reshape(()) if x.ndim == 0 else out
+
+
+def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, add: bool) -> Tensor:
+    _check_index(op, x, dim, index)
+    _check_operand(src, op)
+    if x.ndim != index.ndim and not (x.ndim <= 1 and index.ndim <= 1):
+        raise ShapeError(f"{op}: index {index.shape} and input {x.shape} must have the same number of dimensions")
+    xs, ix = _as_1d(op, x, index)
+    d = _wrap_dim(dim, xs.ndim, op)
+    if isinstance(src, Tensor):
+        (ss,) = _as_1d(op, src)
+        if ss.ndim != ix.ndim or any(i > s for i, s in zip(ix.shape, ss.shape)):
+            raise ShapeError(f"{op}: index {index.shape} is larger than src {src.shape}")
+        values = ss[tuple(slice(0, n) for n in ix.shape)].to(x.dtype)
+    else:
+        values = x._tracer.constant(src, x.dtype, ix.shape)
+    if any(i > s for k, (i, s) in enumerate(zip(ix.shape, xs.shape)) if k != d):
+        raise ShapeError(f"{op}: index {index.shape} is larger than input {x.shape} outside dimension {d}")
+    if not ix.numel():
+        return x.clone()
+    size = xs.shape[d]
+    if size == 0:
+        raise ShapeError(f"{op}: index {index.shape} writes into an empty dimension {d} of input {x.shape}")
+    # positions c of the output along a new axis d, the index's own positions j at d + 1
+    positions = iota(x, size).reshape((size,) + (1,) * (ix.ndim - d))
+    hit = ix.long().unsqueeze(d) == positions
+    values = values.unsqueeze(d)
+    if not add and ix.shape[d] > 1:  # the last write of a position wins, as torch's CPU loop
+        order = iota(x, ix.shape[d]).reshape((ix.shape[d],) + (1,) * (ix.ndim - d - 1))
+        last = where(hit, order, -1).amax(d + 1, keepdim=True)
+        hit = hit & (order == last)
+    if add:
+        placed = where(hit, values, _zero(x.dtype))
+        placed = placed.any(d + 1) if x.dtype == "bool" else placed.sum(d + 1).to(x.dtype)
+    else:
+        placed = _select(hit, values, d + 1)
+    low, high = [0] * xs.ndim, [s - n for s, n in zip(xs.shape, placed.shape)]
+    placed = _pad_graph(placed, low, high, [0] * xs.ndim, _zero(x.dtype))
+    if add:
+        out = xs + placed if x.dtype != "bool" else xs | placed
+    else:
+        written = _pad_graph(hit.any(d + 1), low, high, [0] * xs.ndim, False)
+        out = where(written, placed, xs)
+    out = _checked(out, ix, size)
+    return out.reshape(()) if x.ndim == 0 else out
+
+
+def scatter(x: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
+    """torch.scatter (out of place): ``x`` with ``out[..., index[..., j, ...], ...] = src[..., j, ...]``;
+    ``src`` a tensor or a scalar; of two writes to one position the last wins."""
+    return _scatter("scatter", x, dim, index, src, add=False)
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """torch.scatter_add (out of place): ``x`` plus every ``src[..., j, ...]`` at ``index[..., j, ...]``."""
+    return _scatter("scatter_add", x, dim, index, src, add=True)
+
+
+def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
+                  step: int = 1) -> Tensor:
+    """torch.slice_scatter: ``x`` with ``x[..., start:end:step, ...]`` replaced by ``src``."""
+    if not isinstance(src, Tensor):
+        raise UnsupportedError(f"slice_scatter: src must be a traced tensor, got {type(src).__name__}")
+    if x.ndim == 0:
+        raise ShapeError("slice_scatter: the input must have at least one dimension")
+    d = _wrap_dim(dim, x.ndim, "slice_scatter")
+    step = _as_int(step, "slice_scatter: step")
+    if step <= 0:
+        raise UnsupportedError(f"slice_scatter: step must be positive, got {step}")
+    first, stop, _ = slice(start, end, step).indices(x.shape[d])
+    count = len(range(first, stop, step))
+    expected = x.shape[:d] + (count,) + x.shape[d + 1:]
+    if src.shape != expected:
+        raise ShapeError(f"slice_scatter: src of shape {src.shape} does not match the slice's shape {expected}")
+    if count == 0:
+        return x.clone()
+    low, high, interior = [0] * x.ndim, [0] * x.ndim, [0] * x.ndim
+    low[d], interior[d] = first, step - 1
+    high[d] = x.shape[d] - first - (count - 1) * step - 1
+    placed = _pad_graph(src.to(x.dtype), low, high, interior, _zero(x.dtype))
+    written = _pad_graph(x._tracer.constant(True, "bool", src.shape), low, high, interior, False)
+    return where(written, placed, x)

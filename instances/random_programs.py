@@ -11,6 +11,7 @@ arguments among the live proxy tensors, tries it, and keeps it only if the front
 and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
 broadcasting, transposes, permutes, reshapes, slices, selects and expands, constant padding
 (guarded loads) and reflect, replicate and circular padding, concatenation, sliding windows and flips,
+indexing by tensors (gather, scatter, scatter_add, index_select, slice_scatter),
 reductions (variances, norms, log-sum-exp too) over one dim, several dims or all, with and without
 ``keepdim``, argmax, argmin and ``max(dim)``'s indices, casts, comparisons and ``where``, constant
 powers (stax.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``,
@@ -165,6 +166,36 @@ def _expand(x: stax.Tensor, size: int, lead: bool) -> stax.Tensor:
     return x.expand(*(size if d == ones[0] else s for d, s in enumerate(x.shape)))
 
 
+def _index(y: stax.Tensor, size: int) -> stax.Tensor:
+    """An int64 index in ``[0, size)`` computed from ``y``'s values (NaN counts as 0)."""
+    if size == 0:
+        raise StaxError("an index into a dim of size 0")
+    v = y.float()
+    return stax.where(v == v, v, 0).abs().clamp(max=1e6).long() % size
+
+
+def _gather(x: stax.Tensor, y: stax.Tensor, dim: int) -> stax.Tensor:
+    d = dim % max(x.ndim, 1)
+    return x.gather(d, _index(y, x.shape[d] if x.ndim else 1))
+
+
+def _scatter(x: stax.Tensor, y: stax.Tensor, z: stax.Tensor, dim: int, add: bool) -> stax.Tensor:
+    d = dim % max(x.ndim, 1)
+    index = _index(y, x.shape[d] if x.ndim else 1)
+    return x.scatter_add(d, index, z) if add else x.scatter(d, index, z)
+
+
+def _index_select(x: stax.Tensor, y: stax.Tensor, dim: int) -> stax.Tensor:
+    d = dim % max(x.ndim, 1)
+    return x.index_select(d, _index(y.flatten(), x.shape[d] if x.ndim else 1))
+
+
+def _slice_scatter(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
+    d = dim % max(x.ndim, 1)
+    part = _slice(x, d, start, step)
+    return x.slice_scatter(part * 2 if x.dtype != "bool" else ~part, d, start, None, step)
+
+
 @dataclass(frozen=True)
 class Op:
     arity: int
@@ -240,6 +271,11 @@ OPS: dict[str, Op] = {
     "unfold": Op(1, lambda x, dim, size, step: x.unfold(dim, size, step), _unfold_params, weight=0.6),
     "flip": Op(1, lambda x, dim: x.flip(dim), _one_dim(), weight=0.3),
     "cat": Op(2, lambda x, y, dim: nn.cat([x, y], dim), _one_dim(), weight=0.5),
+    "gather": Op(2, _gather, _one_dim(), weight=0.3),
+    "scatter": Op(3, _scatter, lambda rng, args: (*_one_dim()(rng, args), False), weight=0.2),
+    "scatter_add": Op(3, _scatter, lambda rng, args: (*_one_dim()(rng, args), True), weight=0.2),
+    "index_select": Op(2, _index_select, _one_dim(), weight=0.2),
+    "slice_scatter": Op(1, _slice_scatter, _slice_params, weight=0.2),
     "add_": Op(2, lambda x, y: x.add_(y), weight=0.8, inplace=True),
     "mul_": Op(2, lambda x, y: x.mul_(y.tanh()), weight=0.5, inplace=True),
     "sub_": Op(2, lambda x, y: x.sub_(y), weight=0.4, inplace=True),

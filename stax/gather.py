@@ -35,9 +35,19 @@ from .nn import _pad_graph
 _INDEX_DTYPES = ("int64", "int32")
 
 
+def _position_dtype(n: int) -> str:
+    """int32 for positions below 2**31 (a vector compares as many of them as float32 lanes)."""
+    return "int32" if n < 2 ** 31 else "int64"
+
+
 def iota(like: Tensor, n: int) -> Tensor:
-    """The int64 positions ``0, 1, ..., n - 1`` in ``like``'s trace."""
-    return like._tracer.constant(1, "int64", (n,)).cumsum(0) - 1
+    """The positions ``0, 1, ..., n - 1`` in ``like``'s trace, of ``_position_dtype(n)``."""
+    return (like._tracer.constant(1, "int64", (n,)).cumsum(0) - 1).to(_position_dtype(n))
+
+
+def _positions(index: Tensor, n: int) -> Tensor:
+    """``index`` in the dtype of ``iota(n)``; an index that wraps is out of range, and raises."""
+    return index.to(_position_dtype(n))
 
 
 def _check_index(op: str, x: Tensor, dim: int, index: Tensor, dtypes_: tuple[str, ...] = ("int64",)) -> None:
@@ -97,7 +107,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     rows = xs[tuple(slice(None) if k == d else slice(0, n) for k, n in enumerate(ix.shape))]
     order = [k for k in range(xs.ndim) if k != d] + [d]
     values = rows.permute(order).unsqueeze(d)  # (..., 1, ..., C): every position for each output element
-    hit = ix.long().unsqueeze(-1) == iota(x, size)
+    hit = _positions(ix, size).unsqueeze(-1) == iota(x, size)
     out = _checked(_select(hit, values, -1), ix, size)
     return out.reshape(()) if zero_d else out
 
@@ -138,7 +148,7 @@ def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, add: bool) -
         raise ShapeError(f"{op}: index {index.shape} writes into an empty dimension {d} of input {x.shape}")
     # positions c of the output along a new axis d, the index's own positions j at d + 1
     positions = iota(x, size).reshape((size,) + (1,) * (ix.ndim - d))
-    hit = ix.long().unsqueeze(d) == positions
+    hit = _positions(ix, size).unsqueeze(d) == positions
     values = values.unsqueeze(d)
     if not add and ix.shape[d] > 1:  # the last write of a position wins, as torch's CPU loop
         order = iota(x, ix.shape[d]).reshape((ix.shape[d],) + (1,) * (ix.ndim - d - 1))

@@ -1,6 +1,7 @@
 """Padding, concatenation, normalization and 2-D convolution for traced programs
-(torch.nn.functional's ``pad``, ``normalize`` and ``conv2d``, ``torch.cat``, and the two gradients
-of ``conv2d`` that ``aten.convolution_backward`` returns).
+(torch.nn.functional's ``pad``, ``normalize``, ``conv2d`` (grouped and depthwise too) and
+``conv_transpose2d``, ``torch.cat``, and the two gradients of ``conv2d`` that
+``aten.convolution_backward`` returns).
 
 A convolution is not an extern call: it is composed of graph ops, so the lowering turns it into
 a reduction over ``(c_in, kh, kw)`` with affine indices that fuses and is scheduled like every
@@ -14,7 +15,9 @@ windows; the product with the weight is inlined into the sum, so it is never mat
 The weight gradient is the same product summed over ``(n, oh, ow)``; the input gradient is a
 stride-1 convolution of the output gradient, spread by the stride (``pad``'s interior zeros,
 XLA's lhs dilation) and padded by ``dilation * (k - 1) - padding``, with the flipped and
-transposed weight.
+transposed weight.  A grouped convolution splits the channels into (groups, C / groups): each
+group's outputs sum over its own input channels only.  A transposed convolution is the input
+gradient of the convolution with the same weight.
 """
 from __future__ import annotations
 
@@ -128,16 +131,17 @@ def _pair(value: Any, what: str) -> Pair:
     return _as_int(items[0], f"conv2d: {what}"), _as_int(items[1], f"conv2d: {what}")
 
 
-def _check(x: Tensor, weight: Tensor, stride: Pair, padding: Pair, dilation: Pair) -> None:
+def _check(x: Tensor, weight: Tensor, stride: Pair, padding: Pair, dilation: Pair, groups: int) -> None:
     if x.ndim != 4 or weight.ndim != 4:
-        raise ShapeError(f"conv2d: expected a 4-D input (N, C, H, W) and a 4-D weight (C_out, C, kH, kW), got "
-                         f"shapes {x.shape} and {weight.shape}")
+        raise ShapeError(f"conv2d: expected a 4-D input (N, C, H, W) or a 3-D one (C, H, W) and a 4-D weight "
+                         f"(C_out, C / groups, kH, kW), got shapes {x.shape} and {weight.shape}")
     if x.dtype != weight.dtype or not dtypes.is_floating(x.dtype):
         raise UnsupportedError(f"conv2d: input and weight must both be float32 or both float64, got {x.dtype} and "
                                f"{weight.dtype}")
-    if x.shape[1] != weight.shape[1]:
-        raise ShapeError(f"conv2d: the input has {x.shape[1]} channels, the weight expects {weight.shape[1]} "
-                         f"(shapes {x.shape} and {weight.shape}; groups other than 1 are not supported)")
+    if groups < 1 or x.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups:
+        raise ShapeError(f"conv2d: the input has {x.shape[1]} channels, the weight {weight.shape} with groups={groups} "
+                         f"expects {weight.shape[1] * groups} and {weight.shape[0]} output channels divisible by "
+                         f"the groups")
     if min(stride + dilation) < 1 or min(padding) < 0:
         raise ShapeError(f"conv2d: stride {stride} and dilation {dilation} must be positive, padding {padding} "
                          "non-negative")
@@ -154,40 +158,72 @@ def _windows(x: Tensor, kernel: Pair, stride: Pair, dilation: Pair) -> Tensor:
     return x[..., ::dilation[0], ::dilation[1]]
 
 
-def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair) -> Tensor:
-    """The convolution of an already padded input: a sum over (C, kH, kW) of the windows times the weight."""
+def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: int = 1) -> Tensor:
+    """The convolution of an already padded input: a sum over (C / groups, kH, kW) of the windows
+    times the weight; group g's outputs read its C / groups input channels only."""
     windows = _windows(x, weight.shape[2:], stride, dilation)
-    return (windows.unsqueeze(1) * weight.reshape(weight.shape[:2] + (1, 1) + weight.shape[2:])).sum((2, 5, 6))
+    if groups == 1:
+        return (windows.unsqueeze(1) * weight.reshape(weight.shape[:2] + (1, 1) + weight.shape[2:])).sum((2, 5, 6))
+    n, c, oh, ow, kh, kw = windows.shape
+    per_group = windows.reshape(n, groups, 1, c // groups, oh, ow, kh, kw)
+    taps = weight.reshape(groups, weight.shape[0] // groups, weight.shape[1], 1, 1, kh, kw)
+    return (per_group * taps).sum((3, 6, 7)).reshape(n, weight.shape[0], oh, ow)
+
+
+def _unbatched(x: Tensor, op: str) -> bool:
+    """Whether ``x`` is one (C, H, W) image, which torch convolves as a batch of one."""
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D one (C, H, W), got shape {x.shape}")
+    return x.ndim == 3
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
-           dilation: Any = 1) -> Tensor:
-    """torch.nn.functional.conv2d (groups=1)."""
+           dilation: Any = 1, groups: int = 1) -> Tensor:
+    """torch.nn.functional.conv2d, grouped (depthwise: ``groups`` = channels) and unbatched too."""
+    if _unbatched(x, "conv2d"):
+        return conv2d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
-    _check(x, weight, stride, padding, dilation)
+    groups = _as_int(groups, "conv2d: groups")
+    _check(x, weight, stride, padding, dilation, groups)
     padded = _pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
-    out = _correlate(padded, weight, stride, dilation)
+    out = _correlate(padded, weight, stride, dilation, groups)
     return out if bias is None else out + bias.reshape(1, -1, 1, 1)
 
 
 def conv2d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], stride: Any = 1, padding: Any = 0,
-                       dilation: Any = 1) -> Tensor:
-    """d loss / d weight of ``conv2d(x, weight)`` given ``grad`` = d loss / d output."""
+                       dilation: Any = 1, groups: int = 1) -> Tensor:
+    """d loss / d weight of ``conv2d(x, weight, groups=groups)`` given ``grad`` = d loss / d output."""
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
     padded = _pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
     windows = _windows(padded, tuple(weight_shape[2:]), stride, dilation)
     if windows.shape[2:4] != grad.shape[2:]:
         raise ShapeError(f"conv2d_weight_grad: gradient of shape {grad.shape} does not match the output of "
                          f"the convolution of {x.shape} ({windows.shape[2:4]})")
-    return (grad.reshape(grad.shape[:2] + (1,) + grad.shape[2:] + (1, 1)) * windows.unsqueeze(1)).sum((0, 3, 4))
+    if groups == 1:
+        return (grad.reshape(grad.shape[:2] + (1,) + grad.shape[2:] + (1, 1)) * windows.unsqueeze(1)).sum((0, 3, 4))
+    n, c, oh, ow, kh, kw = windows.shape
+    per_group = windows.reshape(n, groups, 1, c // groups, oh, ow, kh, kw)
+    g = grad.reshape(n, groups, grad.shape[1] // groups, 1, oh, ow, 1, 1)
+    return (g * per_group).sum((0, 4, 5)).reshape(tuple(weight_shape))
+
+
+def _transposed_kernel(weight: Tensor, groups: int) -> Tensor:
+    """The weight of the transposed convolution: flipped taps, and within each group the input and
+    output channels exchanged ((C_out, C / g, ...) -> (C, C_out / g, ...))."""
+    flipped = weight.flip(2, 3)
+    if groups == 1:
+        return flipped.transpose(0, 1)
+    out, per_group, kh, kw = weight.shape
+    return flipped.reshape(groups, out // groups, per_group, kh, kw).transpose(1, 2).reshape(
+        groups * per_group, out // groups, kh, kw)
 
 
 def conv2d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], stride: Any = 1, padding: Any = 0,
-                      dilation: Any = 1) -> Tensor:
-    """d loss / d x of ``conv2d(x, weight)`` given ``grad`` = d loss / d output (a transposed
-    convolution: see the module docstring)."""
+                      dilation: Any = 1, groups: int = 1) -> Tensor:
+    """d loss / d x of ``conv2d(x, weight, groups=groups)`` given ``grad`` = d loss / d output (a
+    transposed convolution: see the module docstring)."""
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
-    phased = _input_grad_by_phases(grad, weight, input_shape, stride, padding) if stride != (1, 1) and \
+    phased = _input_grad_by_phases(grad, weight, input_shape, stride, padding, groups) if stride != (1, 1) and \
         dilation == (1, 1) else None
     if phased is not None:
         return phased
@@ -195,11 +231,34 @@ def conv2d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], 
     low = [reach[d] - padding[d] for d in (0, 1)]
     high = [input_shape[2 + d] - 1 + padding[d] - (grad.shape[2 + d] - 1) * stride[d] for d in (0, 1)]
     spread = _pad_graph(grad, [0, 0, *low], [0, 0, *high], [0, 0, stride[0] - 1, stride[1] - 1], 0)
-    return _correlate(spread, weight.flip(2, 3).transpose(0, 1), (1, 1), dilation)
+    return _correlate(spread, _transposed_kernel(weight, groups), (1, 1), dilation, groups)
+
+
+def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+                     output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """torch.nn.functional.conv_transpose2d: the input gradient of the convolution whose weight is
+    ``weight`` (C_in, C_out / groups, kH, kW), ``output_padding`` more rows and columns at the end."""
+    if _unbatched(x, "conv_transpose2d"):
+        return conv_transpose2d(x.unsqueeze(0), weight, bias, stride, padding, output_padding, groups,
+                                dilation).squeeze(0)
+    stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
+    dilation, extra = _pair(dilation, "dilation"), _pair(output_padding, "output_padding")
+    groups = _as_int(groups, "conv_transpose2d: groups")
+    if weight.ndim != 4 or x.shape[1] != weight.shape[0] or weight.shape[0] % groups:
+        raise ShapeError(f"conv_transpose2d: the input has {x.shape[1]} channels, the weight {weight.shape} "
+                         f"(C_in, C_out / groups, kH, kW) with groups={groups} expects {weight.shape[0]}")
+    if not all(0 <= extra[d] < max(stride[d], dilation[d]) for d in (0, 1)):
+        raise ShapeError(f"conv_transpose2d: output_padding {extra} must be smaller than the stride {stride} or "
+                         f"the dilation {dilation}")
+    size = [(x.shape[2 + d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (weight.shape[2 + d] - 1) + extra[d] + 1
+            for d in (0, 1)]
+    out = conv2d_input_grad(x, weight, (x.shape[0], weight.shape[1] * groups, *size), stride, padding, dilation,
+                            groups)
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
 
 
 def _input_grad_by_phases(grad: Tensor, weight: Tensor, input_shape: Sequence[int], stride: Pair,
-                          padding: Pair) -> Tensor | None:
+                          padding: Pair, groups: int) -> Tensor | None:
     """The input gradient of a strided, undilated convolution without the spread's interior
     zeros: the padded input position ``a = q * s + r`` receives ``grad[q - m] * w[r + m * s]`` for
     ``m = 0, 1, ...``, a stride-1 convolution of the gradient with the taps ``w[r::s]`` per phase
@@ -217,7 +276,7 @@ def _input_grad_by_phases(grad: Tensor, weight: Tensor, input_shape: Sequence[in
         low = [taps.shape[2 + d] - 1 - first[d] for d in (0, 1)]
         high = [count[d] + first[d] - grad.shape[2 + d] for d in (0, 1)]
         shifted = _pad_graph(grad, [0, 0, *low], [0, 0, *high], [0] * 4, 0)
-        values = _correlate(shifted, taps.flip(2, 3).transpose(0, 1), (1, 1), (1, 1))
+        values = _correlate(shifted, _transposed_kernel(taps, groups), (1, 1), (1, 1), groups)
         start = [first[d] * stride[d] + phase[d] - padding[d] for d in (0, 1)]
         end = [input_shape[2 + d] - start[d] - (count[d] - 1) * stride[d] - 1 for d in (0, 1)]
         placed = _pad_graph(values, [0, 0, *start], [0, 0, *end], [0, 0, stride[0] - 1, stride[1] - 1], -0.0)

@@ -255,27 +255,42 @@ def _addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1)
 
 
 # --- convolution (a reduction, see stax.nn) -------------------------------------------------------
-def _check_convolution(op: str, x: Tensor, transposed: bool, groups: int) -> None:
-    if x.ndim != 4 or transposed or groups != 1:
-        raise UnsupportedError(f"aten.{op}: stax translates 2-D convolutions (4-D input) with groups=1, not "
-                               f"transposed={transposed}, groups={groups} on a {x.ndim}-D input")
+def _check_convolution(op: str, x: Tensor) -> None:
+    if x.ndim not in (3, 4):
+        raise UnsupportedError(f"aten.{op}: stax translates 2-D convolutions (a 4-D or 3-D input), not a "
+                               f"{x.ndim}-D input")
 
 
 def _convolution(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
                  dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int) -> Tensor:
-    _check_convolution("convolution", x, transposed, groups)
-    return nn.conv2d(x, weight, bias, stride, padding, dilation)
+    _check_convolution("convolution", x)
+    if transposed:
+        return nn.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation)
+    return nn.conv2d(x, weight, bias, stride, padding, dilation, groups)
 
 
 def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: Any, stride: Sequence[int],
                           padding: Sequence[int], dilation: Sequence[int], transposed: bool,
                           output_padding: Sequence[int], groups: int, output_mask: Sequence[bool]) -> list:
-    """(input gradient, weight gradient, bias gradient), each None where ``output_mask`` says so."""
-    _check_convolution("convolution_backward", x, transposed, groups)
-    grads = (lambda: nn.conv2d_input_grad(grad, weight, x.shape, stride, padding, dilation),
-             lambda: nn.conv2d_weight_grad(grad, x, weight.shape, stride, padding, dilation),
-             lambda: grad.sum((0, 2, 3)))
-    return [make() if wanted else None for make, wanted in zip(grads, output_mask)]
+    """(input gradient, weight gradient, bias gradient), each None where ``output_mask`` says so.
+    A transposed convolution's input gradient is the forward convolution of ``grad``, and its
+    weight gradient the convolution's weight gradient with ``x`` and ``grad`` exchanged."""
+    _check_convolution("convolution_backward", x)
+    unbatched = x.ndim == 3
+    if unbatched:
+        grad, x = grad.unsqueeze(0), x.unsqueeze(0)
+    if transposed:
+        grads = (lambda: nn.conv2d(grad, weight, None, stride, padding, dilation, groups),
+                 lambda: nn.conv2d_weight_grad(x, grad, weight.shape, stride, padding, dilation, groups),
+                 lambda: grad.sum((0, 2, 3)))
+    else:
+        grads = (lambda: nn.conv2d_input_grad(grad, weight, x.shape, stride, padding, dilation, groups),
+                 lambda: nn.conv2d_weight_grad(grad, x, weight.shape, stride, padding, dilation, groups),
+                 lambda: grad.sum((0, 2, 3)))
+    results = [make() if wanted else None for make, wanted in zip(grads, output_mask)]
+    if unbatched and results[0] is not None:
+        results[0] = results[0].squeeze(0)
+    return results
 
 
 # --- indexing by tensors and functionalized writes (see stax.gather) ---------------------------

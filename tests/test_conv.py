@@ -151,6 +151,73 @@ def test_conv2d_gradients_match_explicit_loops(isa, check, x_shape, w_shape, str
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def loops_grouped(groups, conv, x, w, *args):
+    """A grouped convolution (or its gradients) by explicit loops: each group's channels apart."""
+    per_x, per_w = x.shape[1] // groups, w.shape[0] // groups
+    parts = [conv(x[:, g * per_x:(g + 1) * per_x], w[g * per_w:(g + 1) * per_w], *args) for g in range(groups)]
+    return parts
+
+
+# (input shape, weight shape, groups, stride, padding, dilation): grouped, depthwise (one input
+# channel per group), depthwise with a channel multiplier, strided and dilated
+GROUPED = [((2, 4, 7, 6), (6, 2, 3, 3), 2, 1, 1, 1), ((2, 6, 9, 8), (6, 1, 3, 3), 6, 2, 1, 1),
+           ((1, 3, 8, 7), (6, 1, 3, 2), 3, (2, 1), (1, 0), (1, 2))]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, groups, stride, padding, dilation", GROUPED)
+def test_grouped_conv2d_and_gradients_match_explicit_loops(isa, check, x_shape, w_shape, groups, stride, padding,
+                                                           dilation):
+    x, w = sample(x_shape, seed=110), sample(w_shape, seed=111)
+    stride, padding, dilation = pairs(stride, padding, dilation)
+    out = np.concatenate(loops_grouped(groups, loops_conv, x, w, stride, padding, dilation), 1)
+    g = sample(out.shape, seed=112)
+
+    def fn(x, w, g):
+        return (nn.conv2d(x, w, None, stride, padding, dilation, groups),
+                nn.conv2d_input_grad(g, w, x.shape, stride, padding, dilation, groups),
+                nn.conv2d_weight_grad(g, x, w.shape, stride, padding, dilation, groups))
+    compiled = check(fn, x, w, g, rtol=1e-4, atol=1e-4)
+    per_g = g.shape[1] // groups
+    grads = [loops_grads(g[:, i * per_g:(i + 1) * per_g].astype(np.float64), xs, ws.astype(np.float64), stride,
+                         padding, dilation)
+             for i, (xs, ws) in enumerate(zip(*[np.split(a, groups, 1 if k == 0 else 0) for k, a in enumerate((x, w))]))]
+    want = (out, np.concatenate([gx for gx, _ in grads], 1), np.concatenate([gw for _, gw in grads], 0))
+    for got, expected in zip(compiled(x, w, g), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("groups, stride, padding, output_padding, dilation", [
+    (1, 2, 1, 1, 1), (2, 1, 0, 0, 1), (4, (2, 3), (1, 0), (1, 2), (1, 2))])
+def test_conv_transpose2d_is_the_input_gradient_by_loops(check, groups, stride, padding, output_padding, dilation):
+    """A transposed convolution is the input gradient of the convolution with its weight: checked
+    against the loops' input gradient, and unbatched (3-D) input against the batch of one."""
+    x, w, b = sample((2, 4, 5, 6), seed=113), sample((4, 2, 3, 2), seed=114), sample((2 * groups,), seed=115)
+    stride, padding, output_padding, dilation = pairs(stride, padding, output_padding, dilation)
+
+    def fn(x, w, b):
+        out = nn.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation)
+        return out, nn.conv_transpose2d(x[0], w, b, stride, padding, output_padding, groups, dilation)
+    compiled = check(fn, x, w, b, rtol=1e-4, atol=1e-4)
+    got, single = compiled(x, w, b)
+    size = [(x.shape[2 + d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (w.shape[2 + d] - 1)
+            + output_padding[d] + 1 for d in (0, 1)]
+    per_x, per_w = x.shape[1] // groups, w.shape[0] // groups
+    parts = []
+    for i in range(groups):
+        xs = np.zeros((2, w.shape[1], *size))
+        parts.append(loops_grads(x[:, i * per_x:(i + 1) * per_x].astype(np.float64), xs,
+                                 w[i * per_w:(i + 1) * per_w].astype(np.float64), stride, padding, dilation)[0])
+    want = np.concatenate(parts, 1) + b.reshape(1, -1, 1, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(single, want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_unbatched_conv2d_is_a_batch_of_one(check):
+    x, w = sample((3, 7, 6), seed=116), sample((4, 3, 3, 3), seed=117)
+    compiled = check(lambda x, w: nn.conv2d(x, w, padding=1), x, w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(compiled(x, w), loops_conv(x[None], w, (1, 1), (1, 1), (1, 1))[0], rtol=1e-4, atol=1e-4)
+
+
 def test_conv_block_fuses_its_epilogue_but_not_a_padded_read():
     """conv + bias + relu is one kernel (a reduction with its pointwise consumer); the second
     convolution reads the first block's output through a guard, so it runs in a kernel of its own."""
@@ -179,11 +246,12 @@ def test_modeled_traffic_equals_counted_traffic_of_a_strided_convolution():
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda x, w: nn.conv2d(x, w[:, :2]), ShapeError, r"the input has 3 channels, the weight expects 2"),
+    (lambda x, w: nn.conv2d(x, w[:, :2]), ShapeError, r"the input has 3 channels, the weight .* expects 2"),
+    (lambda x, w: nn.conv2d(x, w[:3, :1], groups=2), ShapeError, r"groups=2 expects 2 and 3 output channels divisible"),
     (lambda x, w: nn.conv2d(x.int(), w.int()), UnsupportedError, r"float32 or both float64, got int32"),
     (lambda x, w: nn.conv2d(x, w, stride=0), ShapeError, r"stride \(0, 0\) .* must be positive"),
     (lambda x, w: nn.conv2d(x[:, :, :2], w), ShapeError, r"kernel \(3, 3\) .* larger than the padded input"),
-    (lambda x, w: nn.conv2d(x[0], w), ShapeError, r"expected a 4-D input"),
+    (lambda x, w: nn.conv2d(x[0, 0], w), ShapeError, r"expected a 4-D input"),
     (lambda x, w: nn.pad(x, (1, 2, 3)), ShapeError, r"\(before, after\) pairs"),
     (lambda x, w: nn.pad(x, (0, 0, -3, -3)), ShapeError, r"negative size"),
     (lambda x, w: nn.pad(x, (1, 1), mode="mirror"), UnsupportedError, r"mode 'mirror'"),

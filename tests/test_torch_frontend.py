@@ -109,10 +109,33 @@ def test_constant_pad_flip_and_cat_agree_with_torch():
     assert_agrees(import_function(fn, torch.randn(3, 4, 5)))
 
 
-def test_grouped_convolution_is_unsupported():
-    conv = torch.nn.Conv2d(4, 4, 3, groups=2)
-    with pytest.raises(UnsupportedError, match=r"aten\.convolution: .*groups=2"):
-        import_module(conv, torch.randn(1, 4, 6, 6)).graph()
+@pytest.mark.parametrize("conv, shape", [
+    (torch.nn.Conv2d(4, 6, 3, groups=2, padding=1), (2, 4, 7, 6)),
+    (torch.nn.Conv2d(6, 6, 3, groups=6, stride=2, padding=1), (2, 6, 9, 8)),  # depthwise
+    (torch.nn.Conv2d(3, 4, 3), (3, 7, 7)),  # unbatched
+    (torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1), (2, 4, 5, 6)),
+    (torch.nn.ConvTranspose2d(4, 4, (3, 2), stride=(2, 3), padding=(1, 0), dilation=(1, 2), groups=4), (2, 4, 5, 6))])
+def test_grouped_transposed_and_unbatched_convolutions_agree_with_torch(conv, shape):
+    """Forward and training step (input, weight and bias gradients through convolution_backward)."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    assert_agrees(import_module(conv, x))
+    assert_agrees(import_training_step(conv, lambda y: (y * y).sum(), [x]))
+
+
+def test_cross_entropy_over_32000_classes_agrees_with_torch():
+    """cross_entropy with class indices (aten.gather forward, aten.scatter backward): the loss and
+    the logits' gradient."""
+    torch.manual_seed(0)
+    logits, targets = torch.randn(8, 32000, requires_grad=True), torch.randint(0, 32000, (8,))
+
+    def step(logits, targets):
+        loss = torch.nn.functional.cross_entropy(logits, targets)
+        return loss, torch.autograd.grad(loss, logits)[0]
+    program = import_function(step, logits, targets)
+    targets_ops = {str(n.target) for n in program.fx_graph.graph.nodes}
+    assert {"aten.gather.default", "aten.scatter.value"} <= targets_ops
+    assert_agrees(program)
 
 
 def assert_updates_agree(program: TorchProgram, arguments: list[np.ndarray]) -> None:

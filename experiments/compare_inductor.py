@@ -16,6 +16,12 @@ graph inputs it may free; stax counts only the buffers its wrapper allocates), s
 spread between orders within a row rather than across rows.
 
     python -m experiments.compare_inductor [--small] [MODEL ...]
+
+``--zoo`` runs the model zoo (:mod:`experiments.torch_zoo`) instead: for each module, whether
+its forward pass and its training step compile (and agree with eager torch: the largest
+absolute error of the step's outputs and updated buffers), the training step's median time by
+stax, TorchInductor and eager torch at one and two threads (each compiled for that many), the
+kernels of each compiler, and the peak of stax's ``best`` order next to the exact optimum.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import numpy as np
 from experiments.config import ReferenceSpec
 from experiments.measure import exact_order
 from experiments.torch_models import MODELS
+from experiments.torch_zoo import ZOO, ZooModel
 from stax.strategy import run_order
 from stax.timing import time_call
 from stax.torch_frontend import TorchProgram, require_torch
@@ -101,11 +108,109 @@ def print_table(rows: list[tuple[str, dict, dict]]) -> None:
               f"{peaks} {'':>14} {theirs['seconds'] * 1e3:8.2f}")
 
 
+THREADS = (1, 2)
+
+
+def _largest_error(program: TorchProgram, outputs: Any, arguments: list[np.ndarray]) -> float:
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    updated = [arguments[program.input_names.index(n)] for n in program.updated]
+    pairs = list(zip(outputs, program.expected)) + list(zip(updated, program.expected_updates))
+    return max(float(np.abs(np.asarray(got, np.float64) - want).max(initial=0)) for got, want in pairs)
+
+
+def zoo_stax(model: ZooModel) -> dict[str, Any]:
+    """Compile the forward pass and the training step; time the step at each thread count."""
+    row: dict[str, Any] = {}
+    try:
+        forward = model.forward()
+        arguments = forward.arguments()
+        row["forward_error"] = _largest_error(forward, forward.compile()(*arguments), arguments)
+    except Exception as error:  # a refused module is a row of the table, not the end of the run
+        row["forward_failure"] = f"{type(error).__name__}: {error}"
+    try:
+        program = model.training()
+    except Exception as error:
+        row["train_failure"] = f"{type(error).__name__}: {error}"
+        return row
+    row["program"] = program
+    for threads in THREADS:
+        compiled = program.compile(fusion="greedy", order="best", threads=threads)
+        arguments = program.arguments()
+        if threads == THREADS[0]:
+            row["train_error"] = _largest_error(program, compiled(*arguments), program.arguments())
+            row["kernels"] = len(compiled.fusion.partition)
+            problem = compiled.order_problem
+            row["peak_best"] = problem.peak(run_order("best", problem).order)
+            exact = exact_order(problem, ReferenceSpec(time_limit=30.0, order="dp"))
+            row["peak_exact"], row["exact_status"] = exact.peak, exact.status
+        row[f"stax_{threads}"] = time_call(lambda: compiled(*arguments))
+    return row
+
+
+def zoo_inductor(model: ZooModel, program: TorchProgram) -> dict[str, Any]:
+    """TorchInductor on the same training graph and eager torch's step, at each thread count."""
+    torch = require_torch()
+    from torch._inductor import config, metrics
+    config.force_disable_caches = True
+    row: dict[str, Any] = {}
+    before = torch.get_num_threads()
+    try:
+        for threads in THREADS:
+            torch.set_num_threads(threads)
+            inputs = [torch.from_numpy(a.copy()) for a in program.arguments()]
+            metrics.reset()
+            compiled = torch._inductor.compile(program.fx_graph, inputs)
+            row["generated"] = metrics.generated_kernel_count
+            row[f"inductor_{threads}"] = time_call(lambda: compiled(*inputs))
+            row[f"eager_{threads}"] = time_call(model.eager_training())
+    finally:
+        torch.set_num_threads(before)
+    return row
+
+
+def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
+    times = "".join(f" {c + str(t):>11}" for t in THREADS for c in ("stax", "inductor", "eager"))
+    print(f"{'module':<20} {'fwd':>3} {'train':>5} {'max error':>9}{times} {'ratio1':>6} {'ratio2':>6} "
+          f"{'kernels':>9} {'peak best':>9} {'optimum':>9}")
+    for name, row in rows:
+        forward = "yes" if "forward_error" in row else "no"
+        if "train_error" not in row:
+            print(f"{name:<20} {forward:>3} {'no':>5}  {row.get('train_failure', '')[:120]}")
+            continue
+        error = max(row["train_error"], row.get("forward_error", 0.0))
+        cells = "".join(f" {row[c + '_' + str(t)] * 1e6:11.0f}" for t in THREADS for c in ("stax", "inductor", "eager"))
+        ratios = " ".join(f"{row[f'stax_{t}'] / row[f'inductor_{t}']:6.2f}" for t in THREADS)
+        optimum = f"{row['peak_exact'] / MIB:.2f}{'' if row['exact_status'] == 'optimal' else '?'}"
+        print(f"{name:<20} {forward:>3} {'yes':>5} {error:9.1e}{cells} {ratios} "
+              f"{row['kernels']:>4}/{row['generated']:<4} {row['peak_best'] / MIB:9.2f} {optimum:>9}")
+
+
+def run_zoo(names: list[str], small: bool) -> None:
+    models = {name: ZOO[name](small) for name in names}
+    # stax first: TorchInductor's OpenMP threads keep spinning after its kernels and would slow stax's
+    ours = {name: zoo_stax(model) for name, model in models.items()}
+    for name, model in models.items():
+        if "program" in ours[name]:
+            ours[name].update(zoo_inductor(model, ours[name]["program"]))
+    print("training step (loss and every parameter's gradient; batch norms update their running statistics): "
+          "median us at 1 and 2 threads; ratio = stax / Inductor; kernels = stax fused blocks / Inductor generated "
+          "kernels; peaks in MiB of stax's best order and the exact optimum (? = not proven). "
+          "Max error: largest absolute difference from eager torch (outputs and updated buffers, forward and step)")
+    print_zoo(list(ours.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
     parser.add_argument("--small", action="store_true", help="the tests' tiny shapes")
+    parser.add_argument("--zoo", action="store_true", help=f"the model zoo instead: {', '.join(ZOO)}")
     args = parser.parse_args()
+    if args.zoo:
+        unknown = [m for m in args.models if m not in ZOO]
+        if unknown:
+            parser.error(f"unknown zoo modules {unknown}; choose from {', '.join(ZOO)}")
+        run_zoo(args.models or list(ZOO), args.small)
+        return
     models = args.models or list(MODELS)
     unknown = [m for m in models if m not in MODELS]
     if unknown:

@@ -1,7 +1,8 @@
 """Export the FusionProblem and OrderProblem of real PyTorch models (needs torch) into
 ``instances/data/torch/`` so that solvers and sweeps use them without torch.
 
-For each model of :mod:`experiments.torch_models` it writes ``MODEL.fusion.json`` (the scheduler
+For each model of :mod:`experiments.torch_models`, and each training step of the model zoo
+(:mod:`experiments.torch_zoo`, into ``zoo/``), it writes ``MODEL.fusion.json`` (the scheduler
 nodes of the translated program) and ``MODEL.order.json`` (the kernels of the greedy fusion, the
 compiler's default, and the buffers the wrapper allocates). Each file carries its provenance in
 ``name`` and in an extra top-level ``provenance`` object that the problem readers ignore;
@@ -18,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from experiments.torch_models import MODELS
+from experiments.torch_zoo import TRAINING
 from stax.problems import FusionProblem
 from stax.torch_frontend import TorchProgram
 
 OUT = Path(__file__).resolve().parent.parent / "instances" / "data" / "torch"
+PROGRAMS = {**MODELS, **TRAINING}
 
 
 def provenance(program: TorchProgram, small: bool, problem: str) -> dict[str, Any]:
@@ -48,7 +51,7 @@ def write(path: Path, data: dict[str, Any]) -> int:
 
 def export(model: str, small: bool, out: Path) -> list[tuple[Path, int]]:
     """Write both problems of ``model``; returns the files and their sizes in bytes."""
-    program = MODELS[model](small)
+    program = PROGRAMS[model](small)
     compiled = program.compile(fusion="greedy", order="original")
     shapes = ", ".join(f"{n}{tuple(s)}" for n, s in list(program.provenance["inputs"].items())[-3:])
     title = f"torch/{model} ({program.provenance['kind']}; ... {shapes}; torch {program.provenance['torch']})"
@@ -58,20 +61,21 @@ def export(model: str, small: bool, out: Path) -> list[tuple[Path, int]]:
     for suffix, problem, source in (("fusion", fusion, "scheduler nodes (FusionProblem)"),
                                     ("order", order, "kernels of greedy fusion (OrderProblem)")):
         path = out / f"{model}.{suffix}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
         written.append((path, write(path, problem.to_dict() | {"provenance": provenance(program, small, source)})))
     return written
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
+    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(PROGRAMS)}")
     parser.add_argument("--small", action="store_true", help="the tests' tiny shapes instead of the full ones")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for model in args.models or MODELS:
-        if model not in MODELS:
-            parser.error(f"unknown model {model!r}; choose from {', '.join(MODELS)}")
+    for model in args.models or PROGRAMS:
+        if model not in PROGRAMS:
+            parser.error(f"unknown model {model!r}; choose from {', '.join(PROGRAMS)}")
         for path, size in export(model, args.small, args.out):
             print(f"{path}: {size / 1024:.1f} KiB")
 

@@ -110,8 +110,9 @@ def norm_net_train(small: bool = False) -> TorchProgram:
 def _conv_net(small: bool):
     """A small convolutional classifier: two Conv2d-BatchNorm2d-ReLU blocks (the second with stride
     2), global average pooling and a Linear head, trained with soft-target cross-entropy.  The
-    batch norms use batch statistics without running ones (``track_running_stats=False``): their
-    in-place update is the one part of a training step stax does not translate."""
+    batch norms use batch statistics without running ones (``track_running_stats=False``), as
+    when these instances were first shipped; the zoo's CNNs (:mod:`experiments.torch_zoo`) update
+    running statistics."""
     torch = _seeded()
     nn = torch.nn
     shape, widths, classes = ((2, 3, 8, 8), (4, 8), 5) if small else ((8, 3, 32, 32), (16, 32), 10)

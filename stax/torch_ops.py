@@ -296,7 +296,7 @@ def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: A
 # --- indexing by tensors and functionalized writes (see stax.gather) ---------------------------
 def _copy(x: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """The functional ``copy``: ``src`` with ``x``'s dtype and shape."""
-    return (src.to(x.dtype) + full(x, 0, x.shape, x.dtype)) if src.shape != x.shape else src.to(x.dtype).clone()
+    return src.to(x.dtype).expand(x.shape).clone()
 
 
 def _scatter(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: str | None = None
@@ -306,15 +306,40 @@ def _scatter(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any 
     return gather.scatter(x, dim, index, value if src is None else src)
 
 
-def _index(x: Tensor, indices: Sequence[Tensor | None]) -> Tensor:
-    """``x[i]`` with one index tensor (``aten.index.Tensor``): ``index_select`` along its dim."""
+def _one_index(op: str, x: Tensor, indices: Sequence[Tensor | None]) -> tuple[int, Tensor]:
+    """The dim and the flattened index of ``x[..., i, ...]`` (negative positions wrapped, as torch
+    indexing wraps them); one integer index tensor only."""
     used = [(d, i) for d, i in enumerate(indices) if i is not None]
     if len(used) != 1 or used[0][1].dtype == "bool":
-        raise UnsupportedError("aten.index.Tensor: stax translates indexing by one integer index tensor "
-                               f"(x[i], x[:, i]), not {len(used)} index tensors or a mask")
+        raise UnsupportedError(f"aten.{op}: stax translates indexing by one integer index tensor (x[i], x[:, i]), "
+                               f"not {len(used)} index tensors or a mask")
     d, index = used[0]
-    flat = gather.index_select(x, d, index.reshape(-1))
-    return flat.reshape(x.shape[:d] + index.shape + x.shape[d + 1:])
+    flat = index.reshape(-1).long()
+    return d, where(flat < 0, flat + x.shape[d], flat)
+
+
+def _index(x: Tensor, indices: Sequence[Tensor | None]) -> Tensor:
+    """``x[i]`` (``aten.index.Tensor``): ``index_select`` along the index's dim."""
+    d, flat = _one_index("index", x, indices)
+    index = [i for i in indices if i is not None][0]
+    return gather.index_select(x, d, flat).reshape(x.shape[:d] + index.shape + x.shape[d + 1:])
+
+
+def _index_put(x: Tensor, indices: Sequence[Tensor | None], values: Tensor, accumulate: bool = False) -> Tensor:
+    """``x[i] = values`` or, with ``accumulate``, ``x[i] += values`` (the backward of indexing and
+    of an embedding): a scatter along the index's dim."""
+    d, flat = _one_index("index_put", x, indices)
+    index = [i for i in indices if i is not None][0]
+    shape = x.shape[:d] + flat.shape + x.shape[d + 1:]
+    spread = flat.reshape((1,) * d + flat.shape + (1,) * (x.ndim - d - 1)).expand(shape)
+    values = values.to(x.dtype).expand(x.shape[:d] + index.shape + x.shape[d + 1:]).reshape(shape)
+    return gather.scatter_add(x, d, spread, values) if accumulate else gather.scatter(x, d, spread, values)
+
+
+def _embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+               sparse: bool = False) -> Tensor:
+    """The rows ``indices`` of ``weight`` (``padding_idx`` only changes the gradient)."""
+    return gather.index_select(weight, 0, indices.reshape(-1)).reshape(indices.shape + weight.shape[1:])
 
 
 def _identity(x: Tensor, *_: Any, **__: Any) -> Tensor:
@@ -363,5 +388,5 @@ ATEN: dict[str, Handler] = {
     "convolution": _convolution, "convolution_backward": _convolution_backward,
     "copy": _copy, "gather": lambda x, dim, index, *, sparse_grad=False: gather.gather(x, dim, index),
     "scatter": _scatter, "scatter_add": gather.scatter_add, "index_select": gather.index_select,
-    "slice_scatter": gather.slice_scatter, "index": _index,
+    "slice_scatter": gather.slice_scatter, "index": _index, "index_put": _index_put, "embedding": _embedding,
 }

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch", reason="the PyTorch front end needs torch: 
 import numpy as np  # noqa: E402
 
 from experiments.torch_models import MODELS, adam_step  # noqa: E402
+from experiments.torch_zoo import TRAINING  # noqa: E402
 from stax.errors import UnsupportedError  # noqa: E402
 from stax.torch_frontend import TorchProgram, import_function, import_module, import_training_step  # noqa: E402
 
@@ -138,6 +139,17 @@ def test_cross_entropy_over_32000_classes_agrees_with_torch():
     assert_agrees(program)
 
 
+def test_indexing_and_embedding_with_their_gradients_agree_with_torch():
+    """x[i] (aten.index, negative positions too) and its gradient (index_put with accumulate), and
+    an nn.Embedding training step (padding_idx's row gets no gradient)."""
+    torch.manual_seed(0)
+    x, i = torch.randn(10, 4, requires_grad=True), torch.tensor([1, 3, 3, -3])
+    assert_agrees(import_function(lambda x, i: (x[i].exp(), torch.autograd.grad((x[:, i[:2]] ** 2).sum(), x)[0]),
+                                  x, i))
+    embedding = torch.nn.Embedding(10, 4, padding_idx=0)
+    assert_agrees(import_training_step(embedding, lambda y: (y * y).sum(), [torch.tensor([[0, 3, 3], [9, 1, 0]])]))
+
+
 def assert_updates_agree(program: TorchProgram, arguments: list[np.ndarray]) -> None:
     """The buffers the compiled call updated in ``arguments`` hold torch's values after its call."""
     assert program.updated and len(program.updated) == len(program.expected_updates)
@@ -199,7 +211,7 @@ def test_update_of_a_tensor_that_is_not_an_input_is_refused():
         import_function(count, torch.randn(3))
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", [*MODELS, *(pytest.param(name, marks=pytest.mark.slow) for name in TRAINING)])
 def test_shipped_files_are_what_the_exporter_writes(model, tmp_path):
     """instances/data/torch/ matches the front end and the default fusion rule today (rebuild with
     ``python -m experiments.export_torch_instances``); skipped under another torch version."""

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from experiments.torch_zoo import TRAINING
 from stax.errors import StaxError
 from stax.problems import FusionProblem, OrderProblem
 from stax.strategy import run_fusion, run_order
 
 DATA = Path(__file__).resolve().parent.parent / "instances" / "data" / "torch"
 MODELS = ("transformer_forward", "transformer_train", "mlp_forward", "mlp_train", "norm_net_train", "conv_net_train",
-          "adam")
+          "adam", *TRAINING)  # the zoo's names only: experiments.torch_zoo imports torch when it builds a model
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -20,7 +20,8 @@ spread between orders within a row rather than across rows.
 ``--zoo`` runs the model zoo (:mod:`experiments.torch_zoo`) instead: for each module, whether
 its forward pass and its training step compile (and agree with eager torch: the largest
 absolute error of the step's outputs and updated buffers), the training step's median time by
-stax, TorchInductor and eager torch at one and two threads (each compiled for that many), the
+stax, TorchInductor and eager torch at one and two threads (each compiled for that many, timed
+in alternating rounds so that a shared machine's changing load falls on all three alike), the
 kernels of each compiler, and the peak of stax's ``best`` order next to the exact optimum.
 """
 from __future__ import annotations
@@ -28,7 +29,8 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-from typing import Any
+import statistics
+from typing import Any, Callable
 
 import numpy as np
 
@@ -109,6 +111,7 @@ def print_table(rows: list[tuple[str, dict, dict]]) -> None:
 
 
 THREADS = (1, 2)
+ROUNDS = 3  # alternating timing rounds of stax, Inductor and eager per thread count
 
 
 def _largest_error(program: TorchProgram, outputs: Any, arguments: list[np.ndarray]) -> float:
@@ -118,8 +121,22 @@ def _largest_error(program: TorchProgram, outputs: Any, arguments: list[np.ndarr
     return max(float(np.abs(np.asarray(got, np.float64) - want).max(initial=0)) for got, want in pairs)
 
 
-def zoo_stax(model: ZooModel) -> dict[str, Any]:
-    """Compile the forward pass and the training step; time the step at each thread count."""
+def _compiled_inductor(program: TorchProgram, threads: int) -> Callable[[], Any]:
+    """TorchInductor's compilation of the training graph for ``threads`` threads, as a call."""
+    torch = require_torch()
+    from torch._inductor import config
+    config.force_disable_caches = True
+    torch.set_num_threads(threads)
+    inputs = [torch.from_numpy(a.copy()) for a in program.arguments()]
+    compiled = torch._inductor.compile(program.fx_graph, inputs)
+    return lambda: compiled(*inputs)
+
+
+def zoo_row(model: ZooModel) -> dict[str, Any]:
+    """Compile the forward pass and the training step; time the step by stax, Inductor and eager
+    torch at each thread count, in alternating rounds (the machine's load moves between them)."""
+    torch = require_torch()
+    from torch._inductor import metrics
     row: dict[str, Any] = {}
     try:
         forward = model.forward()
@@ -132,37 +149,27 @@ def zoo_stax(model: ZooModel) -> dict[str, Any]:
     except Exception as error:
         row["train_failure"] = f"{type(error).__name__}: {error}"
         return row
-    row["program"] = program
-    for threads in THREADS:
-        compiled = program.compile(fusion="greedy", order="best", threads=threads)
-        arguments = program.arguments()
-        if threads == THREADS[0]:
-            row["train_error"] = _largest_error(program, compiled(*arguments), program.arguments())
-            row["kernels"] = len(compiled.fusion.partition)
-            problem = compiled.order_problem
-            row["peak_best"] = problem.peak(run_order("best", problem).order)
-            exact = exact_order(problem, ReferenceSpec(time_limit=30.0, order="dp"))
-            row["peak_exact"], row["exact_status"] = exact.peak, exact.status
-        row[f"stax_{threads}"] = time_call(lambda: compiled(*arguments))
-    return row
-
-
-def zoo_inductor(model: ZooModel, program: TorchProgram) -> dict[str, Any]:
-    """TorchInductor on the same training graph and eager torch's step, at each thread count."""
-    torch = require_torch()
-    from torch._inductor import config, metrics
-    config.force_disable_caches = True
-    row: dict[str, Any] = {}
     before = torch.get_num_threads()
     try:
         for threads in THREADS:
-            torch.set_num_threads(threads)
-            inputs = [torch.from_numpy(a.copy()) for a in program.arguments()]
+            compiled = program.compile(fusion="greedy", order="best", threads=threads)
+            arguments = program.arguments()
+            if threads == THREADS[0]:
+                row["train_error"] = _largest_error(program, compiled(*arguments), program.arguments())
+                row["kernels"] = len(compiled.fusion.partition)
+                problem = compiled.order_problem
+                row["peak_best"] = problem.peak(run_order("best", problem).order)
+                exact = exact_order(problem, ReferenceSpec(time_limit=30.0, order="dp"))
+                row["peak_exact"], row["exact_status"] = exact.peak, exact.status
             metrics.reset()
-            compiled = torch._inductor.compile(program.fx_graph, inputs)
+            calls = {"stax": lambda: compiled(*arguments), "inductor": _compiled_inductor(program, threads),
+                     "eager": model.eager_training()}
             row["generated"] = metrics.generated_kernel_count
-            row[f"inductor_{threads}"] = time_call(lambda: compiled(*inputs))
-            row[f"eager_{threads}"] = time_call(model.eager_training())
+            samples: dict[str, list[float]] = {name: [] for name in calls}
+            for _ in range(ROUNDS):
+                for name, call in calls.items():
+                    samples[name].append(time_call(call, repeat=3))
+            row.update({f"{name}_{threads}": statistics.median(times) for name, times in samples.items()})
     finally:
         torch.set_num_threads(before)
     return row
@@ -186,17 +193,12 @@ def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
 
 
 def run_zoo(names: list[str], small: bool) -> None:
-    models = {name: ZOO[name](small) for name in names}
-    # stax first: TorchInductor's OpenMP threads keep spinning after its kernels and would slow stax's
-    ours = {name: zoo_stax(model) for name, model in models.items()}
-    for name, model in models.items():
-        if "program" in ours[name]:
-            ours[name].update(zoo_inductor(model, ours[name]["program"]))
+    rows = [(name, zoo_row(ZOO[name](small))) for name in names]
     print("training step (loss and every parameter's gradient; batch norms update their running statistics): "
           "median us at 1 and 2 threads; ratio = stax / Inductor; kernels = stax fused blocks / Inductor generated "
           "kernels; peaks in MiB of stax's best order and the exact optimum (? = not proven). "
           "Max error: largest absolute difference from eager torch (outputs and updated buffers, forward and step)")
-    print_zoo(list(ours.items()))
+    print_zoo(rows)
 
 
 def main() -> None:

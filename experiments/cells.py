@@ -64,6 +64,8 @@ class Cell:
             content.pop("dependence")
         if self.reference.order == "cpsat":  # likewise
             content["reference"].pop("order")
+        if "pareto" not in self.measures:  # likewise: the front's size limit matters only to its measure
+            content["reference"].pop("pareto_nodes")
         return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
     def identity(self) -> dict[str, Any]:

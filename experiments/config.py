@@ -12,7 +12,8 @@
     [reference]                # the exact solver (CP-SAT) every row is compared with
     time_limit = 5.0
     workers = 1
-    order = "cpsat"            # or "dp": orders by the down-set DP first (CP-SAT when it refuses)
+    order = "cpsat"            # or "dp": the down-set DP first (CP-SAT finishing the segments it cannot)
+    pareto_nodes = 64          # measure "pareto" (not a default): fronts of fusion problems up to this size
 
     [timing]                   # measured kernel time: median and spread of `repeat` batches
     repeat = 5
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
     from stax.strategy import Registry
 
 EXACT_ORDERS = ("cpsat", "dp")
-MEASURES = ("traffic", "peak", "optimum", "compile", "measured_peak", "kernel_time")
+MEASURES = ("traffic", "peak", "optimum", "pareto", "compile", "measured_peak", "kernel_time")
+DEFAULT_MEASURES = tuple(m for m in MEASURES if m != "pareto")  # the front is costly: asked for by name
 
 
 class ConfigError(StaxError):
@@ -86,12 +88,13 @@ class FamilySpec:
 @dataclass(frozen=True)
 class ReferenceSpec:
     """The exact solver's limits (CP-SAT for both problems) and, for orders, which exact solver
-    comes first: ``dp`` (dynamic programming over down-sets, CP-SAT when it refuses) proves
+    comes first: ``dp`` (dynamic programming over down-sets, CP-SAT finishing what it cannot) proves
     optima on training graphs that CP-SAT only bounds."""
 
     time_limit: float = 10.0
     workers: int = 1
     order: str = "cpsat"
+    pareto_nodes: int = 64  # measure ``pareto``: the largest fusion problem (nodes) whose front is computed
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ class SweepConfig:
     seed: int = 0
     seeds: int = 1
     cell_timeout: float = 120.0
-    measures: tuple[str, ...] = MEASURES
+    measures: tuple[str, ...] = DEFAULT_MEASURES
     reference: ReferenceSpec = field(default_factory=ReferenceSpec)
     timing: TimingSpec = field(default_factory=TimingSpec)
     source: str = "<config>"
@@ -236,10 +239,10 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
     from stax.strategy import fusion_strategies, order_strategies
     top = _Fields(source, data, "", ("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
                                      "dependence", "reference", "timing", "families", "files"))
-    measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(MEASURES),
+    measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(DEFAULT_MEASURES),
                        choices=MEASURES)
     ref = _Fields(source, top.get("reference", dict, "a table", default={}), "reference",
-                  ("time_limit", "workers", "order"))
+                  ("time_limit", "workers", "order", "pareto_nodes"))
     timing = _Fields(source, top.get("timing", dict, "a table", default={}), "timing", ("repeat", "threads"))
     return SweepConfig(
         name=top.get("name", str, "a string", default=Path(source).stem),
@@ -256,7 +259,8 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
         reference=ReferenceSpec(ref.seconds("time_limit", 10.0),
                                 ref.get("workers", int, "a positive integer", default=1, check=lambda w: w > 0),
                                 ref.get("order", str, f"an exact order solver ({', '.join(EXACT_ORDERS)})",
-                                        default="cpsat", choices=EXACT_ORDERS)),
+                                        default="cpsat", choices=EXACT_ORDERS),
+                                ref.get("pareto_nodes", int, "a positive integer", default=64, check=lambda n: n > 0)),
         timing=TimingSpec(timing.get("repeat", int, "a positive integer", default=5, check=lambda r: r > 0),
                           timing.get("threads", int, "a positive integer", default=1, check=lambda t: t > 0)),
         source=source,

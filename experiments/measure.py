@@ -11,6 +11,11 @@ Columns (``None`` where a measure does not apply, e.g. kernel time of an abstrac
   ``optimal``, ``bounded`` or ``heuristic``, see :func:`solve_reference`), a valid lower bound
   (``*_ref_bound``) and seconds, and the cell's ``*_gap_abs`` = value - reference and
   ``*_gap_rel`` = gap / reference; ``*_problem`` is the content key of the problem compared;
+- Pareto front (measure ``pareto``, fusion problems of abstract instances and files up to
+  ``reference.pareto_nodes`` nodes): ``pareto_front`` (the exact traffic-peak front's points as
+  JSON, computed once per problem like a reference, :func:`solve_pareto`), ``pareto_proven``,
+  ``pareto_seconds``, the cell's point (``traffic``, ``point_peak``: its order's peak, or for an
+  unordered cell the least peak found of its kernels) and ``pareto_dominated``;
 - programs (compiled under the cell's dependence rule, so the fusion problem, and its
   reference, are that rule's): ``compile_seconds``, ``peak_measured`` (bytes the wrapper held at most),
   ``max_abs_error`` against the numpy reference, ``kernel_time_median`` (s) with the 95% confidence
@@ -32,13 +37,18 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from instances import store
+from solvers.fusion_bounds import compulsory_traffic
+from solvers.fusion_decompose import regional_fusion, regions
+from solvers.order_decompose import live_set_lower_bound
+from solvers.order_dp import bounded_order
+from solvers.pareto import pareto_front
 from stax.errors import StaxError
 from stax.problems import FusionProblem, OrderProblem
 from stax.strategy import FusionResult, OrderResult, run_fusion, run_order
@@ -70,7 +80,19 @@ def run_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, ReferenceTask]]:
             if problem is not None:
                 needs[prefix] = ReferenceTask.of(problem, cell.reference)
                 metrics[f"{prefix}_problem"] = needs[prefix].key
+    if _wants_pareto(cell, inst):
+        needs["pareto"] = ReferenceTask.of(inst.fusion, cell.reference, "pareto")
+        metrics["pareto_problem"] = needs["pareto"].key
+        metrics.setdefault("point_peak", metrics.get("peak"))
     return metrics, needs
+
+
+def _wants_pareto(cell: Cell, inst: store.Instance) -> bool:
+    """Whether the cell's row gets the traffic-peak front (measure ``pareto``): abstract and file
+    fusion problems up to ``pareto_nodes`` nodes (a program's compiled kernels drop aliased
+    buffers, so its peaks are not those of the front's ``kernel_order_problem``)."""
+    return ("pareto" in cell.measures and inst.program is None and inst.fusion is not None
+            and len(inst.fusion.nodes) <= cell.reference.pareto_nodes)
 
 
 def _abstract_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProblem | None, OrderProblem | None]:
@@ -82,6 +104,8 @@ def _abstract_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionPro
         metrics |= _fusion_columns(inst.fusion, fusion)
         partition = decision["partition"] = fusion.partition
     if cell.order == NO_ORDER:
+        if _wants_pareto(cell, inst):  # the cell's point: the least peak found of its kernels
+            metrics["point_peak"] = bounded_order(inst.order_problem(partition), time_limit=cell.reference.time_limit).peak
         return metrics | {DECISION: decision}, inst.fusion, None
     order_problem = inst.order_problem(partition)
     order = run_order(cell.order.name, order_problem, **cell.order.kwargs())
@@ -145,18 +169,32 @@ def _compare(prefix: str, value: float, ref: dict[str, Any]) -> dict[str, Any]:
 def complete(row: dict[str, Any], needs: dict[str, ReferenceTask], refs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """``row`` with the reference columns of every measure in ``needs``, from ``refs`` (by key)."""
     for prefix, task in needs.items():
-        row |= _compare(prefix, row[prefix], refs[task.key])
+        row |= _front(row, refs[task.key]) if prefix == "pareto" else _compare(prefix, row[prefix], refs[task.key])
     return row
+
+
+def _front(row: dict[str, Any], front: dict[str, Any]) -> dict[str, Any]:
+    """The Pareto columns of a row: the front's (traffic, peak) points as JSON, whether it is
+    proven, its seconds, and whether the cell's point (``traffic``, ``point_peak``) is dominated."""
+    points = [(p["traffic"], p["peak"]) for p in front["points"] or ()]
+    mine = (row["traffic"], row["point_peak"])
+    return {"pareto_front": json.dumps(points) if front["points"] is not None else None,
+            "pareto_proven": front["proven"], "pareto_seconds": front["seconds"],
+            "pareto_dominated": any(t <= mine[0] and p <= mine[1] and (t, p) != mine for t, p in points)}
 
 
 #: how a reference was obtained: proven optimum, a solver's answer with a lower bound below it,
 #: or a heuristic's answer (the exact solver found nothing in time) with the best bound known
 REFERENCE_STATUSES = ("optimal", "bounded", "heuristic")
 
+#: what computes references, in their keys: references stored by other solvers are not reused
+REFERENCE_SOLVERS = ("regional_fusion", "bounded_order", "compulsory_traffic", "live_set_lower_bound")
+
 
 @dataclass(frozen=True)
 class ReferenceTask:
-    """One reference to compute: the exact solver's answer on ``problem`` under ``spec``.
+    """One reference to compute: the exact solver's answer on ``problem`` under ``spec``, or
+    (``measure`` "pareto") the traffic-peak Pareto front of a fusion problem.
 
     ``key`` hashes the problem's content (not its name) and the settings, so every cell of a
     sweep whose problem is the same shares one reference, wherever it runs."""
@@ -164,63 +202,76 @@ class ReferenceTask:
     key: str
     problem: FusionProblem | OrderProblem
     spec: ReferenceSpec
+    measure: str = "optimum"
 
     @classmethod
-    def of(cls, problem: FusionProblem | OrderProblem, spec: ReferenceSpec) -> ReferenceTask:
-        kind = "fusion" if isinstance(problem, FusionProblem) else "order"
+    def of(cls, problem: FusionProblem | OrderProblem, spec: ReferenceSpec, measure: str = "optimum") -> ReferenceTask:
+        kind = "pareto" if measure == "pareto" else "fusion" if isinstance(problem, FusionProblem) else "order"
         content = json.dumps({"problem": problem.to_dict() | {"name": "", "node_info": {}},
-                              "spec": [spec.time_limit, spec.workers, spec.order], "statuses": REFERENCE_STATUSES},
-                             sort_keys=True)  # statuses: references stored before them are not reused
-        return cls(f"{kind}-{hashlib.sha256(content.encode()).hexdigest()[:20]}", problem, spec)
+                              "spec": [spec.time_limit, spec.workers, spec.order], "statuses": REFERENCE_STATUSES,
+                              "solvers": REFERENCE_SOLVERS, "measure": measure}, sort_keys=True)
+        return cls(f"{kind}-{hashlib.sha256(content.encode()).hexdigest()[:20]}", problem, spec, measure)
 
 
 def solve_reference(task: ReferenceTask) -> dict[str, Any]:
     """The exact solver's answer on ``task.problem``: value, status (``REFERENCE_STATUSES``),
-    a valid lower bound (the solver's, or :func:`simple_bound` where that is higher) and seconds."""
+    a valid lower bound (the solver's, or :func:`problem_bound` where that is higher) and seconds."""
     problem, spec = task.problem, task.spec
+    if task.measure == "pareto":
+        return solve_pareto(problem, spec)
     if isinstance(problem, FusionProblem):
-        result = run_fusion("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
+        result = exact_fusion(problem, spec)
         value = result.cost
     else:
         result = exact_order(problem, spec)
         value = result.peak
     status = {"optimal": "optimal", "feasible": "bounded"}.get(result.status, "heuristic")
-    bound = value if status == "optimal" else min(value, max(result.bound or 0, simple_bound(problem)))
+    bound = value if status == "optimal" else min(value, max(result.bound or 0, problem_bound(problem)))
     return {"value": value, "status": status, "bound": bound, "seconds": result.seconds}
 
 
 def unsolved_reference(task: ReferenceTask, why: str) -> dict[str, Any]:
     """The reference of a problem the exact solver could not answer (it failed or ran out of the
-    cell's time limit): no value (the table's best-known value stands in) and the simple bound."""
-    return {"value": None, "status": "heuristic", "bound": simple_bound(task.problem), "seconds": None,
+    cell's time limit): no value (the table's best-known value stands in) and the problem's bound."""
+    if task.measure == "pareto":
+        return {"points": None, "proven": False, "seconds": None, "error": why}
+    return {"value": None, "status": "heuristic", "bound": problem_bound(task.problem), "seconds": None,
             "error": why}
 
 
-def simple_bound(problem: FusionProblem | OrderProblem) -> int:
-    """A lower bound every answer respects, from the problem alone.
+def solve_pareto(problem: FusionProblem, spec: ReferenceSpec) -> dict[str, Any]:
+    """The traffic-peak Pareto front (``solvers.pareto``; ``spec.time_limit`` per solve): its
+    points by increasing traffic, each with its partition and kernel order, and whether it is proven."""
+    began = time.perf_counter()
+    front = pareto_front(problem, time_limit=spec.time_limit, workers=spec.workers)
+    points = [{"traffic": p.traffic, "peak": p.peak, "partition": p.partition, "order": p.order} for p in front.points]
+    return {"points": points, "proven": front.proven, "seconds": time.perf_counter() - began}
 
-    Traffic (Definition 7.3): every used graph input is read and every output written at least
-    once.  Peak (Definition 7.5): at a task's step the buffers it writes and reads are all live,
-    and at the last step every output is."""
+
+def problem_bound(problem: FusionProblem | OrderProblem) -> int:
+    """A lower bound every answer respects, from the problem alone and without a solver:
+    compulsory traffic for fusion (Definition 7.3, ``solvers.fusion_bounds``) and the largest
+    forced live set for orders (Definition 7.5, ``solvers.order_decompose``)."""
     if isinstance(problem, FusionProblem):
-        return sum(b.size for b in problem.buffers
-                   if (b.producer is None and b.users) or (b.producer is not None and b.is_output))
-    touching: dict[str, int] = dict.fromkeys(problem.tasks, 0)
-    for b in problem.buffers:
-        for task in {b.producer, *b.users}:
-            touching[task] += b.size
-    outputs = sum(b.size for b in problem.buffers if b.is_output)
-    return max([outputs, *touching.values()])
+        return compulsory_traffic(problem)
+    return live_set_lower_bound(problem)
+
+
+def exact_fusion(problem: FusionProblem, spec: ReferenceSpec) -> FusionResult:
+    """The least-traffic fusion: CP-SAT, region by region (``regional_fusion``) when separators
+    split the problem, since each region is then a smaller model and the regions' bounds add up."""
+    if len(regions(problem)) > 1:
+        return regional_fusion(problem, time_limit=spec.time_limit, workers=spec.workers)
+    return run_fusion("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
 
 
 def exact_order(problem: OrderProblem, spec: ReferenceSpec) -> OrderResult:
-    """The least-peak order by ``spec.order``: ``dp`` (falling back to CP-SAT when it refuses a
-    problem with too many down-sets or runs out of time) or ``cpsat``."""
+    """The least-peak order by ``spec.order``: ``dp`` (the down-set programme on series segments,
+    CP-SAT finishing the segments it cannot, ``bounded_order``: optimal, or the best order found
+    with a certified bound) or ``cpsat``."""
     if spec.order == "dp":
-        try:
-            return run_order("dp", problem, time_limit=spec.time_limit)
-        except StaxError:
-            pass
+        result = bounded_order(problem, time_limit=spec.time_limit, cpsat_workers=spec.workers)
+        return replace(result, info={"strategy": "dp"} | result.info)
     return run_order("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
 
 

@@ -12,11 +12,14 @@ The best known value of a problem (``*_best``) is its reference's, or a strategy
 lower (a reference without a proof can be beaten), so every finished row is compared.
 - ``order_peak.png``: the peak of each order strategy per instance against its size, with the
   reference's optimum and, where it is not proven, its lower bound;
+- ``pareto.png``: each fusion strategy's (traffic, peak) point against the exact traffic-peak
+  Pareto front of its problem (measure ``pareto``), one panel per problem;
 - ``kernel_time.png``: measured time per call (median, bars to the spread) against modeled traffic;
 - ``solver_time.png``: strategy solve seconds against instance size.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -53,6 +56,13 @@ CAPTIONS = {
                   "its size (tasks, x; dots of one size spread sideways). A black bar, drawn over the dots, is "
                   "the reference's peak when proven optimal, a grey bar when only the best found, and a grey "
                   "triangle its lower bound when that is below it.",
+    "pareto": "Traffic (bytes, Definition 7.3, x) against peak memory (bytes, Definition 7.5, y) of each cell, "
+              "one panel per fusion problem: the staircase joins the points of the exact traffic-peak Pareto front "
+              "(CP-SAT with an epsilon-constraint on peak; black when every point is proven, grey dashed when the "
+              "solver ran out of time), a hollow square marking each point. A dot is a cell, coloured by its fusion strategy "
+              "(coinciding dots drawn smaller on top of each other); its peak is its order "
+              "strategy's, or for a problem file the least peak found over its kernels' orders. A dot on the "
+              "staircase is Pareto-optimal; one above or right of it is dominated.",
     "kernel_time": "Measured time per call of each compiled program (us, log scale): the dot is the median, the bar "
                    "spans the spread the table records (min to max of the repeats), against the modeled traffic of "
                    "the fusion (bytes, Definition 7.3, log scale); colour is the fusion strategy.",
@@ -290,7 +300,36 @@ def kernel_time(table: pd.DataFrame, out: Path) -> Path | None:
     return _save(fig, out / "kernel_time.png")
 
 
-FIGURES = (profiles, fusion_gap, order_gap, order_peak, kernel_time, solver_time)
+def pareto(table: pd.DataFrame, out: Path, panels: int = 8) -> Path | None:
+    if "pareto_front" not in table:
+        return None
+    rows = _ok(table).dropna(subset=["pareto_front", "traffic", "point_peak"])
+    if rows.empty:
+        return None
+    problems = rows.drop_duplicates("pareto_problem").sort_values(["family", "instance"]).head(panels)
+    labels = sorted(rows["fusion"].unique())
+    ncols = min(2, len(problems))
+    fig, axes = _figure(-(-len(problems) // ncols), ncols, 3.6)
+    for ax, (_, problem) in zip(axes.flat, problems.iterrows()):
+        front = np.array(json.loads(problem["pareto_front"]), dtype=float).reshape(-1, 2)
+        proven = bool(problem["pareto_proven"])
+        if len(front):
+            shade = "black" if proven else "gray"
+            ax.step(front[:, 0], front[:, 1], where="post", color=shade, ls="-" if proven else "--", lw=1.2, zorder=2)
+            ax.scatter(front[:, 0], front[:, 1], marker="s", s=110, facecolors="none", edgecolors=shade, zorder=4)
+        mine = rows[rows["pareto_problem"] == problem["pareto_problem"]]
+        for i, label in enumerate(labels):  # later strategies smaller, so coinciding points stay visible
+            group = mine[mine["fusion"] == label]
+            ax.scatter(group["traffic"], group["point_peak"], color=colour(label), s=max(70 - 18 * i, 14), zorder=3)
+        ax.set_title(f"{problem['instance']} ({len(front)} points{'' if proven else ', unproven'})")
+        ax.set_xlabel("traffic (bytes)")
+        ax.set_ylabel("peak (bytes)")
+    for ax in axes.flat[len(problems):]:
+        ax.set_visible(False)
+    return _save(fig, out / "pareto.png", labels)
+
+
+FIGURES = (profiles, fusion_gap, order_gap, order_peak, pareto, kernel_time, solver_time)
 
 
 def plot_all(table: pd.DataFrame, out: str | Path) -> list[Path]:

@@ -320,8 +320,8 @@ def pareto(table: pd.DataFrame, out: Path, panels: int = 8) -> Path | None:
         mine = rows[rows["pareto_problem"] == problem["pareto_problem"]]
         for i, label in enumerate(labels):  # later strategies smaller, so coinciding points stay visible
             group = mine[mine["fusion"] == label]
-            ax.scatter(group["traffic"], group["point_peak"], color=colour(label), s=max(70 - 18 * i, 14), zorder=3)
-        ax.set_title(f"{problem['instance']} ({len(front)} points{'' if proven else ', unproven'})")
+            ax.scatter(group["traffic"], group["point_peak"], color=colour(label), s=max(100 - 35 * i, 14), zorder=3)
+        ax.set_title(f"{problem['instance']} ({len(front)} point{'s' * (len(front) != 1)}{'' if proven else ', unproven'})")
         ax.set_xlabel("traffic (bytes)")
         ax.set_ylabel("peak (bytes)")
     for ax in axes.flat[len(problems):]:

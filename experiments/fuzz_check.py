@@ -109,14 +109,14 @@ def run_case(program: FuzzProgram, combo: Combo, data_seed: int) -> list[str]:
 
 def rounding_spreads(program: FuzzProgram, graph: Graph, data_seed: int, wanted: list[np.ndarray]) -> list[np.ndarray]:
     """For the outputs and then the inputs after the call: how far ROUNDING_RUNS references
-    perturbed as rounding could perturb them land from ``wanted``, element by element."""
+    perturbed as rounding could perturb them land from ``wanted``, element by element (integer
+    and bool outputs included: those computed from floats move where a comparison flips)."""
     spreads = [np.zeros(np.shape(w)) for w in wanted]
     for run in range(ROUNDING_RUNS):
         arrays = program.arrays(data_seed)
         outputs = evaluate(graph, *arrays, upcast=True, zero_division="sentinel", rounding=np.random.default_rng(run))
         for spread, want, value in zip(spreads, wanted, [*outputs, *arrays]):
-            if want.dtype.kind == "f":
-                np.fmax(spread, np.abs(value.astype(np.float64) - want), out=spread)
+            np.fmax(spread, _distance(value, want), out=spread)
     return spreads
 
 
@@ -130,13 +130,19 @@ def compare(what: str, got: Any, want: np.ndarray, want32: np.ndarray, spread: n
     if close(got, want) or close(got, want32):
         return None
     bad = ~_close_mask(got, want)
-    if spread is not None and got.dtype.kind == "f":
+    if spread is not None:  # integer and bool outputs too: a comparison of floats can flip with rounding
         with np.errstate(invalid="ignore"):
-            bad &= ~(np.abs(got.astype(np.float64) - want) <= spread)
+            bad &= ~(_distance(got, want) <= spread)
         if not bad.any():
             return None
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     return f"{what}: {int(bad.sum())} of {got.size} elements differ, e.g. at {index}: {got[index]!r} vs {want[index]!r}"
+
+
+def _distance(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Element by element, how far ``got`` is from ``want`` (any dtype, as float64)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.abs(got.astype(np.float64) - want.astype(np.float64))
 
 
 def _close_mask(got: np.ndarray, want: np.ndarray) -> np.ndarray:

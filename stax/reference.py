@@ -11,7 +11,7 @@ outputs are rounded back to the graph's dtypes. Use it as the reference for long
 
 With a ``rounding`` generator the values are perturbed as rounding in some order could perturb
 them (Monte Carlo arithmetic): every float op's result by a random relative error of up to
-ROUNDING_UNITS units of its dtype's rounding, and the terms of a reduction, scan or matmul by
+ROUNDING_UNITS units of its dtype's rounding and rounded to that dtype, and the terms of a reduction, scan or matmul by
 their count times that, the backward error of summing them in any order.  How far such runs
 land from the unperturbed one measures how much an output depends on rounding (the cosine of a
 float32 sum of 300 terms near 674 moves by 1e-4 from one order of the additions to another).
@@ -193,11 +193,13 @@ def _check_inputs(graph: Graph, arrays: tuple[Array, ...]) -> None:
 
 
 def _perturbed(x: Array, dtype: str, terms: int, rounding: np.random.Generator) -> Array:
-    """``x`` times 1 + e, e uniform within ROUNDING_UNITS * ``terms`` units of ``dtype``'s rounding."""
+    """``x`` times 1 + e, e uniform within ROUNDING_UNITS * ``terms`` units of ``dtype``'s rounding,
+    then rounded to ``dtype`` as a kernel's result is (so an upcast run underflows where the
+    kernels must: a product of many factors below 1 that float32 cannot hold is 0 in every order)."""
     if x.dtype.kind != "f" or dtype not in _UNIT_ROUNDING:
         return x
     bound = ROUNDING_UNITS * terms * _UNIT_ROUNDING[dtype]
-    return (x * (1 + rounding.uniform(-bound, bound, x.shape))).astype(x.dtype, copy=False)
+    return (x * (1 + rounding.uniform(-bound, bound, x.shape))).astype(dtype).astype(x.dtype, copy=False)
 
 
 def _with_rounded_terms(node: Node, args: list[Array], dtypes: list[str],

@@ -3,6 +3,8 @@ seeded sample (CI) and a long run (``-m slow``)."""
 from __future__ import annotations
 
 import collections
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,28 +132,35 @@ def test_cross_checks_pass_on_a_program_with_several_kernels():
     assert problems == [] and nodes >= 1
 
 
-#: a program of the sample that exposes a compiler bug found when the indexing ops joined the
-#: draw (it uses none of them; main's code gives the same wrong sum): a bool sum over (300, 66)
-#: computed as 9900 where the reference gives 19800, at every combination tried
-KNOWN_BUG = 21
-
-
 def test_short_seeded_sample():
     """What CI runs: 25 programs, 3 combinations each, no mismatch, no cross-check failure."""
     tally, log = Tally(), []
     for index in range(25):
-        if index != KNOWN_BUG:
-            fuzz_one(index, 2024, 3, None, tally, log.append)
-    assert (tally.programs, tally.combinations) == (24, 72)
+        fuzz_one(index, 2024, 3, None, tally, log.append)
+    assert (tally.programs, tally.combinations) == (25, 75)
     assert (tally.failures, tally.cross_failures) == (0, 0), log
 
 
-@pytest.mark.xfail(strict=True, reason="compiler bug: program seed 2024006093 sums a bool (300, 66) to 9900, "
-                                       "the reference to 19800; remove this mark when fixed")
-def test_known_bug_of_the_short_sample():
-    tally, log = Tally(), []
-    fuzz_one(KNOWN_BUG, 2024, 3, None, tally, log.append)
-    assert tally.failures == 0, log
+def test_a_comparison_rounding_can_flip_matches_and_no_other():
+    """``prod(sigmoid(x**2), 0) > 0`` over 284 rows: the exact products (1e-51) are below float32's
+    smallest subnormal, so the kernels' products are 0 and the comparison False, where the float64
+    reference says True and numpy's float32 one (stuck at the smallest subnormal) too.  Every run
+    rounded to float32 underflows alike, so the spread covers those 33 columns (the program seed
+    2024006093 of the short sample; avx2 kernels multiply 4 rows before the partial product, where
+    the scalar loop, as numpy, gets stuck there); a flip where a comparison cannot flip is still wrong."""
+    data = json.loads((Path(__file__).parent / "regressions" / "prod_underflow_compared_with_zero.json").read_text())
+    program, seed = FuzzProgram.from_dict(data["program"]), data["data_seed"]
+    graph, arrays = program.trace(seed), program.arrays(seed)
+    want = evaluate(graph, *[a.copy() for a in arrays], upcast=True)[0]
+    want32 = evaluate(graph, *[a.copy() for a in arrays])[0]
+    [spread] = fuzz_check.rounding_spreads(program, graph, seed, [want])
+    got = stax.compile(program, *arrays, isa="avx2", threads=1)(*[a.copy() for a in arrays])
+    assert not got[:, :33].any() and want[:, :33].all() and want32[:, :33].all()
+    assert fuzz_check.compare("out", got, want, want32) is not None  # without the spread: a mismatch
+    assert fuzz_check.compare("out", got, want, want32, spread=spread) is None
+    wrong = got.copy()
+    wrong[0, 40] = False  # its product underflows too, but the column is True by x**2 > 0 alone
+    assert fuzz_check.compare("out", wrong, want, want32, spread=spread) is not None
 
 
 @pytest.mark.slow

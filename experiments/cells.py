@@ -30,6 +30,11 @@ NO_ORDER = StrategySpec("-")  # fusion problem files are not ordered (their orde
 NO_DEPENDENCE = "-"  # abstract instances have no loops, so no dependence rule
 
 
+def content_key(text: str) -> str:
+    """The key of a piece of content (a cell, a reference, stored decisions) from its JSON text."""
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
 def derive_seed(sweep_seed: int, family: str, size: int, index: int) -> int:
     """Seed ``index`` of (family, size) in a sweep, reproducible and independent of the config order."""
     digest = hashlib.sha256(f"{sweep_seed}/{family}/{size}/{index}".encode()).digest()
@@ -66,7 +71,7 @@ class Cell:
             content["reference"].pop("order")
         if "pareto" not in self.measures:  # likewise: the front's size limit matters only to its measure
             content["reference"].pop("pareto_nodes")
-        return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        return content_key(json.dumps(content, sort_keys=True, default=str))
 
     def identity(self) -> dict[str, Any]:
         """The row's identity and parameter columns."""

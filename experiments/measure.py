@@ -32,7 +32,6 @@ cells (:func:`solve_reference`) and completes their rows (:func:`complete`).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -53,13 +52,13 @@ from stax.errors import StaxError
 from stax.problems import FusionProblem, OrderProblem
 from stax.strategy import FusionResult, OrderResult, run_fusion, run_order
 
-from .cells import NO_ORDER, Cell
+from .cells import NO_ORDER, Cell, content_key
 from .config import ReferenceSpec
 
 
 #: the column of a cell's decisions: its Schedule (programs) or its partition and order (abstract
 #: instances); the results directory stores them by content and keeps the key (``ResultDir.record``)
-DECISION = "decision"
+DECISION_COLUMN = "decision"
 
 
 def run_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, ReferenceTask]]:
@@ -106,12 +105,12 @@ def _abstract_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionPro
     if cell.order == NO_ORDER:
         if _wants_pareto(cell, inst):  # the cell's point: the least peak found of its kernels
             metrics["point_peak"] = bounded_order(inst.order_problem(partition), time_limit=cell.reference.time_limit).peak
-        return metrics | {DECISION: decision}, inst.fusion, None
+        return metrics | {DECISION_COLUMN: decision}, inst.fusion, None
     order_problem = inst.order_problem(partition)
     order = run_order(cell.order.name, order_problem, **cell.order.kwargs())
     metrics |= _order_columns(order_problem, order)
     decision["order"] = order.order
-    return metrics | {DECISION: decision}, inst.fusion, order_problem
+    return metrics | {DECISION_COLUMN: decision}, inst.fusion, order_problem
 
 
 def _program_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProblem, OrderProblem]:
@@ -128,7 +127,7 @@ def _program_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProb
     metrics = {"compile_seconds": time.perf_counter() - start}
     metrics |= _fusion_columns(compiled.fusion_problem, compiled.fusion)
     metrics |= _order_columns(compiled.order_problem, compiled.order)
-    metrics[DECISION] = compiled.schedule.to_dict()
+    metrics[DECISION_COLUMN] = compiled.schedule.to_dict()
     if "measured_peak" in cell.measures:
         got = compiled(*[a.copy() for a in arrays])
         metrics["peak_measured"] = compiled.memory.peak
@@ -210,7 +209,7 @@ class ReferenceTask:
         content = json.dumps({"problem": problem.to_dict() | {"name": "", "node_info": {}},
                               "spec": [spec.time_limit, spec.workers, spec.order], "statuses": REFERENCE_STATUSES,
                               "solvers": REFERENCE_SOLVERS, "measure": measure}, sort_keys=True)
-        return cls(f"{kind}-{hashlib.sha256(content.encode()).hexdigest()[:20]}", problem, spec, measure)
+        return cls(f"{kind}-{content_key(content)}", problem, spec, measure)
 
 
 def solve_reference(task: ReferenceTask) -> dict[str, Any]:

@@ -15,7 +15,6 @@ where no optimum is proven.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -23,7 +22,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from .measure import DECISION, write_atomic
+from .cells import content_key
+from .measure import DECISION_COLUMN, write_atomic
 from .nulls import as_nulls
 
 TABLE = "results.parquet"
@@ -49,7 +49,7 @@ class ResultDir:
     def record_decision(self, decision: dict[str, Any]) -> str:
         """Store ``decision`` (once per content) and return its key."""
         text = json.dumps(decision, sort_keys=True, default=_plain)
-        key = hashlib.sha256(text.encode()).hexdigest()[:20]
+        key = content_key(text)
         path = self.decisions / f"{key}.json"
         if not path.exists():
             write_atomic(path, text)
@@ -65,8 +65,8 @@ class ResultDir:
     def record(self, row: dict[str, Any]) -> None:
         """Persist a finished row: done cells under cells/, failures under failed/; its decisions
         under decisions/, by content, the row keeping their key."""
-        if isinstance(row.get(DECISION), dict):
-            row = {**row, DECISION: self.record_decision(row[DECISION])}
+        if isinstance(row.get(DECISION_COLUMN), dict):
+            row = {**row, DECISION_COLUMN: self.record_decision(row[DECISION_COLUMN])}
         key, text = row["cell"], json.dumps(row, default=_plain)
         if row["status"] == "ok":
             write_atomic(self.cells / f"{key}.json", text)

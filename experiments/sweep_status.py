@@ -8,7 +8,6 @@ measures, reference or timing settings did.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any, Iterable
 from stax.textable import text_table
 
 from . import provenance
-from .cells import Cell, plan
+from .cells import Cell, content_key, plan
 from .config import SweepConfig
 
 #: the row columns that say what a cell decides (whatever code or settings computed it)
@@ -29,7 +28,7 @@ SETTINGS = ("measures", "reference_time_limit", "reference_workers", "reference_
 
 
 def decision_key(row: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps([row.get(c) for c in DECISION], default=str).encode()).hexdigest()[:20]
+    return content_key(json.dumps([row.get(c) for c in DECISION], default=str))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ Second table, whole graphs: the synthetic training family (``instances/training.
 5,000 tasks) and the shipped whole-model graphs (``instances/data/models``).  Per graph and exact
 solver: its status and gap (value - bound) / bound at each limit, the seconds it took, and the
 gap of the best heuristic (fusion: greedy; order: best-of-four) to the best bound found.  The
-order solvers are the decomposed, pruned down-set DP (``solvers.order_dp.bounded_order``), the
+order solvers are the decomposed, pruned down-set DP (``solvers.order_dp.bounded_order``: the
+best heuristic order improved by exact windows, bounded by minimum cuts at its highest steps,
+then the programme on the segments that can still set the peak), the
 same with CP-SAT on the segments the DP cannot finish, and CP-SAT alone warm-started from
 best-of-four; fusion is CP-SAT on each region between extern separators
 (``solvers.fusion_decompose``) and CP-SAT alone, both with the compulsory-traffic bound.

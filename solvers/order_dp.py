@@ -18,9 +18,11 @@ of it peaks at least as high.  If no complete order survives, the incumbent is o
 ``upper`` equals a certified lower bound (``order_decompose.live_set_lower_bound``) the search
 is skipped altogether.
 
-``DownSetOrder`` first splits the problem into series segments (``order_decompose``, whose
-docstring proves the composition) and runs the programme on each segment that can set the peak
-(``bounded_order``).  It refuses, with ``StaxError``, when a layer of some segment would exceed
+``DownSetOrder`` first improves the best heuristic order window by window (``order_window``)
+and bounds the peak from below by minimum cuts (``order_cut_bound``); when the two meet, the
+order is proven.  Otherwise it splits the problem into series segments (``order_decompose``,
+whose docstring proves the composition) and runs the programme on each segment that can set
+the peak (``bounded_order``).  It refuses, with ``StaxError``, when a layer of some segment would exceed
 ``max_states`` (or the optional ``time_limit`` runs out): the number of down-sets grows
 exponentially with the width of the DAG.  ``bounded_order`` returns the best order found with a
 certified bound instead of refusing, and can hand such segments to CP-SAT.
@@ -34,7 +36,9 @@ from stax.errors import StaxError
 from stax.problems import OrderProblem
 from stax.strategy import OrderResult, run_order
 
+from .order_cut_bound import cut_lower_bound
 from .order_decompose import join, live_set_lower_bound, segment_problem, segments
+from .order_window import improve
 
 
 class _Limit(StaxError):
@@ -211,7 +215,9 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
     lower bound ``bound``; never raises for size.  ``cpsat_workers`` > 0 lets CP-SAT finish the
     segments the down-set programme cannot (``solve_segment``).
 
-    The best heuristic order is the incumbent and the live-set bound the first lower bound L.
+    The best heuristic order, improved window by window (``order_window``), is the incumbent;
+    the first lower bound L is the larger of the live-set bound and the cut bounds at the
+    incumbent's highest steps (``order_cut_bound``).
     The incumbent runs the series segments one after another (every order does), so its peak is
     the largest of its segment peaks.  Only a segment whose incumbent peak exceeds L can matter:
     any other has a least peak at most L, which is at most the optimum.  Those segments are
@@ -220,9 +226,9 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
     """
     began = time.perf_counter()
     deadline = None if time_limit is None else began + time_limit
-    incumbent = run_order("best", problem).order
+    incumbent = improve(problem, run_order("best", problem).order, max_states=max_states, deadline=deadline)
     live = problem.live_bytes(incumbent)
-    bound = live_set_lower_bound(problem)
+    bound = cut_lower_bound(problem, incumbent, live_set_lower_bound(problem), deadline)
     parts = segments(problem)
     info = {"segments": len(parts), "largest_segment": max(map(len, parts), default=0), "solved_segments": 0,
             "down_sets": 0}
@@ -247,6 +253,8 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
             notes.append(answer.note)
     order = tuple(t for part in orders for t in part)
     peak = problem.peak(order)
+    if peak > bound and order != incumbent:  # the segments' orders have other steps at their peaks
+        bound = cut_lower_bound(problem, order, bound, deadline)
     if notes:
         info["note"] = notes[0]
     return OrderResult(order, "optimal" if peak == bound else "feasible", peak, float(bound),

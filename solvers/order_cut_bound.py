@@ -23,6 +23,14 @@ of capacity at least resident(D), with equality for the best placement; the mini
 ``min resident(D)``.  (No infinite path runs from source to sink: a predecessor of a task that
 is not a descendant of v is not one either, and a_b is entered only by a finite arc.)
 
+Group bound.  Given a set G of tasks, in every order some w in G runs after the rest of G, so
+at w's step D holds G - {w} too: the live bytes there are at least the same minimum cut with
+G - {w} (and its ancestors) merged into the source, and the least of these over w in G (a w that
+has a descendant in G is never last) is a peak no order beats.  G = one task is the step bound;
+G = every task gives the last step.  ``cut_lower_bound`` tries the groups of the largest
+output-producing sinks (the weight gradients of a training graph): the last of them to run
+sees the others' outputs live.
+
 Last-step bound.  At the last step every output is live, and so is every other buffer the last
 task reads or writes; the last task has no successor.  So ``outputs + min over sinks t of the
 non-output bytes t touches`` is a peak no order beats.
@@ -41,11 +49,20 @@ from .order_decompose import Closure
 SOURCE, SINK = ("source",), ("sink",)  # tuples: never equal to a task name
 
 
-def step_bound(problem: OrderProblem, task: str, closure: Closure | None = None) -> int:
-    """The least live bytes at ``task``'s step over all orders (module doc), by one minimum cut."""
+def step_bound(problem: OrderProblem, task: str, closure: Closure | None = None, earlier: int = 0) -> int | None:
+    """The least live bytes at ``task``'s step over all orders (module doc), by one minimum cut;
+    with ``earlier`` (a mask over ``closure.tasks``), over the orders that run those tasks before
+    ``task`` (None when none does)."""
     closure = closure or Closure.of(problem)
     v = closure.index[task]
     before, after = closure.ancestors[v], closure.descendants[v] | 1 << v
+    bits = earlier
+    while bits:
+        low = bits & -bits
+        bits ^= low
+        before |= closure.ancestors[low.bit_length() - 1] | low
+    if before & after:
+        return None
 
     def node(t: str):
         i = closure.index[t]
@@ -97,17 +114,60 @@ def last_step_bound(problem: OrderProblem) -> int:
     return sum(b.size for b in problem.buffers if b.is_output) + min(touched.values(), default=0)
 
 
+def group_bound(problem: OrderProblem, group: Sequence[str], closure: Closure | None = None,
+                above: int | None = None) -> int:
+    """The least live bytes at the step of the last task of ``group`` to run, over all orders
+    (module doc).  With ``above``, stops at the first candidate last task whose value is at most
+    ``above`` and returns that value: the group's bound is then at most ``above`` as well (it
+    cannot raise a bound of ``above``), and the value returned is no bound."""
+    closure = closure or Closure.of(problem)
+    everyone = sum(1 << closure.index[t] for t in group)
+    least = None
+    for w in group:
+        value = step_bound(problem, w, closure, everyone & ~(1 << closure.index[w]))
+        if value is not None and (least is None or value < least):
+            least = value
+            if above is not None and least <= above:
+                break
+    assert least is not None, "a task of the group has no descendant in it"
+    return least
+
+
+def output_sinks(problem: OrderProblem) -> list[str]:
+    """Tasks without successors that make outputs, the largest outputs first."""
+    dag = problem.dependencies()
+    made: dict[str, int] = {}
+    for buf in problem.buffers:
+        if buf.is_output and buf.size and next(iter(dag.successors(buf.producer)), None) is None:
+            made[buf.producer] = made.get(buf.producer, 0) + buf.size
+    return sorted(made, key=lambda t: -made[t])
+
+
 def cut_lower_bound(problem: OrderProblem, order: Sequence[str], floor: int = 0,
-                    deadline: float | None = None) -> int:
-    """The largest of ``floor``, ``last_step_bound`` and ``step_bound`` at the steps of ``order``
-    (a topological order) that could exceed it: a step's bound is at most its live bytes in
-    ``order``, so steps are tried from the most live down and the search stops at the first whose
-    live bytes do not exceed the bound so far (or at ``deadline``, a perf_counter time)."""
+                    deadline: float | None = None, groups: int = 64) -> int:
+    """The largest of ``floor``, ``last_step_bound``, ``step_bound`` at the steps of ``order`` (a
+    topological order) that could exceed it, and ``group_bound`` of the ``k`` largest output
+    sinks for k = 2 .. ``groups``, until ``deadline`` (a perf_counter time).  A step's bound is at
+    most its live bytes in ``order``, so steps are tried from the most live down and stop at the
+    first whose live bytes do not exceed the bound so far; the groups stop once the bound reaches
+    the peak of ``order`` (nothing can raise it further)."""
     bound = max(floor, last_step_bound(problem))
     live = problem.live_bytes(order)
+    peak = max(live, default=0)
     closure = Closure.of(problem)
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
     for step in sorted(range(len(order)), key=lambda s: -live[s]):
-        if live[step] <= bound or (deadline is not None and time.perf_counter() > deadline):
+        if live[step] <= bound or late():
             break
         bound = max(bound, step_bound(problem, order[step], closure))
+    position = {t: i for i, t in enumerate(order)}
+    sinks = output_sinks(problem)
+    for k in range(2, min(groups, len(sinks)) + 1):
+        if bound >= peak or late():
+            break
+        group = sorted(sinks[:k], key=lambda t: -position[t])  # the last in ``order`` first: likely the least
+        bound = max(bound, group_bound(problem, group, closure, bound))
     return bound

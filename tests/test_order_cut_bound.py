@@ -7,7 +7,7 @@ import random
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from solvers.order_cut_bound import cut_lower_bound, last_step_bound, step_bound
+from solvers.order_cut_bound import cut_lower_bound, group_bound, last_step_bound, output_sinks, step_bound
 from solvers.order_decompose import Closure
 from solvers.order_dp import bounded_order
 from solvers.order_window import improve, solve_window
@@ -40,6 +40,21 @@ def test_step_and_last_step_bounds_equal_the_least_live_bytes_over_all_orders():
             assert cut_lower_bound(p, order) <= optimum, p.name
         checked += 1
     assert checked > 250
+
+
+def test_group_bound_equals_the_least_live_bytes_at_the_last_of_the_group():
+    rng = random.Random(3)
+    for p in small(200):
+        orders = every_order(p)
+        for group in (rng.sample(p.tasks, rng.randint(1, len(p.tasks))), output_sinks(p)):
+            if not group:
+                continue
+            last = [max(group, key=o.index) for o in orders]
+            least = min(p.live_bytes(o)[o.index(w)] for o, w in zip(orders, last))
+            assert group_bound(p, group) == least, (p.name, group)
+            above = least + rng.choice([-1, 0, 1]) * rng.randint(0, least)
+            early = group_bound(p, group, above=above)  # at most ``above`` exactly when the bound is
+            assert early == least if least > above else early <= above, (p.name, group, above)
 
 
 def test_window_reorder_is_the_least_peak_of_its_steps_and_improve_never_rises():

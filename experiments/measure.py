@@ -44,7 +44,7 @@ import numpy as np
 
 from instances import store
 from solvers.fusion_bounds import compulsory_traffic
-from solvers.fusion_decompose import regional_fusion, regions
+from solvers.fusion_decompose import pieces, regional_fusion
 from solvers.order_decompose import live_set_lower_bound
 from solvers.order_dp import bounded_order
 from solvers.pareto import pareto_front
@@ -257,9 +257,9 @@ def problem_bound(problem: FusionProblem | OrderProblem) -> int:
 
 
 def exact_fusion(problem: FusionProblem, spec: ReferenceSpec) -> FusionResult:
-    """The least-traffic fusion: CP-SAT, region by region (``regional_fusion``) when separators
-    split the problem, since each region is then a smaller model and the regions' bounds add up."""
-    if len(regions(problem)) > 1:
+    """The least-traffic fusion: CP-SAT, piece by piece (``regional_fusion``) when the problem
+    splits, since each piece is then a smaller model and the pieces' bounds add up."""
+    if len(pieces(problem)) > 1:
         return regional_fusion(problem, time_limit=spec.time_limit, workers=spec.workers)
     return run_fusion("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
 

@@ -6,7 +6,7 @@ import networkx as nx
 
 from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, set_partitions
-from solvers.fusion_decompose import region_problem, regional_fusion, regions
+from solvers.fusion_decompose import pieces, region_problem, regional_fusion, regions
 from stax.errors import InvalidScheduleError
 from stax.problems import ForbiddenPair, FusionProblem
 from stax.strategy import run_fusion
@@ -39,11 +39,52 @@ def valid(problem: FusionProblem, blocks) -> bool:
     return True
 
 
-def test_cost_is_additive_over_regions():
+def sharing_parts(problem: FusionProblem, block) -> list[list[str]]:
+    """``block`` split into the connected parts of its sharing graph (a common buffer or an extra edge)."""
+    g = nx.Graph()
+    g.add_nodes_from(block)
+    for buf in problem.buffers:
+        touch = [v for v in (buf.producer, *buf.users) if v in g]
+        g.add_edges_from(zip(touch, touch[1:]))
+    g.add_edges_from((a, b) for a, b in problem.extra_edges if a in g and b in g)
+    return [sorted(c) for c in nx.connected_components(g)]
+
+
+def random_valid_partition(problem: FusionProblem, rng: random.Random) -> list[list[str]]:
+    """Singletons merged two blocks at a time at random, each merge kept when valid."""
+    blocks = [[v] for v in problem.nodes]
+    for _ in range(3 * len(blocks)):
+        if len(blocks) < 2:
+            break
+        a, b = rng.sample(range(len(blocks)), 2)
+        merged = [blk for k, blk in enumerate(blocks) if k not in (a, b)] + [blocks[a] + blocks[b]]
+        if valid(problem, merged):
+            blocks = merged
+    return blocks
+
+
+def test_splitting_blocks_into_sharing_parts_keeps_validity_and_cost_and_lands_in_pieces():
+    """Item 1 of the pieces' proof, on random valid partitions, and that the optimum of brute
+    force lies in the pieces once split."""
     checked = 0
-    for seed in range(150):
+    for seed in range(120):
         p = with_externs(seed)
-        parts = regions(p)
+        piece_of = {v: k for k, piece in enumerate(pieces(p)) for v in piece}
+        rng = random.Random(seed)
+        for _ in range(8):
+            blocks = random_valid_partition(p, rng)
+            split = [part for b in blocks for part in sharing_parts(p, b)]
+            assert valid(p, split) and p.cost(split) == p.cost(blocks), p.name
+            assert all(len({piece_of[v] for v in part}) == 1 for part in split), p.name
+            checked += len(blocks) < len(p.nodes)
+    assert checked > 500
+
+
+def test_cost_is_additive_over_regions_and_pieces():
+    checked = 0
+    for seed in range(300):
+        p = with_externs(seed)
+        parts = regions(p) if seed % 2 else pieces(p)
         assert sorted(v for r in parts for v in r) == sorted(p.nodes)
         subs = [region_problem(p, r) for r in parts]
         rng = random.Random(seed)
@@ -62,7 +103,7 @@ def test_regional_fusion_equals_cpsat_and_brute_force():
     for seed in range(150):
         p = with_externs(seed)
         result = regional_fusion(p, workers=1)
-        split += len(regions(p)) > 1
+        split += len(pieces(p)) > len(regions(p)) > 1
         assert result.status == "optimal" and result.bound == result.cost, p.name
         assert p.validate(result.partition)
         assert result.cost == run_fusion("cpsat", p, workers=1).cost, p.name

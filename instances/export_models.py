@@ -1,5 +1,5 @@
 """Write the whole-model instances of ``instances/whole_models.py`` (needs torch) to
-``instances/data/models/`` as gzip-compressed JSON.
+``instances/data/models/`` (and ``LARGE`` to ``instances/data/large/``) as gzip-compressed JSON.
 
 ``MODEL-LAYERS-KIND.fusion.json.gz`` is the FusionProblem of the scheduler nodes (the default
 fusion rule); ``...order.json.gz`` is the OrderProblem with one kernel per scheduler node (what
@@ -21,6 +21,7 @@ from pathlib import Path
 from stax.problems import FusionProblem, OrderProblem, kernel_order_problem
 
 OUT = Path(__file__).resolve().parent / "data" / "models"
+LARGE_OUT = OUT.parent / "large"  # kept apart from the sweep over data/models/*: CP-SAT alone needs a GB on them
 
 #: (model, layers, kind, which files): the shipped set
 SHIPPED = [
@@ -29,6 +30,8 @@ SHIPPED = [
     ("resnet", 8, "train", "fusion"), ("resnet", 8, "forward", "fusion"),
     ("mixer", 8, "train", "fusion"), ("mixer", 8, "forward", "fusion"),
 ]
+#: written to ``LARGE_OUT``: a training step's FusionProblem of more than 500 nodes
+LARGE = [("gpt2", 12, "train", "fusion")]
 
 
 def fusion_problem(model: str, layers: int, train: bool, seed: int = 0) -> FusionProblem:
@@ -72,14 +75,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    todo = SHIPPED
+    todo = [(*entry, args.out) for entry in SHIPPED] + [(*entry, LARGE_OUT) for entry in LARGE]
     if args.which:
         todo = []
         for spec in args.which:
             model, layers, kind, *files = spec.split(":")
-            todo.append((model, int(layers), kind, files[0] if files else "fusion"))
-    for model, layers, kind, which in todo:
-        export(model, layers, kind, which, args.out)
+            todo.append((model, int(layers), kind, files[0] if files else "fusion", args.out))
+    for model, layers, kind, which, out in todo:
+        out.mkdir(parents=True, exist_ok=True)
+        export(model, layers, kind, which, out)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@ regional optimum equals undecomposed CP-SAT and brute force on hundreds of seede
 import random
 
 import networkx as nx
+import pytest
 
 from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, set_partitions
+from solvers.fusion_bounds import compulsory_traffic
 from solvers.fusion_decompose import pieces, region_problem, regional_fusion, regions
 from stax.errors import InvalidScheduleError
 from stax.problems import ForbiddenPair, FusionProblem
@@ -110,3 +112,21 @@ def test_regional_fusion_equals_cpsat_and_brute_force():
         if len(p.nodes) <= 9:
             assert result.cost == min_fusion_cost(p)[0], p.name
     assert split > 50
+
+
+def test_large_training_fusion_file_matches_its_order_file():
+    from instances.store import load
+    large, order = load("data/large/gpt2-12-train.fusion"), load("data/models/gpt2-12-train.order")
+    assert len(large.fusion.nodes) == 826
+    a, b = large.order_problem(), order.order_problem()
+    assert (a.tasks, a.buffers, a.extra_edges) == (b.tasks, b.buffers, b.extra_edges)
+
+
+@pytest.mark.slow
+def test_large_training_fusion_is_proven_by_pieces():
+    """A whole-model training step of more than 500 nodes: every piece proven (or met by greedy)."""
+    from instances.store import load
+    p = load("data/large/gpt2-12-train.fusion").fusion
+    result = regional_fusion(p, time_limit=300, workers=2)
+    assert p.validate(result.partition) and result.status == "optimal" and result.bound == result.cost
+    assert compulsory_traffic(p) < result.cost <= run_fusion("greedy", p).cost

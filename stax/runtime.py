@@ -256,8 +256,11 @@ def parallel_stats() -> dict[str, int]:
     their calling thread alone (one thread asked for, the pool taken, or the region nested), pool
     threads, waits that ended asleep (the rest spun until their wait ended), chunks taken back
     (run by a region's caller beyond its even share, because a pool thread was late) and late
-    joins (a pool thread that came to a region after its caller had finished it, and returned)."""
-    names = ("pooled", "alone", "threads", "sleeps", "taken_back", "late")
+    joins (a pool thread that came to a region after its caller had finished it, and returned),
+    chunks shared (run by pool threads), stragglers (regions whose caller waited on its pool
+    threads longer than it worked: one lost its core) and solo regions (run by their caller alone
+    for a while after a straggler, the straggler rule; not counted as alone)."""
+    names = ("pooled", "alone", "threads", "sleeps", "taken_back", "late", "shared", "stragglers", "solo")
     counts = (ctypes.c_int64 * len(names))()
     load_runtime().stax_parallel_stats(counts)
     return dict(zip(names, counts))

@@ -68,3 +68,15 @@ def cpu_without_avx512(monkeypatch):
     from stax import runtime
     flags = runtime._cpu_flags()
     monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset(f for f in flags if not f.startswith("avx512")))
+
+
+@pytest.fixture
+def no_straggler_rule():
+    """The kernels' pool without its straggler rule (stax_parallel.cpp), on again after the test:
+    every region with a team uses the pool, so a test that counts pooled regions does not depend
+    on how loaded the machine is.  Yields the runtime's library (its test hooks)."""
+    from stax import runtime
+    hooks = runtime.load_runtime()
+    hooks.stax_parallel_test_straggler_rule(0)
+    yield hooks
+    hooks.stax_parallel_test_straggler_rule(1)

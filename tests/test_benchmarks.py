@@ -39,7 +39,7 @@ def test_an_idiom_row_times_the_idiom_beside_its_hand_expanded_form():
     assert math.isclose(row["idiom/hand"], row["idiom us"] / row["hand us"])
 
 
-def test_the_region_benchmark_times_each_runtime_it_names():
+def test_the_region_benchmark_times_each_runtime_it_names(no_straggler_rule):
     """bench_regions' two builds of one loop: the pool's counts its regions on the pool, and
     libgomp's leaves the pool's count alone."""
     pooled = runtime.parallel_stats()["pooled"]
@@ -77,7 +77,25 @@ def test_the_contention_benchmark_prints_quiet_and_loaded_percentiles(capsys):
         for condition in CONDITIONS:
             assert 0 < row[f"{condition} p50"] <= row[f"{condition} p99"] < 1e6
         assert row["goal"] == ("met" if row["worst p50/1t"] <= 1.3 and row["worst p99/1t"] <= 2 else "missed")
+    assert rows[0]["worst p99/1t p99"] == 1.0  # one thread against itself, condition by condition
     assert "goal met by" in capsys.readouterr().out
+
+
+def test_the_contention_benchmark_times_its_runtimes_in_turns_and_in_the_conditions_asked():
+    """per_call gives each function its turns (blocks of calls, none left behind), and a quiet
+    run shows quiet columns only."""
+    from experiments.bench_contention import main, per_call
+    calls = {"a": 0, "b": 0}
+
+    def count(label):
+        def call():
+            calls[label] += 1
+        return call
+    figures = per_call({"a": count("a"), "b": count("b")}, seconds=0.01, least=20, block=5)
+    assert figures["a"].calls == figures["b"].calls >= 20 and calls["a"] == calls["b"] == figures["a"].calls + 3
+    rows = main(["--sizes", "16x32", "--programs", "softmax", "--seconds", "0.01", "--no-inductor",
+                 "--conditions", "quiet"])
+    assert not [column for column in rows[0] if "nice" in column]
 
 
 def test_the_co_runner_is_a_busy_loop_on_one_core_at_its_nice_level():

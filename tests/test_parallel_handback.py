@@ -83,12 +83,14 @@ def counting():
 
 
 @pytest.fixture()
-def hooks():
-    """The runtime's test hooks, released after the test whatever happens."""
-    lib = runtime.load_runtime()
+def hooks(no_straggler_rule):
+    """The runtime's test hooks, released after the test whatever happens; the straggler rule is
+    off unless the test turns it on (the tests count pooled regions and chunks taken back)."""
+    lib = no_straggler_rule
     yield lib
     lib.stax_parallel_test_hold(0)
     lib.stax_parallel_test_delay(ctypes.c_int64(0))
+    lib.stax_parallel_test_stall(ctypes.c_int64(0))
 
 
 def random_steps(rng: np.random.Generator, most_steps: int) -> np.ndarray:
@@ -228,3 +230,57 @@ def test_chunks_cut_each_threads_share_in_four():
     assert chunk_iterations([(0, 4, 1), (0, 6, 1)], 3) == 2  # collapse(2): 24 iterations
     assert chunk_iterations([(0, 3, 1)], 2) == 1
     assert chunk_iterations([("x1_head", 64, 1)], 2) == "std::max<int64_t>(1, (((64) - (x1_head) + 0) / 1 + 7) / 8)"
+
+
+def stalled_region(counting, kind: str) -> None:
+    """One region on two threads whose every iteration must run once: a combined loop, or two
+    loops with a barrier between them and a single after (the caller then waits at a barrier)."""
+    if kind == "one loop":
+        n = 1 << 16
+        counts = np.zeros(n, np.int32)
+        counting.run_combined(counts.ctypes.data, n, 64, 2)
+        assert (counts == 1).all()
+    else:
+        steps = np.array([[LOOP, 4000, 20, 0], [LOOP, 4000, 20, 1], [SINGLE, 1, 1, 2]], np.int64)
+        counts, violations = run_counted(counting, steps, threads=2, pause_every=200)  # the pool thread gets a core
+        assert violations == 0 and (counts == 1).all()
+
+
+def repeat_until(attempt, succeeded, what: str, seconds: float = 30):
+    """Call ``attempt()`` until ``succeeded`` holds of what it returned (this machine's load can
+    keep a pool thread from joining in time, or the caller from keeping its core); its result."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = attempt()
+        if succeeded(result):
+            return result
+    pytest.fail(f"{what}: {result}")
+
+
+@pytest.mark.parametrize("kind", ["one loop", "loops and a barrier"])
+def test_a_stalled_pool_thread_sends_the_next_regions_to_their_caller_then_the_pool_again(counting, hooks, kind):
+    """A pool thread that stops 30 ms while it holds chunks (the stall hook): the region's results
+    are right, its caller counts a straggler and runs the next region alone (solo); with the
+    thread running again, later regions use the pool and it runs chunks in them."""
+    hooks.stax_parallel_test_straggler_rule(1)
+    stalled_region(counting, kind)  # the pool thread exists and spins
+
+    def stalled_then_next():
+        hooks.stax_parallel_test_stall(ctypes.c_int64(30_000))
+        stats = [runtime.parallel_stats()]
+        for _ in range(2):
+            stalled_region(counting, kind)
+            stats.append(runtime.parallel_stats())
+        return stats
+    before, middle, after = repeat_until(
+        stalled_then_next, lambda s: s[1]["stragglers"] > s[0]["stragglers"] and s[2]["solo"] > s[1]["solo"],
+        "no stalled region was followed by a solo one")
+    assert after["pooled"] == middle["pooled"], "the region after the straggler used the pool"
+    hooks.stax_parallel_test_stall(ctypes.c_int64(0))
+
+    def later_region():
+        time.sleep(0.005)
+        stalled_region(counting, kind)
+        return runtime.parallel_stats()
+    repeat_until(later_region, lambda now: now["pooled"] > after["pooled"] and now["shared"] > after["shared"],
+                 "the pool thread never ran chunks again after the straggler")

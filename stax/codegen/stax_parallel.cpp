@@ -12,7 +12,9 @@
 // thread is scheduled again (milliseconds).  Here each worksharing loop is cut into chunks
 // (Algorithm 8.1's schedule in cpp.py decides the chunk size from the team's size) that the
 // threads claim from a shared counter, so the caller takes back every chunk a late thread has not
-// claimed, and a pool thread that wakes after the region is over returns at once.  A static
+// claimed, and a pool thread that wakes after the region is over returns at once.  A claim takes
+// 1/team of the chunks left, at least one (a guided schedule over Algorithm 8.1's chunks): each
+// claim moves the counter's cache line between cores, and a small region pays for every move.  A static
 // schedule cannot do this: GCC lowers it inline, each thread computing its share from
 // omp_get_num_threads(), so that share is lost unless its thread runs.  `schedule(dynamic, k)`
 // is lowered to GOMP_loop_nonmonotonic_dynamic_start/next, which the pool implements; emitting
@@ -24,15 +26,15 @@
 // it fails once the caller has closed the region, and the thread then goes back to waiting.
 // Worksharing constructs are numbered per thread in the order it meets them (every thread runs
 // the same code, so step j is the same loop or single on every thread).  Step j's chunks are
-// claimed from claim word j % STEPS = (j + 1) << 32 | next chunk; the first thread to reach the
-// step sets it.  A barrier waits for chunks, not threads: every thread adds the chunks it ran to
+// claimed from claim word j % STEPS = (j + 1) << 32 | next unclaimed chunk; the first thread to
+// claim in the step sets it.  A barrier waits for chunks, not threads: every thread adds the chunks it ran to
 // `done` when it reaches a barrier or leaves, and a barrier after step j waits until `done`
 // counts every chunk of steps 0..j (each thread knows that number from the loops it met).
 //
 // Why the hand-back is safe (the code marks where it relies on (1)-(4)):
-// (1) No chunk runs twice: a chunk is run by the thread whose compare-and-swap moved the claim
-//     word from (j + 1, c) to (j + 1, c + 1) (or set it to (j + 1, 1) for c = 0); a word moves
-//     only forward, so each (j, c) is taken by one CAS.  A thread at step j that finds a later
+// (1) No chunk runs twice: chunks c .. c + t - 1 are run by the thread whose compare-and-swap
+//     moved the claim word from (j + 1, c) to (j + 1, c + t) (from an earlier step's value for
+//     c = 0); a word moves only forward, so each (j, c) is passed by one CAS.  A thread at step j that finds a later
 //     step (> j + 1) in the slot takes nothing: that slot was reset for step j + k*STEPS only by a
 //     thread that had passed step j, which it leaves only when its claim fails, i.e. when every
 //     chunk of step j was claimed (or when it found a later step there: by induction over the
@@ -61,8 +63,16 @@
 // A region that is one loop (`omp parallel for`, which GCC lowers to GOMP_parallel_loop_*) starts
 // every member in that loop as step 0.
 //
-// What remains: a member that loses its core while it holds a chunk delays the region's end by
-// the time it is away (the caller cannot run a claimed chunk again); small chunks make that rare.
+// A member that loses its core while it holds a chunk delays the region's end by the time it is
+// away (the caller cannot run a claimed chunk again: it may have written half its outputs), and so
+// does one that joined and holds none (it reads the region's data until it leaves, (4)).  The
+// straggler rule bounds how often: the caller times its waits (at barriers and at the end), and
+// when it waited longer than it worked (and longer than STRAGGLER_FLOOR_SECONDS), the regions of
+// the next few milliseconds run on their caller alone, as a team of one (the pool untouched, so
+// (1)-(4) hold trivially); the window doubles while stragglers recur, up to SOLO_MAX_SECONDS, and
+// the first region after it tries the pool again.  The rule changes which regions use the pool,
+// never how a pooled region runs.  A caller waiting longer than it worked stops spinning and
+// sleeps: its idle core is where the kernel may move the thread it waits for.
 //
 // Code that asks for its team (omp_get_num_threads / omp_get_thread_num: a static schedule, as
 // hand-written loops of the benchmarks have) needs every thread it planned for: such a region
@@ -93,6 +103,9 @@
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 namespace stax_parallel {
 
@@ -101,11 +114,30 @@ double spin_seconds() {  // about what libgomp spins by default before it sleeps
   return policy != nullptr && strcasecmp(policy, "passive") == 0 ? 0 : 3e-4;
 }
 const double SPIN_SECONDS = spin_seconds();
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+// The straggler rule's clock inside a region: the time-stamp counter where there is one (a few
+// cycles to read, where the steady clock costs tens of nanoseconds in every region).
+inline int64_t ticks() {
+#if defined(__x86_64__) || defined(__i386__)
+  return int64_t(__rdtsc());
+#else
+  return now_ns();
+#endif
+}
 // A wait longer than this yields the core between its checks: the thread it waits for (or the
 // caller a pool thread waits for) may be runnable on this core, behind the spinning thread.
 const double YIELD_AFTER_SECONDS = 2e-5;
 std::atomic<int64_t> sleeps{0};  // waits that ended asleep
 const int MAX_TEAM = 256;
+// The straggler rule: a region whose caller waited for pool threads longer than it worked (and
+// longer than STRAGGLER_FLOOR_SECONDS) had a member that lost its core; the regions of the next
+// SOLO_MIN_SECONDS run on their caller alone, and that window doubles (up to SOLO_MAX_SECONDS)
+// while stragglers come back within STRAGGLER_RECENT_SECONDS of each other.
+const double STRAGGLER_FLOOR_SECONDS = 2e-5;
+const double SOLO_MIN_SECONDS = 2e-3, SOLO_MAX_SECONDS = 0.2, STRAGGLER_RECENT_SECONDS = 1.0;
 const uint32_t STEPS = 64;                   // claim words: steps a slow member may lag behind
 const uint64_t MAX_CHUNKS = uint64_t(1) << 31;  // chunks of one loop (the claim word's low half)
 const uint64_t CLOSED = uint64_t(1) << 31;      // in `members`: no thread may join any more
@@ -130,7 +162,7 @@ struct Word {
   std::atomic<uint32_t> sleepers{0};
 
   template <typename Ready>
-  void wait_until(Ready ready, bool spin) {
+  void wait_until(Ready ready, bool spin, double most = SPIN_SECONDS) {
     if (ready(value.load(std::memory_order_acquire))) return;
     if (spin && SPIN_SECONDS > 0) {  // the clock is first read after a while: most waits end before
       std::chrono::steady_clock::time_point start;
@@ -141,7 +173,7 @@ struct Word {
           const auto now = std::chrono::steady_clock::now();
           if (i == 256) start = now;
           const double waited = std::chrono::duration<double>(now - start).count();
-          if (waited > SPIN_SECONDS) break;
+          if (waited > most) break;
           if (waited > YIELD_AFTER_SECONDS) sched_yield();  // the awaited thread may need this core
         }
       }
@@ -197,8 +229,17 @@ struct Pool {
   std::atomic<int64_t> pooled{0}, alone{0};  // regions run on the pool, and on their caller alone
   std::atomic<int64_t> taken_back{0};        // chunks the caller ran beyond its even share
   std::atomic<int64_t> late{0};              // handed regions that were over when a thread woke
-  Word<uint32_t> hold;                       // test hook: pool threads wait before joining
-  std::atomic<int64_t> delay_us{0};          // test hook: random delay before joining, up to this
+  std::atomic<int64_t> shared{0};            // chunks run by pool threads
+  std::atomic<int64_t> stragglers{0};        // regions whose caller waited longer than it worked
+  std::atomic<int64_t> solo{0};              // regions run on their caller alone by the straggler rule
+  // The straggler rule's state (steady clock, ns), read and written only by the pool's holder,
+  // and both clocks at its first pooled region (ticks are converted over the time since).
+  int64_t solo_until = 0, solo_ns = 0, last_straggler = 0, first_ns = 0, first_ticks = 0;
+  // Test hooks, on lines of their own (pool threads read them in every region).
+  alignas(64) Word<uint32_t> hold;           // pool threads wait before joining
+  std::atomic<int64_t> delay_us{0};          // random delay before joining, up to this
+  std::atomic<int64_t> stall_us{0};          // the next pool thread to claim chunks sleeps this long
+  std::atomic<bool> straggler_rule{true};    // off: every region with a team uses the pool
 };
 
 Pool pool;
@@ -214,21 +255,27 @@ struct Member {
   bool local_left = false;   // outside a pooled region: the loop's one chunk not yet handed out
   bool asked_team = false;   // this thread asked for its team in this region
   int tid = 0, size = 1;
+  int64_t waited = 0;        // the caller's waits at barriers, in ticks (the straggler rule)
 };
 thread_local Member me;
 
-// Claim the next chunk of step j (of `chunks`); its index, or -1 when every chunk is claimed.
-int64_t claim(Region& r, uint32_t j, uint64_t chunks) {
-  if (chunks == 0) return -1;
+// Claim the next chunks of step j (of `chunks`): 1/team of those left, at least one (a guided
+// schedule over Algorithm 8.1's chunks: fewer claims, each a cache line moved between cores).
+// Sets [*first, *first + taken) and returns `taken`, or 0 when every chunk is claimed.
+uint64_t claim(Region& r, uint32_t j, uint64_t chunks, uint64_t team, uint64_t* first) {
+  if (chunks == 0) return 0;
   std::atomic<uint64_t>& word = r.claims[j % STEPS].word;
   const uint64_t mine = uint64_t(j) + 1;
   uint64_t v = word.load(std::memory_order_acquire);
   for (;;) {
-    const uint64_t step = v >> 32, next = v & 0xffffffffu;
-    if (step > mine || (step == mine && next >= chunks)) return -1;  // (1): a later step, or all claimed
-    const uint64_t want = step == mine ? v + 1 : (mine << 32 | 1);   // the first claim sets the slot
-    if (word.compare_exchange_weak(v, want, std::memory_order_acq_rel, std::memory_order_acquire))
-      return step == mine ? int64_t(next) : 0;
+    const uint64_t step = v >> 32, next = step == mine ? v & 0xffffffffu : 0;
+    if (step > mine || next >= chunks) return 0;  // (1): a later step, or all claimed
+    const uint64_t taken = std::max<uint64_t>(1, (chunks - next) / team);
+    if (word.compare_exchange_weak(v, mine << 32 | (next + taken), std::memory_order_acq_rel,
+                                   std::memory_order_acquire)) {  // the first claim sets the slot
+      *first = next;
+      return taken;
+    }
   }
 }
 
@@ -250,7 +297,20 @@ void barrier() {
   if (me.asked_team) refuse_barrier();
   count_ran();
   const uint64_t expected = me.expected;  // (3): every chunk of the steps this thread met has run
-  me.region->done.wait_until([expected](uint64_t v) { return v >= expected; }, me.region->spin);
+  const auto ready = [expected](uint64_t v) { return v >= expected; };
+  Word<uint64_t>& done = me.region->done;
+  if (me.tid != 0 || ready(done.value.load(std::memory_order_acquire))) {
+    done.wait_until(ready, me.region->spin);
+    return;
+  }
+  const int64_t start = ticks();  // the caller waits: the straggler rule counts it
+  done.wait_until(ready, me.region->spin);
+  me.waited += ticks() - start;
+}
+
+void test_stall() {  // the test hook: a pool thread that loses its core while it holds chunks
+  if (const int64_t us = pool.stall_us.exchange(0, std::memory_order_relaxed); us > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
 bool loop_next(long* istart, long* iend) {
@@ -261,11 +321,13 @@ bool loop_next(long* istart, long* iend) {
     *iend = me.start + me.iterations * me.incr;
     return true;
   }
-  const int64_t c = claim(*me.region, me.step - 1, me.chunks);
-  if (c < 0) return false;
-  ++me.pending;
-  *istart = me.start + c * me.chunk * me.incr;
-  *iend = me.start + std::min<int64_t>((c + 1) * me.chunk, me.iterations) * me.incr;
+  uint64_t c = 0;
+  const uint64_t taken = claim(*me.region, me.step - 1, me.chunks, uint64_t(me.size), &c);
+  if (taken == 0) return false;
+  me.pending += taken;
+  if (me.tid != 0 && pool.stall_us.load(std::memory_order_relaxed) > 0) test_stall();
+  *istart = me.start + int64_t(c) * me.chunk * me.incr;
+  *iend = me.start + std::min<int64_t>(int64_t(c + taken) * me.chunk, me.iterations) * me.incr;
   return true;
 }
 
@@ -356,13 +418,32 @@ int grow(int wanted) {
   return pool.threads;
 }
 
-void run_alone(void (*fn)(void*), void* data, const Loop& loop) {
+void run_alone(void (*fn)(void*), void* data, const Loop& loop, std::atomic<int64_t>& counter) {
   const Member outer = me;
   me = Member{};
   if (loop.combined) begin_loop(loop.start, loop.end, loop.incr, loop.chunk);
   fn(data);
   me = outer;
-  pool.alone.fetch_add(1, std::memory_order_relaxed);
+  counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Nanoseconds a tick, over the time since the first pooled region; 0 in its first millisecond.
+double ns_per_tick() {
+  const int64_t elapsed = now_ns() - pool.first_ns;
+  return elapsed < 1000000 ? 0 : double(elapsed) / double(std::max<int64_t>(1, ticks() - pool.first_ticks));
+}
+
+// The straggler rule: the caller of a region waited `waited` ns for its pool threads after
+// working `worked` ns itself; when that was a straggler, run the next regions alone for a while.
+void judge(double waited, double worked) {
+  if (waited <= 1e9 * STRAGGLER_FLOOR_SECONDS || waited <= worked) return;
+  if (!pool.straggler_rule.load(std::memory_order_relaxed)) return;
+  const int64_t now = now_ns();
+  pool.stragglers.fetch_add(1, std::memory_order_relaxed);
+  const bool recent = pool.solo_ns > 0 && double(now - pool.last_straggler) < 1e9 * STRAGGLER_RECENT_SECONDS;
+  pool.solo_ns = recent ? std::min(2 * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS)) : int64_t(1e9 * SOLO_MIN_SECONDS);
+  pool.last_straggler = now;
+  pool.solo_until = now + pool.solo_ns;
 }
 
 // The caller's side of a region on the pool (which it holds): open, hand over, run, close.
@@ -377,6 +458,7 @@ void run_pooled(void (*fn)(void*), void* data, int size, bool spin, const Loop& 
   r.size = size;
   r.spin = spin;
   const uint32_t number = ++pool.number;
+  const int64_t began = ticks();
   r.members.value.store(uint64_t(number) << 32, std::memory_order_seq_cst);  // open; joiners see the above
   for (int t = 1; t < size; ++t) pool.slots[t - 1]->start.publish(number);
   const Member outer = me;
@@ -385,15 +467,27 @@ void run_pooled(void (*fn)(void*), void* data, int size, bool spin, const Loop& 
   count_ran();
   const Member mine = me;
   me = outer;
-  if (r.whole_team.load(std::memory_order_relaxed)) {  // code that asked for its team gets all of it
-    const uint64_t team = uint64_t(size - 1);
-    r.members.wait_until([team](uint64_t m) { return joined(m) == team; }, spin);
+  // (4): nobody joins any more, unless the code asked for its team (closed once all of it joined)
+  const bool whole_team = r.whole_team.load(std::memory_order_relaxed);
+  const uint64_t before = whole_team ? 0 : r.members.value.fetch_or(CLOSED, std::memory_order_seq_cst);
+  if (whole_team || inside(before) != 0 || mine.waited > 0) {  // the caller waits: time it
+    const int64_t ran = ticks();
+    const double tick = ns_per_tick(), worked = tick * double(ran - began - mine.waited);
+    // Spin no longer than the caller worked: a straggler's core is better left idle, where
+    // the kernel may move the awaited thread.
+    const double most = tick == 0 ? SPIN_SECONDS : std::min(SPIN_SECONDS, std::max(STRAGGLER_FLOOR_SECONDS, 1e-9 * worked));
+    if (whole_team) {
+      const uint64_t team = uint64_t(size - 1);
+      r.members.wait_until([team](uint64_t m) { return joined(m) == team; }, spin, most);
+      r.members.value.fetch_or(CLOSED, std::memory_order_seq_cst);
+    }
+    r.members.wait_until([](uint64_t m) { return inside(m) == 0; }, spin, most);
+    if (tick > 0) judge(tick * double(mine.waited + ticks() - ran), worked);
   }
-  r.members.value.fetch_or(CLOSED, std::memory_order_seq_cst);  // (4): nobody joins any more
-  r.members.wait_until([](uint64_t m) { return inside(m) == 0; }, spin);
   pool.used = std::min(mine.step, STEPS);
   const uint64_t share = (mine.expected + size - 1) / size;
   if (mine.ran > share) pool.taken_back.fetch_add(int64_t(mine.ran - share), std::memory_order_relaxed);
+  if (mine.expected > mine.ran) pool.shared.fetch_add(int64_t(mine.expected - mine.ran), std::memory_order_relaxed);
 }
 
 void ask_team() {
@@ -413,14 +507,26 @@ void parallel(void (*fn)(void*), void* data, unsigned num_threads, const Loop& l
   static const unsigned cpus = std::thread::hardware_concurrency();  // reads a file each time
   int size = int(std::min<unsigned>(num_threads ? num_threads : cpus, MAX_TEAM));
   if (size <= 1 || me.region != nullptr || pool.busy.test_and_set(std::memory_order_acquire)) {
-    run_alone(fn, data, loop);
+    run_alone(fn, data, loop, pool.alone);
     return;
   }
   size = std::min(size, grow(size - 1) + 1);  // fewer when the system starts no more threads
   if (size <= 1) {
     pool.busy.clear(std::memory_order_release);
-    run_alone(fn, data, loop);
+    run_alone(fn, data, loop, pool.alone);
     return;
+  }
+  if (pool.solo_until != 0) {  // the straggler rule: alone until the window ends, then try the pool
+    if (now_ns() < pool.solo_until && pool.straggler_rule.load(std::memory_order_relaxed)) {
+      pool.busy.clear(std::memory_order_release);
+      run_alone(fn, data, loop, pool.solo);
+      return;
+    }
+    pool.solo_until = 0;
+  }
+  if (pool.first_ns == 0) {
+    pool.first_ns = now_ns();
+    pool.first_ticks = ticks();
   }
   run_pooled(fn, data, size, cpus == 0 || unsigned(size) <= cpus, loop);
   pool.pooled.fetch_add(1, std::memory_order_relaxed);
@@ -469,7 +575,8 @@ bool __wrap_GOMP_single_start() {  // a step of one chunk: whoever claims it run
   if (me.region == nullptr) return true;
   ++me.step;
   me.expected += 1;
-  if (claim(*me.region, me.step - 1, 1) < 0) return false;
+  uint64_t c = 0;
+  if (claim(*me.region, me.step - 1, 1, 1, &c) == 0) return false;
   ++me.pending;
   return true;
 }
@@ -486,7 +593,8 @@ int __wrap_omp_get_num_threads() {
 
 // Regions run on the pool, regions run by their calling thread alone, pool threads started,
 // waits that ended asleep, chunks the caller took back (ran beyond its even share of a region's
-// chunks), regions handed to a pool thread that were over when it came to join them.
+// chunks), regions handed to a pool thread that were over when it came to join them, chunks run
+// by pool threads, regions whose caller waited on a straggler, regions run alone by the rule.
 void stax_parallel_stats(int64_t* out) {
   out[0] = pool.pooled.load();
   out[1] = pool.alone.load();
@@ -494,11 +602,17 @@ void stax_parallel_stats(int64_t* out) {
   out[3] = sleeps.load();
   out[4] = pool.taken_back.load();
   out[5] = pool.late.load();
+  out[6] = pool.shared.load();
+  out[7] = pool.stragglers.load();
+  out[8] = pool.solo.load();
 }
 
-// Test hooks: hold every pool thread before it joins a region (held != 0) or let it go, and
-// delay each join by a random 0 .. most_us microseconds.
+// Test hooks: hold every pool thread before it joins a region (held != 0) or let it go, delay
+// each join by a random 0 .. most_us microseconds, stall the next pool thread that claims chunks
+// for `us` microseconds (it holds them meanwhile), turn the straggler rule off (0) or on.
 void stax_parallel_test_hold(int held) { pool.hold.publish(held != 0); }
 void stax_parallel_test_delay(int64_t most_us) { pool.delay_us.store(most_us, std::memory_order_relaxed); }
+void stax_parallel_test_stall(int64_t us) { pool.stall_us.store(us, std::memory_order_relaxed); }
+void stax_parallel_test_straggler_rule(int on) { pool.straggler_rule.store(on != 0, std::memory_order_relaxed); }
 
 }  // extern "C"

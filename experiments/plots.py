@@ -15,6 +15,8 @@ lower (a reference without a proof can be beaten), so every finished row is comp
 - ``pareto.png``: each fusion strategy's (traffic, peak) point against the exact traffic-peak
   Pareto front of its problem (measure ``pareto``), one panel per problem;
 - ``kernel_time.png``: measured time per call (median, bars to the spread) against modeled traffic;
+- ``time_tau.png``: per family, each instance's Kendall tau between modeled traffic and measured
+  time across its strategies (does a lower modeled cost make faster kernels?);
 - ``solver_time.png``: strategy solve seconds against instance size.
 """
 from __future__ import annotations
@@ -29,6 +31,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from .rank_correlation import per_instance  # noqa: E402
 
 #: fixed colours of the registered strategies (cpsat is one strategy name for both problems)
 COLOURS = {"none": "#7f7f7f", "greedy": "#0072B2", "random": "#CC79A7", "mwc": "#009E73", "cpsat": "#D55E00",
@@ -66,6 +70,11 @@ CAPTIONS = {
     "kernel_time": "Measured time per call of each compiled program (us, log scale): the dot is the median, the bar "
                    "spans the spread the table records (min to max of the repeats), against the modeled traffic of "
                    "the fusion (bytes, Definition 7.3, log scale); colour is the fusion strategy.",
+    "time_tau": "Does a lower modeled traffic (Definition 7.3) make faster kernels? One dot per timed instance "
+                "(dots spread sideways): the Kendall rank correlation (tau-b, y) between the modeled traffic and "
+                "the measured median time per call across the strategies that ran it, by family (x, with its "
+                "instance count). +1: the strategies rank the same by traffic and by time; 0: traffic tells "
+                "nothing of time; -1: the opposite order. The black bar is the family's mean.",
     "solver_time": "Solve time of each strategy (seconds, log scale) against instance size: nodes for fusion "
                    "(left), tasks for orders (right). One dot per instance and strategy.",
 }
@@ -300,6 +309,27 @@ def kernel_time(table: pd.DataFrame, out: Path) -> Path | None:
     return _save(fig, out / "kernel_time.png")
 
 
+def time_tau(table: pd.DataFrame, out: Path) -> Path | None:
+    taus = per_instance(table).dropna(subset=["tau"])
+    if taus.empty:
+        return None
+    families = sorted(taus["family"].unique())
+    fig, axes = _figure(1, 1, 4.0)
+    ax = axes[0][0]
+    spread = np.random.default_rng(0)
+    for x, family in enumerate(families):
+        mine = taus.loc[taus["family"] == family, "tau"].to_numpy(dtype=float)
+        ax.scatter(x + spread.uniform(-0.2, 0.2, len(mine)), mine, color="#0072B2", s=22, alpha=0.8)
+        ax.hlines(mine.mean(), x - 0.3, x + 0.3, colors="black", lw=2)
+    ax.axhline(0, color="gray", lw=0.8, ls="--")
+    ax.set_xticks(range(len(families)), [f"{f} ({(taus['family'] == f).sum()})" for f in families],
+                  rotation=30 if len(families) > 4 else 0, ha="right" if len(families) > 4 else "center")
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_ylabel("Kendall tau (traffic, time)")
+    ax.set_title("modeled traffic against measured time, per instance")
+    return _save(fig, out / "time_tau.png")
+
+
 def pareto(table: pd.DataFrame, out: Path, panels: int = 8) -> Path | None:
     if "pareto_front" not in table:
         return None
@@ -329,7 +359,7 @@ def pareto(table: pd.DataFrame, out: Path, panels: int = 8) -> Path | None:
     return _save(fig, out / "pareto.png", labels)
 
 
-FIGURES = (profiles, fusion_gap, order_gap, order_peak, pareto, kernel_time, solver_time)
+FIGURES = (profiles, fusion_gap, order_gap, order_peak, pareto, kernel_time, time_tau, solver_time)
 
 
 def plot_all(table: pd.DataFrame, out: str | Path) -> list[Path]:

@@ -51,6 +51,18 @@ def per_instance(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "strategies", "tau"])
 
 
+def with_time_tau(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with ``time_tau``: on every timed row, the tau of its instance across the
+    strategies that ran it (:func:`per_instance`); NaN where the instance has no defined tau."""
+    taus = per_instance(table).dropna(subset=["tau"])
+    keys = [c for c in INSTANCE if c in taus and c in table]
+    if taus.empty or not keys:
+        return table.assign(time_tau=float("nan"))
+    timed = table["kernel_time_median"].notna() & (table["status"] == "ok")
+    joined = table[keys].fillna({k: "" for k in keys}).merge(taus[[*keys, "tau"]], on=keys, how="left")
+    return table.assign(time_tau=joined["tau"].where(timed.to_numpy()).to_numpy())
+
+
 def per_family(table: pd.DataFrame) -> pd.DataFrame:
     """Per family: instances with a defined tau, their mean and median tau, and the fraction
     where a higher modeled traffic ranks with a longer time (tau > 0)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .plots import CAPTIONS, base, colour, compared, plot_all
+from .rank_correlation import per_family
 from .summary import KINDS, strategy_summary
 
 STYLE = ("body{font-family:sans-serif;max-width:1040px;margin:2em auto;color:#222;line-height:1.4}"
@@ -84,6 +85,24 @@ def _family_table(table: pd.DataFrame, strategy: str, value: str) -> pd.DataFram
     return text.unstack(strategy).fillna("").reset_index()
 
 
+def _time_tau_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per family, how well modeled traffic ranks the strategies' measured times."""
+    families = per_family(table)
+    if families.empty:
+        return families
+    return pd.DataFrame({"family": families["family"], "instances": families["instances"],
+                         "mean tau": families["mean_tau"].map(lambda t: f"{t:+.2f}"),
+                         "median tau": families["median_tau"].map(lambda t: f"{t:+.2f}"),
+                         "tau > 0": families["positive"].map(lambda t: f"{t:.0%}")})
+
+
+TIME_TAU_NOTE = ("<p>Per family, over its timed instances: the Kendall rank correlation (tau-b) between each "
+                 "strategy's modeled traffic (Definition 7.3) and its measured median time per call, across the "
+                 "strategies that ran the instance; the mean and median of the instances' tau, and the share of "
+                 "instances where it is positive (a lower modeled traffic ranks with a faster kernel). An instance "
+                 "whose strategies all have the same traffic or the same time has no tau and is left out.</p>")
+
+
 def _failures(table: pd.DataFrame) -> pd.DataFrame:
     bad = table[table["status"] != "ok"]
     return pd.DataFrame({"instance": bad["instance"], "fusion": bad["fusion"], "order": bad["order"],
@@ -133,6 +152,8 @@ def write_report(table: pd.DataFrame, out: str | Path, title: str = "Stax sweep"
         headline(summary) if len(summary) else "<p>No finished cell to compare.</p>",
         _headline_table(summary) if len(summary) else "",
         images, families,
+        _section("Does a lower modeled traffic make faster kernels? Kendall tau by family", _time_tau_table(table),
+                 TIME_TAU_NOTE),
         _section("Failed or timed-out cells", _failures(table)),
         _provenance(table),
     ])

@@ -11,7 +11,9 @@ resume, and it is replaced atomically.  It adds what only the whole sweep knows
 (:func:`with_best_known`): per measure (``traffic``, ``peak``) the best value any strategy or the
 reference reached on the same problem (``*_best``), and every row's relative gap to it
 (``*_gap_best``) and to the reference's lower bound (``*_gap_bound``), so a row is compared even
-where no optimum is proven.
+where no optimum is proven; and on every timed row ``time_tau``, the Kendall rank correlation
+between modeled traffic and measured kernel time across the strategies of its instance
+(:mod:`experiments.rank_correlation`).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import pandas as pd
 from .cells import content_key
 from .measure import DECISION_COLUMN, write_atomic
 from .nulls import as_nulls
+from .rank_correlation import with_time_tau
 
 TABLE = "results.parquet"
 
@@ -86,7 +89,7 @@ class ResultDir:
 
     def write_table(self, keys: Iterable[str]) -> pd.DataFrame:
         """Merge the rows of ``keys`` into results.parquet and results.csv (atomically)."""
-        table = with_best_known(as_nulls(pd.DataFrame(self.rows(keys))))
+        table = with_time_tau(with_best_known(as_nulls(pd.DataFrame(self.rows(keys)))))
         for name, writer in ((TABLE, lambda p: table.to_parquet(p, index=False)),
                              ("results.csv", lambda p: table.to_csv(p, index=False))):
             tmp = self.out / f".{name}.tmp"

@@ -5,7 +5,7 @@ that can be trusted) is a loaded median within 1.3x and a loaded p99 within 2x o
 single-thread median, and two threads as fast as before when quiet.  A benchmark, not a test.
 
     python -m experiments.bench_contention [--sizes 64x128 1024 4096] [--programs softmax ...]
-        [--seconds 0.5] [--no-inductor] [--conditions quiet "nice 0" "nice 19"]
+        [--seconds 0.5] [--no-inductor] [--conditions quiet "nice 0" "nice 19"] [--straggler-rule off]
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import numpy as np
 
 import stax
 from experiments.bench_suite import parse_size
+from stax import runtime
 from instances.programs import PROGRAMS
 
 #: a median within this factor of the quiet single-thread median, and a p99 within P99_GOAL
@@ -115,11 +116,13 @@ def measure(name: str, size: tuple[int, int], seconds: float, inductor: bool,
     arrays = PROGRAMS[name].inputs(size[0], columns=size[1])
     calls = stax_calls(name, arrays) | (inductor_calls(name, arrays) if inductor else {})
     loaded = [c for c in conditions if c != "quiet"] or ["quiet"]
-    figures = {}
+    figures, pool = {}, {}
     for condition in dict.fromkeys(("quiet", *loaded)):
         with co_runner(condition):
+            before = runtime.parallel_stats()
             for label, f in per_call(calls, seconds).items():
                 figures[label, condition] = f
+            pool[condition] = pool_use(before, runtime.parallel_stats())
     rows = []
     for label in calls:
         alone = label.rsplit(" ", 2)[0] + " 1 thread"
@@ -133,17 +136,30 @@ def measure(name: str, size: tuple[int, int], seconds: float, inductor: bool,
         row["worst p50/1t"] = max(f.p50 for f in loaded_figures) / single
         row["worst p99/1t"] = max(f.p99 for f in loaded_figures) / single
         row["goal"] = "met" if row["worst p50/1t"] <= MEDIAN_GOAL and row["worst p99/1t"] <= P99_GOAL else "missed"
+        if label == "stax 2 threads":
+            row["pool"] = "; ".join(f"{condition}: {text}" for condition, text in pool.items())
         rows.append(row)
     return rows
 
 
+def pool_use(before: dict[str, int], after: dict[str, int]) -> str:
+    """What the kernels' pool did between two parallel_stats(): regions with a team, the share run
+    solo by the straggler rule, stragglers, and chunks taken back from late threads."""
+    regions = (after["pooled"] - before["pooled"]) + (solo := after["solo"] - before["solo"])
+    return (f"{regions} regions, {solo / max(regions, 1):.0%} solo, {after['stragglers'] - before['stragglers']} "
+            f"stragglers, {after['taken_back'] - before['taken_back']} chunks taken back")
+
+
 def print_rows(rows: list[dict], header: bool) -> None:
-    columns = list(rows[0])
+    """The rows as a table; the pool's use on a line of its own under its row."""
+    columns = [c for c in rows[0] if c != "pool"]
     if header:
         print(" ".join(f"{c:>15s}" for c in columns))
     for row in rows:
         print(" ".join(f"{row[c]:>15.2f}" if isinstance(row[c], float) else f"{row[c]!s:>15s}" for c in columns),
               flush=True)
+        if "pool" in row:
+            print(f"{'':>15s} pool: {row['pool']}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -156,10 +172,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--no-inductor", action="store_true", help="leave out TorchInductor even when torch is here")
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS,
                         help="quiet and co-runner conditions (default: all; quiet is always measured)")
+    parser.add_argument("--straggler-rule", choices=("on", "off"), default="on",
+                        help="the kernels' pool's straggler rule (default on; off: every region uses the pool)")
     args = parser.parse_args(argv)
+    runtime.load_runtime().stax_parallel_test_straggler_rule(int(args.straggler_rule == "on"))
     print(f"per-call times in us; co-runner: a busy loop on core {max(os.sched_getaffinity(0))}; "
           f"goal: loaded p50 <= {MEDIAN_GOAL}x and p99 <= {P99_GOAL}x the quiet single-thread p50; "
-          f"load average before the run {os.getloadavg()[0]:.2f} (other processes make 'quiet' less so)", flush=True)
+          f"load average before the run {os.getloadavg()[0]:.2f} (other processes make 'quiet' less so); "
+          f"straggler rule {args.straggler_rule}", flush=True)
     rows = []
     for size in args.sizes:
         for name in args.programs:
@@ -167,7 +187,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             print_rows(new, header=not rows)
             rows += new
     met = sum(r["goal"] == "met" for r in rows)
-    print(f"goal met by {met} of {len(rows)} rows")
+    print(f"goal met by {met} of {len(rows)} rows; load average after the run {os.getloadavg()[0]:.2f}")
     return rows
 
 

@@ -246,6 +246,17 @@ def stalled_region(counting, kind: str) -> None:
         assert violations == 0 and (counts == 1).all()
 
 
+def stalled_then_next(counting, hooks, kind: str) -> list[dict[str, int]]:
+    """A region whose pool thread stalls 30 ms once it claimed chunks, then one more region: the
+    pool's statistics before, between and after."""
+    hooks.stax_parallel_test_stall(ctypes.c_int64(30_000))
+    stats = [runtime.parallel_stats()]
+    for _ in range(2):
+        stalled_region(counting, kind)
+        stats.append(runtime.parallel_stats())
+    return stats
+
+
 def repeat_until(attempt, succeeded, what: str, seconds: float = 30):
     """Call ``attempt()`` until ``succeeded`` holds of what it returned (this machine's load can
     keep a pool thread from joining in time, or the caller from keeping its core); its result."""
@@ -264,16 +275,9 @@ def test_a_stalled_pool_thread_sends_the_next_regions_to_their_caller_then_the_p
     thread running again, later regions use the pool and it runs chunks in them."""
     hooks.stax_parallel_test_straggler_rule(1)
     stalled_region(counting, kind)  # the pool thread exists and spins
-
-    def stalled_then_next():
-        hooks.stax_parallel_test_stall(ctypes.c_int64(30_000))
-        stats = [runtime.parallel_stats()]
-        for _ in range(2):
-            stalled_region(counting, kind)
-            stats.append(runtime.parallel_stats())
-        return stats
     before, middle, after = repeat_until(
-        stalled_then_next, lambda s: s[1]["stragglers"] > s[0]["stragglers"] and s[2]["solo"] > s[1]["solo"],
+        lambda: stalled_then_next(counting, hooks, kind),
+        lambda s: s[1]["stragglers"] > s[0]["stragglers"] and s[2]["solo"] > s[1]["solo"],
         "no stalled region was followed by a solo one")
     assert after["pooled"] == middle["pooled"], "the region after the straggler used the pool"
     hooks.stax_parallel_test_stall(ctypes.c_int64(0))
@@ -284,3 +288,13 @@ def test_a_stalled_pool_thread_sends_the_next_regions_to_their_caller_then_the_p
         return runtime.parallel_stats()
     repeat_until(later_region, lambda now: now["pooled"] > after["pooled"] and now["shared"] > after["shared"],
                  "the pool thread never ran chunks again after the straggler")
+
+
+def test_with_the_rule_off_a_straggler_is_counted_and_the_pool_kept(counting, hooks):
+    """The straggler rule off (as the hooks fixture leaves it): a stalled pool thread still counts
+    as a straggler, and the next region uses the pool."""
+    stalled_region(counting, "one loop")
+    before, _, after = repeat_until(lambda: stalled_then_next(counting, hooks, "one loop"),
+                                    lambda s: s[1]["stragglers"] > s[0]["stragglers"],
+                                    "no stalled region counted a straggler")
+    assert after["solo"] == before["solo"] and after["pooled"] == before["pooled"] + 2

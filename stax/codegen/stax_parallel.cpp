@@ -437,9 +437,9 @@ double ns_per_tick() {
 // working `worked` ns itself; when that was a straggler, run the next regions alone for a while.
 void judge(double waited, double worked) {
   if (waited <= 1e9 * STRAGGLER_FLOOR_SECONDS || waited <= worked) return;
+  pool.stragglers.fetch_add(1, std::memory_order_relaxed);  // counted with the rule off too
   if (!pool.straggler_rule.load(std::memory_order_relaxed)) return;
   const int64_t now = now_ns();
-  pool.stragglers.fetch_add(1, std::memory_order_relaxed);
   const bool recent = pool.solo_ns > 0 && double(now - pool.last_straggler) < 1e9 * STRAGGLER_RECENT_SECONDS;
   pool.solo_ns = recent ? std::min(2 * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS)) : int64_t(1e9 * SOLO_MIN_SECONDS);
   pool.last_straggler = now;

@@ -20,7 +20,8 @@ Columns (``None`` where a measure does not apply, e.g. kernel time of an abstrac
   reference, are that rule's): ``compile_seconds``, ``peak_measured`` (bytes the wrapper held at most),
   ``max_abs_error`` against the numpy reference, ``kernel_time_median`` (s) with the 95% confidence
   interval of that median (``_min``/``_max``), ``_iqr``, ``_repeats``, ``_threads``, ``_isa``,
-  ``load_average`` and ``_noisy`` (the interval stayed wider than 5%: ``stax.timing.measure``).
+  ``load_average``, ``_noisy`` (the interval stayed wider than 5%: ``stax.timing.measure``) and
+  ``_best`` (the fastest batch's seconds per call).
 
 - ``decision``: the content key of the cell's decisions in the results directory
   (``OUT/decisions/KEY.json``: a program's :class:`stax.schedules.Schedule`, which
@@ -140,7 +141,8 @@ def _program_metrics(cell: Cell, inst: store.Instance) -> tuple[dict, FusionProb
         t = timing.measure(lambda: compiled(*work), cell.timing.threads, compiled.isa.name, min_repeats=cell.timing.repeat)
         metrics |= {"kernel_time_median": t.median, "kernel_time_min": t.ci_low, "kernel_time_max": t.ci_high,
                     "kernel_time_iqr": t.iqr, "kernel_time_repeats": t.repeats, "kernel_time_threads": t.threads,
-                    "kernel_time_isa": t.isa, "load_average": t.load_average, "kernel_time_noisy": t.noisy}
+                    "kernel_time_isa": t.isa, "load_average": t.load_average, "kernel_time_noisy": t.noisy,
+                    "kernel_time_best": t.best}
     return metrics, compiled.fusion_problem, compiled.order_problem
 
 

@@ -48,6 +48,7 @@ class Timing:
     isa: str
     load_average: float  # the machine's one-minute load average when the timing started
     noisy: bool         # the interval stayed wider than asked until the time cap
+    best: float = math.nan  # the fastest batch's seconds per call
 
     @property
     def relative_ci(self) -> float:
@@ -88,4 +89,4 @@ def measure(fn: Callable[[], object], threads: int, isa: str, *, min_repeats: in
         if len(samples) >= max_repeats or (len(samples) >= min_repeats and (narrow or time.perf_counter() > deadline)):
             break
     q1, _, q3 = statistics.quantiles(samples, n=4)
-    return Timing(median, q3 - q1, low, high, len(samples), number, threads, isa, load, not narrow)
+    return Timing(median, q3 - q1, low, high, len(samples), number, threads, isa, load, not narrow, min(samples))

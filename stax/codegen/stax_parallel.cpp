@@ -14,8 +14,8 @@
 // threads claim from a shared counter, so the caller takes back every chunk a late thread has not
 // claimed, and a pool thread that wakes after the region is over returns at once.  A claim takes
 // 1/team of the chunks left, at least one (a guided schedule over Algorithm 8.1's chunks): each
-// claim moves the counter's cache line between cores, and a small region pays for every move.  A static
-// schedule cannot do this: GCC lowers it inline, each thread computing its share from
+// claim moves the counter's cache line between cores, and a small region pays for every move.
+// A static schedule cannot do this: GCC lowers it inline, each thread computing its share from
 // omp_get_num_threads(), so that share is lost unless its thread runs.  `schedule(dynamic, k)`
 // is lowered to GOMP_loop_nonmonotonic_dynamic_start/next, which the pool implements; emitting
 // our own claim loop instead would duplicate GCC's collapse and bounds arithmetic in cpp.py.
@@ -27,19 +27,21 @@
 // Worksharing constructs are numbered per thread in the order it meets them (every thread runs
 // the same code, so step j is the same loop or single on every thread).  Step j's chunks are
 // claimed from claim word j % STEPS = (j + 1) << 32 | next unclaimed chunk; the first thread to
-// claim in the step sets it.  A barrier waits for chunks, not threads: every thread adds the chunks it ran to
-// `done` when it reaches a barrier or leaves, and a barrier after step j waits until `done`
-// counts every chunk of steps 0..j (each thread knows that number from the loops it met).
+// claim in the step sets it.  A barrier waits for chunks, not threads: every thread adds the
+// chunks it ran to `done` when it reaches a barrier or leaves, and a barrier after step j waits
+// until `done` counts every chunk of steps 0..j (each thread knows that number from the loops it
+// met).
 //
 // Why the hand-back is safe (the code marks where it relies on (1)-(4)):
 // (1) No chunk runs twice: chunks c .. c + t - 1 are run by the thread whose compare-and-swap
 //     moved the claim word from (j + 1, c) to (j + 1, c + t) (from an earlier step's value for
-//     c = 0); a word moves only forward, so each (j, c) is passed by one CAS.  A thread at step j that finds a later
-//     step (> j + 1) in the slot takes nothing: that slot was reset for step j + k*STEPS only by a
-//     thread that had passed step j, which it leaves only when its claim fails, i.e. when every
-//     chunk of step j was claimed (or when it found a later step there: by induction over the
-//     resets, the same).  So the ring never hands a step's slot to a later step while a chunk
-//     of it is unclaimed, and a slow thread never claims a later step's chunk for step j.
+//     c = 0); a word moves only forward, so each (j, c) is passed by one CAS.  A thread at step j
+//     that finds a later step (> j + 1) in the slot takes nothing: that slot was reset for step
+//     j + k*STEPS only by a thread that had passed step j, which it leaves only when its claim
+//     fails, i.e. when every chunk of step j was claimed (or when it found a later step there: by
+//     induction over the resets, the same).  So the ring never hands a step's slot to a later step
+//     while a chunk of it is unclaimed, and a slow thread never claims a later step's chunk for
+//     step j.
 // (2) No chunk is lost: the caller runs the region's function to its end, so it meets every step
 //     and claims until each step's claim fails, i.e. until every chunk is claimed by someone;
 //     a claimed chunk is run by its claimer, which is inside the function (a member), and the
@@ -441,7 +443,8 @@ void judge(double waited, double worked) {
   if (!pool.straggler_rule.load(std::memory_order_relaxed)) return;
   const int64_t now = now_ns();
   const bool recent = pool.solo_ns > 0 && double(now - pool.last_straggler) < 1e9 * STRAGGLER_RECENT_SECONDS;
-  pool.solo_ns = recent ? std::min(2 * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS)) : int64_t(1e9 * SOLO_MIN_SECONDS);
+  pool.solo_ns = recent ? std::min(2 * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS))
+                        : int64_t(1e9 * SOLO_MIN_SECONDS);
   pool.last_straggler = now;
   pool.solo_until = now + pool.solo_ns;
 }
@@ -475,7 +478,8 @@ void run_pooled(void (*fn)(void*), void* data, int size, bool spin, const Loop& 
     const double tick = ns_per_tick(), worked = tick * double(ran - began - mine.waited);
     // Spin no longer than the caller worked: a straggler's core is better left idle, where
     // the kernel may move the awaited thread.
-    const double most = tick == 0 ? SPIN_SECONDS : std::min(SPIN_SECONDS, std::max(STRAGGLER_FLOOR_SECONDS, 1e-9 * worked));
+    const double most =
+        tick == 0 ? SPIN_SECONDS : std::min(SPIN_SECONDS, std::max(STRAGGLER_FLOOR_SECONDS, 1e-9 * worked));
     if (whole_team) {
       const uint64_t team = uint64_t(size - 1);
       r.members.wait_until([team](uint64_t m) { return joined(m) == team; }, spin, most);

@@ -3,12 +3,16 @@ each timed cell (a program cell that measured ``kernel_time`` in both), the rati
 medians B / A and whether it is significant, which needs the two medians' confidence
 intervals (``kernel_time_min``/``_max``, stax.timing.measure) to be disjoint and the ratio to
 leave [1 / factor, factor].  Cells are matched by what they run (instance, strategies, rule,
-file), not by their keys, which hold the code version.
+file), not by their keys, which hold the code version.  Where both tables recorded each cell's
+fastest batch (``kernel_time_best``), the summary also gives the share of cells whose fastest
+batches agree: on a loaded machine a median follows the load of its moment, the fastest batch
+much less.
 
     stax compare A B [--factor 1.1] [--all]
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -28,8 +32,18 @@ class Comparison:
     @property
     def agreeing(self) -> float:
         """The fraction of matched cells whose ratio lies within AGREE."""
-        ratio = self.cells["ratio"]
-        return float(((ratio >= AGREE[0]) & (ratio <= AGREE[1])).mean()) if len(ratio) else float("nan")
+        return within(self.cells["ratio"])
+
+    @property
+    def best_agreeing(self) -> float:
+        """The fraction of matched cells whose fastest batches' ratio lies within AGREE (NaN when
+        a table did not record them)."""
+        return within(self.cells["best_ratio"].dropna()) if "best_ratio" in self.cells else float("nan")
+
+
+def within(ratio: pd.Series) -> float:
+    """The fraction of ``ratio`` within AGREE (NaN when empty)."""
+    return float(((ratio >= AGREE[0]) & (ratio <= AGREE[1])).mean()) if len(ratio) else float("nan")
 
 
 def _timed(table: pd.DataFrame) -> pd.DataFrame:
@@ -46,6 +60,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, factor: float = 1.1) -> Comparison
     ta, tb = _timed(a), _timed(b)
     keys = [c for c in MATCH if c in ta and c in tb]
     spread = ["kernel_time_median", "kernel_time_min", "kernel_time_max"]
+    spread += ["kernel_time_best"] if "kernel_time_best" in ta and "kernel_time_best" in tb else []
     blank = dict.fromkeys(keys, "")  # cells without a rule or file match each other
     both = ta[keys + spread].fillna(blank).merge(tb[keys + spread].fillna(blank), on=keys, suffixes=("_a", "_b"))
     ratio = both["kernel_time_median_b"] / both["kernel_time_median_a"]
@@ -56,6 +71,8 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, factor: float = 1.1) -> Comparison
         .mask(significant & (ratio < 1), "-")
     cells = both[keys].assign(a_us=both["kernel_time_median_a"] * 1e6, b_us=both["kernel_time_median_b"] * 1e6,
                               ratio=ratio, significant=significant, mark=mark)
+    if "kernel_time_best" in spread:
+        cells = cells.assign(best_ratio=both["kernel_time_best_b"] / both["kernel_time_best_a"])
     return Comparison(cells.sort_values("ratio").reset_index(drop=True),
                       len(ta) - len(both), len(tb) - len(both))
 
@@ -72,5 +89,6 @@ def format_comparison(result: Comparison, changed_only: bool = True) -> str:
     significant = int(result.cells["significant"].sum())
     lines.append(f"{n} timed cells in both ({result.only_a} only in A, {result.only_b} only in B); "
                  f"{significant} significantly different; {result.agreeing:.0%} within "
-                 f"{AGREE[0]}-{AGREE[1]}x")
+                 f"{AGREE[0]}-{AGREE[1]}x" + ("" if math.isnan(result.best_agreeing) else
+                                             f" (fastest batches: {result.best_agreeing:.0%})"))
     return "\n".join(lines)

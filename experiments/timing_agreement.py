@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-#: the issue's agreement band: a cell agrees when its two timings' ratio lies in it
-BAND = (0.8, 1.25)
+from experiments.compare import AGREE as BAND, within
+
 MAIN = Path(__file__).parent / "configs" / "main.toml"
 
 
@@ -39,10 +39,6 @@ def one_pass(config: Path, orders: list[str] | None) -> list[dict]:
                      "noisy": metrics["kernel_time_noisy"], "repeats": metrics["kernel_time_repeats"],
                      "load": metrics["load_average"]})
     return rows
-
-
-def within(ratio: pd.Series) -> float:
-    return float(ratio.between(*BAND).mean()) if len(ratio) else float("nan")
 
 
 def agreement(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:

@@ -1,9 +1,11 @@
 """`stax compare A B`: timed cells matched by what they run, ratios B / A, significance from the
 recorded intervals (experiments/compare.py)."""
+import math
+
 import pandas as pd
 from click.testing import CliRunner
 
-from experiments.compare import compare
+from experiments.compare import compare, format_comparison
 from experiments.cli import main
 
 
@@ -45,3 +47,17 @@ def test_the_compare_command_prints_the_changed_cells_and_a_summary(tmp_path):
     assert any("softmax/64 greedy" in line for line in everything.output.splitlines())
     bad = CliRunner().invoke(main, ["compare", "--factor", "0.5", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")])
     assert bad.exit_code != 0 and "0.5" in bad.output
+
+
+def test_the_fastest_batches_agreement_is_reported_where_both_tables_have_them(tmp_path):
+    """With kernel_time_best in both tables, the summary adds the share of cells whose fastest
+    batches lie within 0.8-1.25x of each other; without it in one table, nothing is added."""
+    a = A.assign(kernel_time_best=[9e-6, 18e-6, 7e-6, 4e-6])
+    b = B.assign(kernel_time_best=[9.5e-6, 20e-6, 10e-6, 3e-6])  # ratios 1.06, 1.11 and 1.43
+    result = compare(a, b)
+    assert result.best_agreeing == 2 / 3 and result.agreeing == 1 / 3
+    a.to_csv(tmp_path / "a.csv", index=False)
+    b.to_csv(tmp_path / "b.csv", index=False)
+    out = CliRunner().invoke(main, ["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")])
+    assert out.output.splitlines()[-1].endswith("33% within 0.8-1.25x (fastest batches: 67%)")
+    assert "fastest" not in format_comparison(compare(A, b)) and math.isnan(compare(A, b).best_agreeing)

@@ -60,6 +60,11 @@ class Percentiles:
     p50: float  # seconds
     p99: float
     calls: int
+    times: tuple[float, ...] = ()  # every call's seconds
+
+    def slow(self, limit: float) -> float:
+        """The fraction of calls slower than ``limit`` seconds."""
+        return sum(t > limit for t in self.times) / max(len(self.times), 1)
 
 
 def per_call(fns: dict[str, Callable[[], object]], seconds: float, least: int = 20, most: int = 20000,
@@ -78,7 +83,7 @@ def per_call(fns: dict[str, Callable[[], object]], seconds: float, least: int = 
                 start = time.perf_counter()
                 fn()
                 times[label].append(time.perf_counter() - start)
-    return {label: Percentiles(*map(float, np.percentile(t, [50, 99])), len(t)) for label, t in times.items()}
+    return {label: Percentiles(*map(float, np.percentile(t, [50, 99])), len(t), tuple(t)) for label, t in times.items()}
 
 
 def stax_calls(name: str, arrays: list[np.ndarray]) -> dict[str, Callable[[], object]]:
@@ -132,6 +137,10 @@ def measure(name: str, size: tuple[int, int], seconds: float, inductor: bool,
             f = figures[label, condition]
             row[f"{condition} p50"], row[f"{condition} p99"] = f.p50 * 1e6, f.p99 * 1e6
         row["worst p99/1t p99"] = max(figures[label, c].p99 / figures[alone, c].p99 for c in loaded)
+        # calls beyond the p99 goal, less the single thread's in the same condition: what the
+        # extra threads cost, apart from the machine's own interruptions
+        row["excess slow %"] = 100 * max(figures[label, c].slow(P99_GOAL * single)
+                                         - figures[alone, c].slow(P99_GOAL * single) for c in loaded)
         loaded_figures = [figures[label, c] for c in loaded]
         row["worst p50/1t"] = max(f.p50 for f in loaded_figures) / single
         row["worst p99/1t"] = max(f.p99 for f in loaded_figures) / single

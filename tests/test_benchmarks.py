@@ -77,7 +77,8 @@ def test_the_contention_benchmark_prints_quiet_and_loaded_percentiles(capsys):
         for condition in CONDITIONS:
             assert 0 < row[f"{condition} p50"] <= row[f"{condition} p99"] < 1e6
         assert row["goal"] == ("met" if row["worst p50/1t"] <= 1.3 and row["worst p99/1t"] <= 2 else "missed")
-    assert rows[0]["worst p99/1t p99"] == 1.0  # one thread against itself, condition by condition
+    assert rows[0]["worst p99/1t p99"] == 1.0 and rows[0]["excess slow %"] == 0  # one thread against itself
+    assert -100 <= rows[1]["excess slow %"] <= 100
     assert "pool" not in rows[0] and rows[1]["pool"].startswith("quiet: ") and "stragglers" in rows[1]["pool"]
     assert "goal met by" in capsys.readouterr().out
 

@@ -70,8 +70,8 @@
 // does one that joined and holds none (it reads the region's data until it leaves, (4)).  The
 // straggler rule bounds how often: the caller times its waits (at barriers and at the end), and
 // when it waited longer than it worked (and longer than STRAGGLER_FLOOR_SECONDS), the regions of
-// the next few milliseconds run on their caller alone, as a team of one (the pool untouched, so
-// (1)-(4) hold trivially); the window doubles while stragglers recur, up to SOLO_MAX_SECONDS, and
+// the next SOLO_MIN_SECONDS run on their caller alone, as a team of one (the pool untouched, so
+// (1)-(4) hold trivially); the window grows while stragglers recur, up to SOLO_MAX_SECONDS, and
 // the first region after it tries the pool again.  The rule changes which regions use the pool,
 // never how a pooled region runs.  A caller waiting longer than it worked stops spinning and
 // sleeps: its idle core is where the kernel may move the thread it waits for.
@@ -136,10 +136,13 @@ std::atomic<int64_t> sleeps{0};  // waits that ended asleep
 const int MAX_TEAM = 256;
 // The straggler rule: a region whose caller waited for pool threads longer than it worked (and
 // longer than STRAGGLER_FLOOR_SECONDS) had a member that lost its core; the regions of the next
-// SOLO_MIN_SECONDS run on their caller alone, and that window doubles (up to SOLO_MAX_SECONDS)
-// while stragglers come back within STRAGGLER_RECENT_SECONDS of each other.
+// SOLO_MIN_SECONDS run on their caller alone, and that window grows SOLO_GROWTH-fold (up to
+// SOLO_MAX_SECONDS) while stragglers come back within STRAGGLER_RECENT_SECONDS of each other: under
+// a lasting co-runner the pool is tried a few times a second, and a false alarm on a quiet
+// machine costs one short window.
 const double STRAGGLER_FLOOR_SECONDS = 2e-5;
-const double SOLO_MIN_SECONDS = 2e-3, SOLO_MAX_SECONDS = 0.2, STRAGGLER_RECENT_SECONDS = 1.0;
+const double SOLO_MIN_SECONDS = 1e-2, SOLO_MAX_SECONDS = 0.2, STRAGGLER_RECENT_SECONDS = 5.0;
+const int64_t SOLO_GROWTH = 4;
 const uint32_t STEPS = 64;                   // claim words: steps a slow member may lag behind
 const uint64_t MAX_CHUNKS = uint64_t(1) << 31;  // chunks of one loop (the claim word's low half)
 const uint64_t CLOSED = uint64_t(1) << 31;      // in `members`: no thread may join any more
@@ -443,7 +446,7 @@ void judge(double waited, double worked) {
   if (!pool.straggler_rule.load(std::memory_order_relaxed)) return;
   const int64_t now = now_ns();
   const bool recent = pool.solo_ns > 0 && double(now - pool.last_straggler) < 1e9 * STRAGGLER_RECENT_SECONDS;
-  pool.solo_ns = recent ? std::min(2 * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS))
+  pool.solo_ns = recent ? std::min(SOLO_GROWTH * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS))
                         : int64_t(1e9 * SOLO_MIN_SECONDS);
   pool.last_straggler = now;
   pool.solo_until = now + pool.solo_ns;

@@ -1165,8 +1165,10 @@ from . import gather as _gather  # noqa: E402  (stax.gather builds on this modul
 
 Tensor.gather = lambda self, dim, index: _gather.gather(self, dim, index)
 Tensor.index_select = lambda self, dim, index: _gather.index_select(self, dim, index)
-Tensor.scatter = lambda self, dim, index, src=None, *, value=None: _gather.scatter(
-    self, dim, index, value if src is None else src)
+Tensor.scatter = lambda self, dim, index, src=None, *, value=None, reduce=None: _gather.scatter(
+    self, dim, index, value if src is None else src, reduce)
+Tensor.scatter_reduce = lambda self, dim, index, src, reduce, *, include_self=True: _gather.scatter_reduce(
+    self, dim, index, src, reduce, include_self=include_self)
 Tensor.scatter_add = lambda self, dim, index, src: _gather.scatter_add(self, dim, index, src)
 Tensor.slice_scatter = lambda self, src, dim=0, start=None, end=None, step=1: _gather.slice_scatter(
     self, src, dim, start, end, step)

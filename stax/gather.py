@@ -1,5 +1,5 @@
 """Indexing by tensors for traced programs: torch's ``gather``, ``scatter``, ``scatter_add``,
-``index_select`` and ``slice_scatter``.
+``scatter_reduce``, ``index_select`` and ``slice_scatter``.
 
 A data-dependent index is never a memory index here, so every load stays affine and the
 dependence analysis and fusion legality stay exact (seed 7.1-7.2): an op compares the index with
@@ -23,7 +23,7 @@ is the step) where a padded mask is true, ``x`` elsewhere; no index is data-depe
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -125,9 +125,61 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return out.reshape(()) if x.ndim == 0 else out
 
 
-def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, add: bool) -> Tensor:
+#: torch's scatter_reduce reductions: the identity a position nothing is written to holds, and
+#: the reduction of the values written to one position (bool: sum is any, prod is all)
+SCATTER_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _identity(reduce: str, dtype: str) -> Any:
+    if reduce in ("sum", "mean"):
+        return _zero(dtype)
+    if reduce == "prod":
+        return True if dtype == "bool" else 1
+    return _lowest(dtype) if reduce == "amax" else _highest(dtype)
+
+
+def _highest(dtype: str) -> Any:
+    """The largest value of ``dtype``: the identity of ``amin``."""
+    if dtype == "bool":
+        return True
+    return math.inf if dtypes.is_floating(dtype) else int(np.iinfo(dtype).max)
+
+
+def _reduce_hits(hit: Tensor, values: Tensor, dim: int, reduce: str) -> Tensor:
+    """The ``reduce`` of the values where ``hit`` along ``dim``, in ``values``' dtype."""
+    placed = where(hit, values, _identity(reduce, values.dtype))
+    method = {"sum": "sum", "mean": "sum", "prod": "prod", "amax": "amax", "amin": "amin"}[reduce]
+    if values.dtype == "bool":
+        method = {"sum": "any", "prod": "all"}.get(method, method)
+    return getattr(placed, method)(dim).to(values.dtype)
+
+
+def _combine(x: Tensor, placed: Tensor, reduce: str) -> Tensor:
+    """``x`` and the reduction of the values written to each position, combined by ``reduce``."""
+    if reduce in ("sum", "mean"):
+        return x | placed if x.dtype == "bool" else x + placed
+    if reduce == "prod":
+        return x & placed if x.dtype == "bool" else x * placed
+    return x.maximum(placed) if reduce == "amax" else x.minimum(placed)
+
+
+def _mean(total: Tensor, count: Tensor) -> Tensor:
+    """``total / count`` in ``total``'s dtype; integers round down, as torch's scatter_reduce."""
+    count = count.to(total.dtype)
+    return total / count if dtypes.is_floating(total.dtype) else total // count
+
+
+def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None,
+             include_self: bool = True) -> Tensor:
+    """``x`` with the values ``src`` written at ``index`` along ``dim``: the last write of a
+    position wins (``reduce`` None), or the values written to each position are reduced by
+    ``reduce`` (one of SCATTER_REDUCTIONS) together with ``x``'s own value if ``include_self``."""
     _check_index(op, x, dim, index)
     _check_operand(src, op)
+    if reduce is not None and reduce not in SCATTER_REDUCTIONS:
+        raise UnsupportedError(f"{op}: reduce={reduce!r} is not supported; use one of {', '.join(SCATTER_REDUCTIONS)}")
+    if reduce == "mean" and x.dtype == "bool":
+        raise UnsupportedError(f"{op}: reduce='mean' of a bool tensor is not supported (as torch); cast it first")
     if x.ndim != index.ndim and not (x.ndim <= 1 and index.ndim <= 1):
         raise ShapeError(f"{op}: index {index.shape} and input {x.shape} must have the same number of dimensions")
     xs, ix = _as_1d(op, x, index)
@@ -150,35 +202,54 @@ def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, add: bool) -
     positions = iota(x, size).reshape((size,) + (1,) * (ix.ndim - d))
     hit = _positions(ix, size).unsqueeze(d) == positions
     values = values.unsqueeze(d)
-    if not add and ix.shape[d] > 1:  # the last write of a position wins, as torch's CPU loop
+    if reduce is None and ix.shape[d] > 1:  # the last write of a position wins, as torch's CPU loop
         order = iota(x, ix.shape[d]).reshape((ix.shape[d],) + (1,) * (ix.ndim - d - 1))
         last = where(hit, order, -1).amax(d + 1, keepdim=True)
         hit = hit & (order == last)
-    if add:
-        placed = where(hit, values, _zero(x.dtype))
-        placed = placed.any(d + 1) if x.dtype == "bool" else placed.sum(d + 1).to(x.dtype)
-    else:
-        placed = _select(hit, values, d + 1)
+    placed = _select(hit, values, d + 1) if reduce is None else _reduce_hits(hit, values, d + 1, reduce)
     low, high = [0] * xs.ndim, [s - n for s, n in zip(xs.shape, placed.shape)]
-    placed = _pad_graph(placed, low, high, [0] * xs.ndim, _zero(x.dtype))
-    if add:
-        out = xs + placed if x.dtype != "bool" else xs | placed
+
+    def padded(t: Tensor, value: Any) -> Tensor:
+        return _pad_graph(t, low, high, [0] * xs.ndim, value)
+    placed = padded(placed, _zero(x.dtype) if reduce is None else _identity(reduce, x.dtype))
+    count = padded(hit.sum(d + 1), 0) if reduce == "mean" else None
+    if reduce is not None and include_self:
+        out = _combine(xs, placed, reduce)
+        out = _mean(out, count + 1) if reduce == "mean" else out
     else:
-        written = _pad_graph(hit.any(d + 1), low, high, [0] * xs.ndim, False)
-        out = where(written, placed, xs)
+        if reduce == "mean":
+            placed = _mean(placed, count.clamp(min=1))
+        out = where(padded(hit.any(d + 1), False), placed, xs)
     out = _checked(out, ix, size)
     return out.reshape(()) if x.ndim == 0 else out
 
 
-def scatter(x: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
+def scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
     """torch.scatter (out of place): ``x`` with ``out[..., index[..., j, ...], ...] = src[..., j, ...]``;
-    ``src`` a tensor or a scalar; of two writes to one position the last wins."""
-    return _scatter("scatter", x, dim, index, src, add=False)
+    ``src`` a tensor or a scalar; of two writes to one position the last wins.  ``reduce='add'``
+    or ``'multiply'`` adds or multiplies the values into ``x`` instead (torch's legacy form of
+    :func:`scatter_reduce`)."""
+    legacy = {None: None, "add": "sum", "multiply": "prod"}
+    if reduce not in legacy:
+        raise UnsupportedError(f"scatter: reduce={reduce!r} is not supported; use 'add' or 'multiply' (as torch), "
+                               "or scatter_reduce")
+    return _scatter("scatter", x, dim, index, src, legacy[reduce])
 
 
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """torch.scatter_add (out of place): ``x`` plus every ``src[..., j, ...]`` at ``index[..., j, ...]``."""
-    return _scatter("scatter_add", x, dim, index, src, add=True)
+    return _scatter("scatter_add", x, dim, index, src, "sum")
+
+
+def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
+                   ) -> Tensor:
+    """torch.scatter_reduce (out of place): the values ``src[..., j, ...]`` written to each
+    position ``index[..., j, ...]`` reduced by ``reduce`` ('sum', 'prod', 'mean', 'amax',
+    'amin'), with ``x``'s value there when ``include_self``; a position nothing is written to
+    keeps ``x``'s value.  An integer mean rounds down, as torch."""
+    if not isinstance(src, Tensor):
+        raise UnsupportedError(f"scatter_reduce: src must be a traced tensor, got {type(src).__name__}")
+    return _scatter("scatter_reduce", x, dim, index, src, reduce, include_self)
 
 
 def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
@@ -199,9 +270,21 @@ def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start: int | None = None
         raise ShapeError(f"slice_scatter: src of shape {src.shape} does not match the slice's shape {expected}")
     if count == 0:
         return x.clone()
-    low, high, interior = [0] * x.ndim, [0] * x.ndim, [0] * x.ndim
-    low[d], interior[d] = first, step - 1
-    high[d] = x.shape[d] - first - (count - 1) * step - 1
+    starts, steps = [0] * x.ndim, [1] * x.ndim
+    starts[d], steps[d] = first, step
+    return box_scatter(x, src, starts, steps)
+
+
+def box_scatter(x: Tensor, src: Tensor, starts: Sequence[int], steps: Sequence[int] | None = None) -> Tensor:
+    """``x`` with the strided box ``x[starts[0]::steps[0], ...]`` of ``src``'s shape replaced by
+    ``src`` (a non-empty ``src`` of ``x``'s rank that fits): ``src`` placed by ``pad`` where a
+    padded mask is true, ``x`` elsewhere."""
+    steps = list(steps) if steps is not None else [1] * x.ndim
+    low, interior = list(starts), [k - 1 for k in steps]
+    high = [n - lo - (m - 1) * k - 1 for n, lo, m, k in zip(x.shape, low, src.shape, steps)]
+    if src.ndim != x.ndim or min(high + low) < 0 or min(src.shape) < 1:
+        raise ShapeError(f"box_scatter: src of shape {src.shape} at {tuple(starts)} (steps {tuple(steps)}) does not "
+                         f"fit inside {x.shape}")
     placed = _pad_graph(src.to(x.dtype), low, high, interior, _zero(x.dtype))
     written = _pad_graph(x._tracer.constant(True, "bool", src.shape), low, high, interior, False)
     return where(written, placed, x)

@@ -1,5 +1,5 @@
 """Padding, concatenation, normalization and 2-D convolution for traced programs
-(torch.nn.functional's ``pad``, ``normalize``, ``conv2d`` (grouped and depthwise too) and
+(torch.nn.functional's ``pad`` and its gradient, ``normalize``, ``conv2d`` (grouped and depthwise too) and
 ``conv_transpose2d``, ``torch.cat``, and the two gradients of ``conv2d`` that
 ``aten.convolution_backward`` returns).
 
@@ -45,41 +45,93 @@ def _pad_graph(x: Tensor, low: Sequence[int], high: Sequence[int], interior: Seq
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
+def _pad_amounts(op: str, shape: tuple[int, ...], pad: Sequence[int], mode: str) -> tuple[list[int], list[int]]:
+    """The (low, high) amounts per dim of ``pad``'s (before, after) pairs, last dim first."""
+    if mode not in _PAD_MODES:
+        raise UnsupportedError(f"{op}: mode {mode!r} is not supported; use one of {', '.join(_PAD_MODES)}")
+    amounts = [_as_int(p, f"{op}: amount") for p in pad]
+    ndim = len(shape)
+    if len(amounts) % 2 or len(amounts) // 2 > ndim:
+        raise ShapeError(f"{op}: {list(pad)} must hold (before, after) pairs for at most the {ndim} dims of "
+                         f"shape {shape}")
+    if mode != "constant" and ndim not in (len(amounts) // 2 + 1, len(amounts) // 2 + 2):
+        raise ShapeError(f"{op}: mode {mode!r} pads the last k dims of a tensor of k + 1 or k + 2 dims (as torch); "
+                         f"{len(amounts) // 2} dims of shape {shape} cannot be padded")
+    low, high = [0] * ndim, [0] * ndim
+    for i in range(len(amounts) // 2):
+        low[ndim - 1 - i], high[ndim - 1 - i] = amounts[2 * i], amounts[2 * i + 1]
+    return low, high
+
+
 def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: Any = None) -> Tensor:
     """torch.nn.functional.pad: ``pad`` lists (before, after) pairs from the last dim backwards.
     ``constant`` fills with ``value`` (negative amounts crop); ``reflect`` mirrors the elements
     next to the edge (an amount below the dim's size), ``replicate`` repeats the edge element,
     ``circular`` wraps around (an amount up to the dim's size)."""
-    if mode not in _PAD_MODES:
-        raise UnsupportedError(f"pad: mode {mode!r} is not supported; use one of {', '.join(_PAD_MODES)}")
-    amounts = [_as_int(p, "pad: amount") for p in pad]
-    if len(amounts) % 2 or len(amounts) // 2 > x.ndim:
-        raise ShapeError(f"pad: {list(pad)} must hold (before, after) pairs for at most the {x.ndim} dims of "
-                         f"shape {x.shape}")
-    low, high = [0] * x.ndim, [0] * x.ndim
-    for i in range(len(amounts) // 2):
-        low[x.ndim - 1 - i], high[x.ndim - 1 - i] = amounts[2 * i], amounts[2 * i + 1]
+    low, high = _pad_amounts("pad", x.shape, pad, mode)
+    if mode != "constant" and value is not None:
+        raise UnsupportedError(f"pad: mode {mode!r} takes no value (as torch); drop value={value!r}")
     if mode == "constant":
         return _pad_graph(x, low, high, [0] * x.ndim, 0 if value is None else value)
-    if value is not None:
-        raise UnsupportedError(f"pad: mode {mode!r} takes no value (as torch); drop value={value!r}")
-    if x.ndim not in (len(amounts) // 2 + 1, len(amounts) // 2 + 2):
-        raise ShapeError(f"pad: mode {mode!r} pads the last k dims of a tensor of k + 1 or k + 2 dims (as torch); "
-                         f"{len(amounts) // 2} dims of shape {x.shape} cannot be padded")
     for d in range(x.ndim):
         if low[d] or high[d]:
             x = _pad_from_edges(x, d, low[d], high[d], mode)
     return x
 
 
-def _pad_from_edges(x: Tensor, d: int, low: int, high: int, mode: str) -> Tensor:
-    """Dim ``d`` of ``x`` padded by ``low`` and ``high`` elements taken from ``x`` itself (pad's
-    non-constant modes), concatenated around it."""
-    n = x.shape[d]
+def pad_backward(grad: Tensor, input_shape: Sequence[int], pad: Sequence[int], mode: str) -> Tensor:
+    """The gradient of ``pad(x, pad, mode)`` with respect to ``x`` given ``grad``, the gradient of
+    its output: each padded element's gradient added to the element it was copied from (ATen's
+    ``reflection_pad*_backward`` and ``replication_pad*_backward``)."""
+    low, high = _pad_amounts("pad_backward", tuple(input_shape), pad, mode)
+    expected = tuple(lo + n + hi for lo, n, hi in zip(low, input_shape, high))
+    if grad.shape != expected:
+        raise ShapeError(f"pad_backward: gradient of shape {grad.shape} does not match the padded shape {expected}")
+    if mode == "constant":
+        return _pad_graph(grad, [-lo for lo in low], [-hi for hi in high], [0] * grad.ndim, 0)
+    for d in reversed(range(grad.ndim)):
+        if low[d] or high[d]:
+            grad = _edge_grad(grad, d, low[d], high[d], mode)
+    return grad
+
+
+def _check_edges(x: Tensor, d: int, n: int, low: int, high: int, mode: str) -> None:
     limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
     if min(low, high) < 0 or (limit is not None and max(low, high) > limit) or n == 0:
         raise ShapeError(f"pad: {mode} padding ({low}, {high}) of dimension {d} of shape {x.shape} must be "
                          f"non-negative{f' and at most {limit}' if limit is not None else ''} on a non-empty dim")
+
+
+def _edge_grad(grad: Tensor, d: int, low: int, high: int, mode: str) -> Tensor:
+    """The gradient of ``_pad_from_edges`` along ``d``: the middle, plus the edges' gradients
+    added where ``_pad_from_edges`` took them from (each placed by ``pad`` with ``-0.0``)."""
+    n = grad.shape[d] - low - high
+    _check_edges(grad, d, n, low, high, mode)
+
+    def part(start: int, stop: int) -> Tensor:
+        return grad[(slice(None),) * d + (slice(start, stop),)]
+    before, middle, after = part(0, low), part(low, low + n), part(low + n, low + n + high)
+    if mode == "reflect":
+        pieces = ((before.flip(d), 1), (after.flip(d), n - 1 - high))
+    elif mode == "replicate":
+        pieces = ((before.sum(d, keepdim=True), 0), (after.sum(d, keepdim=True), n - 1))
+    else:
+        pieces = ((before, n - low), (after, 0))
+    total = middle
+    for piece, start in pieces:
+        if piece.shape[d]:
+            edges = [0] * grad.ndim
+            lows, highs = list(edges), list(edges)
+            lows[d], highs[d] = start, n - start - piece.shape[d]
+            total = total + _pad_graph(piece, lows, highs, edges, -0.0)
+    return total
+
+
+def _pad_from_edges(x: Tensor, d: int, low: int, high: int, mode: str) -> Tensor:
+    """Dim ``d`` of ``x`` padded by ``low`` and ``high`` elements taken from ``x`` itself (pad's
+    non-constant modes), concatenated around it."""
+    n = x.shape[d]
+    _check_edges(x, d, n, low, high, mode)
 
     def part(start: int, stop: int) -> Tensor:
         return x[(slice(None),) * d + (slice(start, stop),)]

@@ -120,7 +120,7 @@ def _to_numpy(value: Any) -> np.ndarray:
 
 
 def _decompositions() -> dict[Any, Callable[..., Any]]:
-    """Core ATen's decompositions, and batch norm's: ``native_batch_norm``'s schema does not mark
+    """Core ATen's decompositions but the pads' (see ``_KEPT_WHOLE``), and batch norm's: ``native_batch_norm``'s schema does not mark
     the running statistics it updates, so it is decomposed into ``_native_batch_norm_legit``
     (which marks them) for functionalization to see the update, and the functional form that
     functionalization gives is decomposed in turn."""
@@ -128,7 +128,13 @@ def _decompositions() -> dict[Any, Callable[..., Any]]:
     from torch._decomp import core_aten_decompositions, decomposition_table
     aten = torch.ops.aten
     batch_norm = (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default)
-    return {**core_aten_decompositions(), **{op: decomposition_table[op] for op in batch_norm}}
+    table = {**core_aten_decompositions(), **{op: decomposition_table[op] for op in batch_norm}}
+    return {op: f for op, f in table.items() if _target_name(op) not in _KEPT_WHOLE}
+
+
+#: ops whose decompositions index with one tensor per padded dim: stax translates them whole
+_KEPT_WHOLE = frozenset(f"{name}_pad{k}d{suffix}" for name in ("reflection", "replication") for k in (1, 2, 3)
+                        for suffix in ("", "_backward"))
 
 
 def _fresh(tensors: Sequence[Any]) -> list[Any]:
@@ -224,8 +230,20 @@ def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
             if name not in ATEN:
                 raise UnsupportedError(f"ATen op {node.target} (node {node.name}) has no stax translation; the ops "
                                        "stax translates are the keys of stax.torch_ops.ATEN")
+            _check_box_view(node)
         elif node.op == "call_module" or node.op == "call_method":
             raise UnsupportedError(f"FX node {node.name} ({node.op} {node.target}) is not an ATen op")
+
+
+def _check_box_view(node: Any) -> None:
+    """``as_strided`` and ``as_strided_scatter`` address their input's storage: stax translates
+    them (as a box of the input) only for an input that is contiguous from its storage's start."""
+    if _target_name(node.target) not in ("as_strided", "as_strided_scatter"):
+        return
+    value = node.args[0].meta.get("val")
+    if value is None or not value.is_contiguous() or value.storage_offset():
+        raise UnsupportedError(f"ATen op {node.target} (node {node.name}) views a tensor that is not contiguous "
+                               "from the start of its storage; stax translates as_strided of contiguous tensors only")
 
 
 def _check_no_mutation(gm: Any, program: str) -> None:

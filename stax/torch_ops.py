@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from . import dtypes, gather, nn
 from .errors import UnsupportedError
-from .frontend import Tensor, where
+from .frontend import Tensor, contiguous_strides, vector_norm, where
 
 Handler = Callable[..., Any]
 
@@ -118,6 +118,19 @@ def _reduction(method: str) -> Handler:
             x = x.to(dtype_name(dtype))
         return getattr(x, method)(dim, keepdim)
     return handler
+
+
+def _max_min(method: str) -> Handler:
+    """``max`` / ``min``: over all elements (``.default``), elementwise (``.other``), or along a
+    dim with the indices (``.dim``: a (values, indices) pair)."""
+    def handler(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+        result = getattr(x, method)(dim, keepdim)
+        return list(result) if isinstance(result, tuple) else result
+    return handler
+
+
+def _vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    return vector_norm(x, ord, dim, keepdim, dtype=None if dtype is None else dtype_name(dtype))
 
 
 def _var(x: Tensor, dim: Any = None, *, correction: float | None = None, keepdim: bool = False) -> Tensor:
@@ -301,9 +314,43 @@ def _copy(x: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
 
 def _scatter(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: str | None = None
              ) -> Tensor:
-    if reduce is not None:
-        raise UnsupportedError(f"aten.scatter with reduce={reduce!r} is not translated; use scatter_add")
-    return gather.scatter(x, dim, index, value if src is None else src)
+    return gather.scatter(x, dim, index, value if src is None else src, reduce)
+
+
+def _box(op: str, x: Tensor, size: Sequence[int], stride: Sequence[int], offset: int | None) -> list[int]:
+    """The first element of the box that ``as_strided(size, stride, offset)`` views in ``x``,
+    contiguous with no storage offset (the front end checks so): ``stride`` must be ``x``'s own
+    strides and the box must lie inside ``x``, otherwise the view is not a box of ``x``."""
+    strides = contiguous_strides(x.shape)
+    fits = len(size) == x.ndim and all(k == s for k, s, n in zip(stride, strides, size) if n > 1)
+    starts, rest = [], offset or 0
+    for s in strides:
+        starts.append(rest // s)
+        rest %= s
+    if not fits or any(a + n > m for a, n, m in zip(starts, size, x.shape)) or min(size, default=1) < 1:
+        raise UnsupportedError(f"aten.{op}: stax translates views of a box of a contiguous tensor (same rank and "
+                               f"strides), not size {list(size)}, stride {list(stride)}, offset {offset} of a tensor "
+                               f"of shape {x.shape}")
+    return starts
+
+
+def _as_strided(x: Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None) -> Tensor:
+    starts = _box("as_strided", x, size, stride, storage_offset)
+    return x[tuple(slice(a, a + n) for a, n in zip(starts, size))]
+
+
+def _as_strided_scatter(x: Tensor, src: Tensor, size: Sequence[int], stride: Sequence[int],
+                        storage_offset: int | None = None) -> Tensor:
+    return gather.box_scatter(x, src, _box("as_strided_scatter", x, size, stride, storage_offset))
+
+
+def _pad_modes(mode: str) -> dict[str, Handler]:
+    """``reflection_pad{1,2,3}d`` or ``replication_pad{1,2,3}d`` and their backward (the front end
+    keeps them whole: their decompositions index with a tensor per padded dim)."""
+    name = {"reflect": "reflection", "replicate": "replication"}[mode]
+    forward = lambda x, padding: nn.pad(x, padding, mode)  # noqa: E731
+    backward = lambda grad, x, padding: nn.pad_backward(grad, x.shape, padding, mode)  # noqa: E731
+    return {f"{name}_pad{k}d{suffix}": f for k in (1, 2, 3) for suffix, f in (("", forward), ("_backward", backward))}
 
 
 def _one_index(op: str, x: Tensor, indices: Sequence[Tensor | None]) -> tuple[int, Tensor]:
@@ -349,12 +396,13 @@ def _identity(x: Tensor, *_: Any, **__: Any) -> Tensor:
 _UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "erf", "log1p", "expm1", "sin", "cos",
           "abs", "neg", "relu", "logical_not")
 _BINARY = ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-           "remainder", "floor_divide")
+           "remainder", "floor_divide", "logical_xor")
 
 ATEN: dict[str, Handler] = {
     **{op: (lambda m: lambda x: getattr(x, m)())(op) for op in _UNARY},
     **{op: _binary(op) for op in _BINARY},
     "bitwise_not": lambda x: ~x, "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b,
+    "bitwise_xor": lambda a, b: a ^ b,
     "add": _with_alpha("add"), "sub": _with_alpha("sub"), "rsub": _rsub, "div": _div, "pow": _pow,
     "where": where, "clamp": lambda x, min=None, max=None: x.clamp(min, max),
     "clamp_min": lambda x, m: x.clamp(min=m), "clamp_max": lambda x, m: x.clamp(max=m),
@@ -368,6 +416,10 @@ ATEN: dict[str, Handler] = {
     "sum": _reduction("sum"), "mean": _reduction("mean"), "prod": _reduction("prod"),
     "amax": lambda x, dim=(), keepdim=False: x.amax(dim, keepdim),
     "amin": lambda x, dim=(), keepdim=False: x.amin(dim, keepdim),
+    "max": _max_min("max"), "min": _max_min("min"),
+    "argmax": lambda x, dim=None, keepdim=False: x.argmax(dim, keepdim),
+    "argmin": lambda x, dim=None, keepdim=False: x.argmin(dim, keepdim),
+    "linalg_vector_norm": _vector_norm,
     "any": lambda x, dim=None, keepdim=False: x.any(dim, keepdim),
     "all": lambda x, dim=None, keepdim=False: x.all(dim, keepdim),
     "var": _var, "var_mean": _var_mean,
@@ -386,7 +438,12 @@ ATEN: dict[str, Handler] = {
     "addmm": _addmm, "baddbmm": _addmm, "linear": _linear,
     "constant_pad_nd": lambda x, pad, value=0: nn.pad(x, pad, value=value), "cat": nn.cat, "flip": lambda x, dims: x.flip(dims),
     "convolution": _convolution, "convolution_backward": _convolution_backward,
+    **_pad_modes("reflect"), **_pad_modes("replicate"),
+    "new_empty_strided": lambda x, size, stride, *, dtype=None, **_: full(
+        x, 0, size, dtype_name(dtype) if dtype is not None else x.dtype),
+    "as_strided": _as_strided, "as_strided_scatter": _as_strided_scatter,
     "copy": _copy, "gather": lambda x, dim, index, *, sparse_grad=False: gather.gather(x, dim, index),
-    "scatter": _scatter, "scatter_add": gather.scatter_add, "index_select": gather.index_select,
+    "scatter": _scatter, "scatter_add": gather.scatter_add,
+    "scatter_reduce": gather.scatter_reduce, "index_select": gather.index_select,
     "slice_scatter": gather.slice_scatter, "index": _index, "index_put": _index_put, "embedding": _embedding,
 }

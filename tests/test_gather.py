@@ -33,6 +33,26 @@ def np_scatter(x, dim, index, src, add):
     return out
 
 
+def np_scatter_reduce(x, dim, index, src, reduce, include_self):
+    """torch.scatter_reduce written as a loop over the index: each position's written values
+    collected, then reduced (with ``x``'s own value if ``include_self``)."""
+    written = {}
+    for pos in itertools.product(*map(range, index.shape)):
+        target = list(pos)
+        target[dim] = index[pos]
+        written.setdefault(tuple(target), []).append(src[pos])
+    out = x.copy()
+    for target, values in written.items():
+        values = ([x[target]] if include_self else []) + values
+        if reduce == "mean":
+            total = np.sum(np.array(values, x.dtype), dtype=x.dtype)
+            out[target] = total / len(values) if x.dtype.kind == "f" else total // len(values)
+        else:
+            out[target] = {"sum": np.any if x.dtype == bool else np.sum, "prod": np.all if x.dtype == bool else np.prod,
+                           "amax": np.max, "amin": np.min}[reduce](np.array(values, x.dtype))
+    return out
+
+
 def outputs(fn, *arrays, **options):
     compiled = stax.compile(fn, *arrays, **options)
     got = compiled(*[a.copy() for a in arrays])
@@ -139,6 +159,13 @@ def test_bad_arguments_are_named():
         stax.trace(lambda x, i: x.gather(1, i), x, np.zeros((4, 1), np.int64))
     with pytest.raises(ShapeError, match="does not match the slice's shape"):
         stax.trace(lambda x: x.slice_scatter(x, 1, 0, 2), x)
+    index = np.zeros((3, 4), np.int64)
+    with pytest.raises(UnsupportedError, match="scatter_reduce: reduce='max' is not supported; use one of sum"):
+        stax.trace(lambda x, i: x.scatter_reduce(1, i, x, "max"), x, index)
+    with pytest.raises(UnsupportedError, match="scatter: reduce='sum' is not supported; use 'add' or 'multiply'"):
+        stax.trace(lambda x, i: x.scatter(1, i, x, reduce="sum"), x, index)
+    with pytest.raises(UnsupportedError, match="reduce='mean' of a bool tensor"):
+        stax.trace(lambda x, i: x.scatter_reduce(1, i, x, "mean"), x > 0, index)
 
 
 @pytest.mark.parametrize("fusion", ["greedy", "none", "cpsat", "mwc"])
@@ -160,6 +187,7 @@ def test_cross_entropy_fuses_under_every_strategy(isa, fusion, check):
     np.testing.assert_allclose(loss, -logp[np.arange(8), targets[:, 0]].mean(), rtol=1e-5)
 
 
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter:UserWarning")
 def test_agrees_with_torch():
     torch = pytest.importorskip("torch")
     x = sample((5, 6), seed=13)
@@ -168,7 +196,9 @@ def test_agrees_with_torch():
 
     def fn(x, index, src):
         return x.gather(1, index), x.scatter(1, index, src), x.scatter_add(0, index.clamp(max=4), src), \
-            x.index_select(1, index[0]), x.slice_scatter(src[:, :2], 1, 1, 5, 2)
+            x.index_select(1, index[0]), x.slice_scatter(src[:, :2], 1, 1, 5, 2), \
+            *(x.scatter_reduce(1, index, src, r, include_self=s) for r in stax.gather.SCATTER_REDUCTIONS
+              for s in (True, False)), x.scatter(0, index.clamp(max=4), src, reduce="multiply")
     got, _ = outputs(fn, x, index, src)
     want = fn(*map(torch.tensor, (x, index, src)))
     for g, w in zip(got, want):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from instances.whole_models import transformer_block
 from stax.torch_frontend import TorchProgram, import_module, import_training_step, require_torch
 
 
@@ -63,26 +64,10 @@ def _mse(output: Any, target: Any) -> Any:
 def gpt2_block(small: bool) -> ZooModel:
     """Pre-LN GPT-2 block: causal self-attention (fused qkv, 4 heads) and a tanh-GELU MLP."""
     torch = _torch()
-    nn, F = torch.nn, torch.nn.functional
     (b, t, d), heads = ((2, 16, 32), 4) if small else ((4, 128, 256), 4)
-
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            q, k, v = self.qkv(self.ln1(x)).split(d, -1)
-            q, k, v = (z.reshape(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
-            scores = (q @ k.transpose(-2, -1)) / (d // heads) ** 0.5
-            causal = torch.ones(t, t, dtype=torch.bool).tril()
-            attention = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
-            x = x + self.proj(attention.transpose(1, 2).reshape(b, t, d))
-            return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
+    block = transformer_block(torch, d, heads, causal=True, pre_norm=True, approximate="tanh")
     x = torch.randn(b, t, d)
-    return ZooModel("gpt2_block", Block(), [x], [torch.randn_like(x)], _mse,
+    return ZooModel("gpt2_block", block, [x], [torch.randn_like(x)], _mse,
                     f"hand-written GPT-2 block, d={d}, {heads} heads, causal, tanh GELU, on {(b, t, d)}")
 
 

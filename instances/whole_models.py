@@ -21,7 +21,10 @@ def _torch(seed: int) -> Any:
     return torch
 
 
-def _transformer_block(torch: Any, d: int, heads: int, causal: bool, pre_norm: bool) -> Any:
+def transformer_block(torch: Any, d: int, heads: int, causal: bool, pre_norm: bool, approximate: str = "none") -> Any:
+    """A transformer block: fused-qkv self-attention (``heads`` heads, causal or not) and a GELU
+    MLP (``approximate`` as torch's ``gelu``: "none" or "tanh"), each with a residual and a
+    LayerNorm before (``pre_norm``, GPT-2) or after (BERT)."""
     nn = torch.nn
 
     class Block(nn.Module):
@@ -41,12 +44,15 @@ def _transformer_block(torch: Any, d: int, heads: int, causal: bool, pre_norm: b
             out = scores.softmax(-1) @ v
             return self.proj(out.transpose(1, 2).reshape(b, t, d))
 
+        def mlp(self, x):
+            return self.down(nn.functional.gelu(self.up(x), approximate=approximate))
+
         def forward(self, x):
             if pre_norm:
                 x = x + self.attention(self.ln1(x))
-                return x + self.down(nn.functional.gelu(self.up(self.ln2(x))))
+                return x + self.mlp(self.ln2(x))
             x = self.ln1(x + self.attention(x))
-            return self.ln2(x + self.down(nn.functional.gelu(self.up(x))))
+            return self.ln2(x + self.mlp(x))
     return Block()
 
 
@@ -67,7 +73,7 @@ def gpt2(layers: int, seed: int) -> tuple[Any, tuple[Any, ...], str]:
     (embeddings are inputs: the model starts at the residual stream), final LayerNorm."""
     torch = _torch(seed)
     d = 768
-    model = _stack(torch, [_transformer_block(torch, d, 12, True, True) for _ in range(layers)], torch.nn.LayerNorm(d))
+    model = _stack(torch, [transformer_block(torch, d, 12, True, True) for _ in range(layers)], torch.nn.LayerNorm(d))
     return model, (torch.randn(1, 128, d),), f"GPT-2-like decoder, {layers} layers, d=768, 12 heads, seq 128"
 
 
@@ -75,7 +81,7 @@ def bert(layers: int, seed: int) -> tuple[Any, tuple[Any, ...], str]:
     """BERT-base-like encoder: post-norm bidirectional blocks, d = 768, 12 heads, sequence 128, batch 1."""
     torch = _torch(seed)
     d = 768
-    model = _stack(torch, [_transformer_block(torch, d, 12, False, False) for _ in range(layers)])
+    model = _stack(torch, [transformer_block(torch, d, 12, False, False) for _ in range(layers)])
     return model, (torch.randn(1, 128, d),), f"BERT-base-like encoder, {layers} layers, d=768, 12 heads, seq 128"
 
 

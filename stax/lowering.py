@@ -97,7 +97,21 @@ class Lowering:
                 must.add(node.name)
                 if node.op in g.EXTERN_OPS:
                     must.update(node.inputs)
+                    must.update(self._transposed_sources(node))
         return must
+
+    def _transposed_sources(self, node: g.Node) -> list[str]:
+        """The computed values a matmul reads transposed (``mm(a, f(x).t())``): stored in their own
+        layout, which BLAS reads with a transpose flag, so that the loops computing them match
+        their producers' (a transposed store fuses with them only as a scalar or tiled loop)."""
+        sources = []
+        for name in node.inputs:
+            view = self.graph.nodes[name]
+            if view.op == "permute" and len(view.shape) >= 2 and self._only_matmuls_read(name) and \
+                    tuple(view.attr("dims")[-2:]) == (len(view.shape) - 1, len(view.shape) - 2) and \
+                    self.graph.nodes[view.inputs[0]].op in g.ELEMENTWISE_OPS:
+                sources.append(view.inputs[0])
+        return sources
 
     def _replication(self, name: str) -> float:
         """How many times the elementwise users of ``name`` (looking through views and padding)
@@ -236,11 +250,11 @@ class Lowering:
         if op in g.SCAN_OPS:
             return self._scan(node, ins[0])
         if op in g.EXTERN_OPS:
-            stored = [self._transposed_storage(v) for v in ins]  # matmul reads a transposed operand in place
-            operands = [t or (self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v) else v)
-                        for name, v, t in zip(node.inputs, ins, stored)]
+            stored = [self._in_place_storage(v) for v in ins]  # matmul reads a (transposed) view in place
+            operands = [t[0] if t else self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v)
+                        else v for name, v, t in zip(node.inputs, ins, stored)]
             name = self._new_name()
-            attrs = {"transposed": tuple(t is not None for t in stored)} if any(stored) else {}
+            attrs = {"transposed": tuple(bool(t and t[1]) for t in stored)} if any(t and t[1] for t in stored) else {}
             self.buffers.append(ExternBuffer(name, node.shape, node.dtype, op, tuple(v.buffer for v in operands),
                                              origin=node.name, attrs=attrs))
             return self._buffer_value(name, node.shape, node.dtype)
@@ -257,27 +271,37 @@ class Lowering:
         return load
 
     def _matmul_reads_in_place(self, node: g.Node, value: TensorValue) -> bool:
-        """A transposed view read only by matmuls, which take its storage with a transpose flag."""
-        users = self.users[node.name]
-        return node.op in g.VIEW_OPS and bool(users) and node.name not in self.graph.outputs and \
-            node.name not in self.graph.mutations.values() and \
-            all(self.graph.nodes[u].op == "matmul" for u in users) and self._transposed_storage(value) is not None
+        """A view read only by matmuls (directly or through other views), which take its storage
+        as it is or with a transpose flag."""
+        return node.op in g.VIEW_OPS and self._only_matmuls_read(node.name) and \
+            self._in_place_storage(value) is not None
 
-    def _transposed_storage(self, value: TensorValue) -> TensorValue | None:
-        """The contiguous buffer of which ``value`` is the transpose of the last two dims (a
-        matmul operand ``w.t()``), read in place by BLAS as a transposed matrix, or None."""
+    def _only_matmuls_read(self, name: str) -> bool:
+        """Every use of ``name`` is a matmul operand, directly or through views (``w.t().t()``)."""
+        users = self.users[name]
+        return bool(users) and name not in self.graph.outputs and name not in self.graph.mutations.values() and \
+            all(self.graph.nodes[u].op == "matmul" or self.graph.nodes[u].op in g.VIEW_OPS and self._only_matmuls_read(u)
+                for u in users)
+
+    def _in_place_storage(self, value: TensorValue) -> tuple[TensorValue, bool] | None:
+        """The contiguous buffer that a view ``value`` reads element for element, or whose last two
+        dims it transposes (a matmul operand ``w.t()``), and whether it transposes; BLAS reads it
+        in place. None for any other view."""
         if value.buffer is not None or len(value.shape) < 2:
             return None
-        shape = value.shape[:-2] + (value.shape[-1], value.shape[-2])
         probe, idx = self._probe(value)
-        source = next((b for b in self.buffers if b.name == getattr(probe, "buffer", None)), None) or \
-            next((i for i in self.inputs if i.name == getattr(probe, "buffer", None)), None)
-        if not isinstance(probe, Load) or probe.guard or source is None or source.shape != shape or \
-                getattr(source, "aliases", None) or \
-                isinstance(source, InputBuffer) and source.strides != contiguous_strides(shape) or \
-                probe.index != linear_index(idx[:-2] + [idx[-1], idx[-2]], contiguous_strides(shape)):
+        if not isinstance(probe, Load) or probe.guard:
             return None
-        return self._buffer_value(probe.buffer, shape, value.dtype)
+        source = next((b for b in self.buffers if b.name == probe.buffer), None) or \
+            next((i for i in self.inputs if i.name == probe.buffer), None)
+        for transposed in (True, False):
+            shape = value.shape[:-2] + (value.shape[-1], value.shape[-2]) if transposed else value.shape
+            order = idx[:-2] + [idx[-1], idx[-2]] if transposed else idx
+            if source is not None and source.shape == shape and not getattr(source, "aliases", None) and \
+                    not (isinstance(source, InputBuffer) and source.strides != contiguous_strides(shape)) and \
+                    probe.index == linear_index(order, contiguous_strides(shape)):
+                return self._buffer_value(probe.buffer, shape, value.dtype), transposed
+        return None
 
     def _contiguous_input(self, value: TensorValue) -> bool:
         inp = next((i for i in self.inputs if i.name == value.buffer), None)

@@ -1112,3 +1112,23 @@ def test_a_transposed_matmul_operand_is_read_in_place(check):
     externs = [k.extern for k in compiled.block_kernels if k.extern]
     assert sorted(e["attrs"].get("transposed") for e in externs) == [(False, True), (True, False)], externs
     assert len(compiled.block_kernels) == 3, [k.nodes for k in compiled.block_kernels]
+
+
+def test_matmul_operands_read_through_two_views_and_computed_transposes(check):
+    """A recurrent cell's pattern: ``h @ w.t()`` forward and ``g @ w.t().t()`` backward read ``w``
+    in place (with and without the transpose flag; no kernel copies it), and ``(a * b).t() @ h``,
+    the weight gradient of a computed gate, stores ``a * b`` in its own layout (a vector kernel
+    fused with its sibling ``a - b`` and the bias gradient's column sum), which BLAS reads
+    transposed, instead of a transposed store that only fuses as a scalar loop."""
+    def fn(w, h, g, a, b):
+        wt = w.t()
+        return h @ wt, g @ wt.t(), (a * b).t() @ h, (a - b).t() @ h, (a * b).sum(0)
+    w, h, g = sample((96, 64), seed=44), sample((32, 64), seed=45), sample((32, 96), seed=46)
+    a, b = sample((32, 96), seed=47), sample((32, 96), seed=48)
+    compiled = check(fn, w, h, g, a, b, rtol=1e-5, atol=1e-5)
+    externs = [k.extern for k in compiled.block_kernels if k.extern]
+    assert sorted(e["attrs"].get("transposed", (False, False)) for e in externs) == \
+        [(False, False), (False, True), (True, False), (True, False)], externs
+    assert all("arg0" not in k.params for k in compiled.kernels if not k.extern)  # w is never copied
+    generated = [k for k in compiled.block_kernels if not k.extern]
+    assert {k.form for k in generated} <= {"vector", "outer-vector"}, [(k.nodes, k.form) for k in generated]

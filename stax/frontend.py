@@ -883,6 +883,7 @@ class Tensor:
     def matmul(self, other: Tensor) -> Tensor:
         """torch.matmul on operands of the same dtype: 1-D operands get a dim added and removed.
         Floats call BLAS: a batch times a matrix folds the batch into rows (one 2-D ``matmul``);
+        a matrix times a batch is a ``matmul`` of the 2-D matrix and the flattened 3-D batch;
         other batch dims broadcast and are flattened into one batched 3-D ``matmul`` node.
         Integers are a sum of products over ``k`` in their own dtype (wrapping, as torch), a
         reduction fused like a convolution."""
@@ -906,6 +907,11 @@ class Tensor:
         if batch and b.ndim == 2:  # (..., m, k) @ (k, n): fold the batch into rows, the weight is read once
             rows = math.prod(batch) * m
             out = tracer.emit("matmul", (a._reshaped((rows, k)), b), (rows, n), self.dtype)
+            return out._reshaped(batch + (m,) + ((n,) if other.ndim > 1 else ()))
+        if batch and a.ndim == 2:  # (m, k) @ (..., k, n): the matrix is read in place by every batch's gemm
+            flat = math.prod(batch)
+            out = tracer.emit("matmul", (a, _expand_to(b, batch + (k, n))._reshaped((flat, k, n))), (flat, m, n),
+                              self.dtype)
             return out._reshaped(batch + (m,) + ((n,) if other.ndim > 1 else ()))
         if batch:
             flat = math.prod(batch)
@@ -1100,6 +1106,7 @@ def _finalize(graph: Graph, outputs: list[str], mutations: dict[str, str]) -> Gr
             result.nodes[new.name] = new
     result.outputs = [rename[o] for o in outputs]
     result.mutations = {inp: rename[val] for inp, val in mutations.items()}
+    result.conv_plans = {rename[name]: plan for name, plan in graph.conv_plans.items() if name in live}
     return result
 
 

@@ -25,7 +25,8 @@ Ops and their attributes:
   of a dim lands at ``low + j * (interior + 1)``, every other element is ``value``; a negative
   ``low``/``high`` crops.  Constant padding, and the zero insertion of a strided convolution's
   input gradient.
-- ``matmul``: an extern call on 2-D or batched 3-D operands (seed 7.1: whole-buffer dependency).
+- ``matmul``: an extern call on 2-D or batched 3-D operands, or a 2-D left operand times a
+  batched 3-D right one (seed 7.1: whole-buffer dependency).
 
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
 to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
@@ -82,6 +83,8 @@ class Graph:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     mutations: dict[str, str] = field(default_factory=dict)
+    #: each convolution's result node -> its ``stax.conv_gemm.ConvPlan`` (the form it was traced in)
+    conv_plans: dict[str, Any] = field(default_factory=dict)
 
     def users(self) -> dict[str, list[str]]:
         """Map from node name to the names of the nodes that read it, in program order."""

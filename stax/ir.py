@@ -146,6 +146,7 @@ class ExternBuffer:
     inputs: tuple[str, ...]
     origin: str = ""
     attrs: dict[str, Any] = field(default_factory=dict)
+    views: tuple[tuple[int, ...] | None, ...] = ()  # the shape each input is read as (None: its own)
 
     kind = "extern"
     ranges: tuple[int, ...] = ()

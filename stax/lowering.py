@@ -250,13 +250,15 @@ class Lowering:
         if op in g.SCAN_OPS:
             return self._scan(node, ins[0])
         if op in g.EXTERN_OPS:
-            stored = [self._in_place_storage(v) for v in ins]  # matmul reads a (transposed) view in place
+            # matmul reads a (transposed) view of a contiguous buffer, and a reshape of one, in place
+            stored = [self._in_place_storage(v) or self._reshape_storage(name) for name, v in zip(node.inputs, ins)]
             operands = [t[0] if t else self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v)
                         else v for name, v, t in zip(node.inputs, ins, stored)]
             name = self._new_name()
+            views = tuple(v.shape if v.shape != self._stored_shape(v.buffer) else None for v in operands)
             attrs = {"transposed": tuple(bool(t and t[1]) for t in stored)} if any(t and t[1] for t in stored) else {}
             self.buffers.append(ExternBuffer(name, node.shape, node.dtype, op, tuple(v.buffer for v in operands),
-                                             origin=node.name, attrs=attrs))
+                                             origin=node.name, attrs=attrs, views=views if any(views) else ()))
             return self._buffer_value(name, node.shape, node.dtype)
         raise UnsupportedError(f"the lowering has no rule for op {op!r} (node {node.name}); "
                                "this is a stax bug if the front end produced it")
@@ -272,9 +274,42 @@ class Lowering:
 
     def _matmul_reads_in_place(self, node: g.Node, value: TensorValue) -> bool:
         """A view read only by matmuls (directly or through other views), which take its storage
-        as it is or with a transpose flag."""
-        return node.op in g.VIEW_OPS and self._only_matmuls_read(node.name) and \
-            self._in_place_storage(value) is not None
+        as it is, with a transpose flag, or as a reshaped array."""
+        return node.op in g.VIEW_OPS and self._only_matmuls_read(node.name) and (
+            self._in_place_storage(value) is not None or node.op == "reshape" or self._is_transpose(node))
+
+    @staticmethod
+    def _is_transpose(node: g.Node) -> bool:
+        dims = node.attr("dims") if node.op == "permute" else None
+        return dims is not None and len(dims) >= 2 and dims == tuple(range(len(dims) - 2)) + (len(dims) - 1, len(dims) - 2)
+
+    def _reshaped_storage(self, name: str) -> TensorValue | None:
+        """A reshape read by matmuls only, as its source's contiguous buffer read in the reshape's
+        shape: the source is materialized at its own shape (once, for every reader), so its loops
+        keep their affine indices (a convolution's columns: windows of the input)."""
+        node = self.graph.nodes[name]
+        if node.op != "reshape" or not self._only_matmuls_read(name):
+            return None
+        source = node.inputs[0]
+        while self.graph.nodes[source].op == "reshape" and self.values[source].buffer is None:
+            source = self.graph.nodes[source].inputs[0]
+        src = self.values[source]
+        if src.buffer is None:
+            src = self.values[source] = self._materialize(source, src)
+        elif not self._contiguous_input(src) or self._is_alias(src.buffer):
+            return None
+        return self._buffer_value(src.buffer, node.shape, node.dtype)
+
+    def _reshape_storage(self, name: str) -> tuple[TensorValue, bool] | None:
+        """A matmul operand that is a reshape, or a transpose of one, read in place (see
+        ``_reshaped_storage``), and whether it is transposed."""
+        node = self.graph.nodes[name]
+        transposed = self._is_transpose(node)
+        value = self._reshaped_storage(node.inputs[0] if transposed else name)
+        return None if value is None else (value, transposed)
+
+    def _stored_shape(self, buffer: str) -> tuple[int, ...]:
+        return next(b.shape for b in (*self.inputs, *self.buffers) if b.name == buffer)
 
     def _only_matmuls_read(self, name: str) -> bool:
         """Every use of ``name`` is a matmul operand, directly or through views (``w.t().t()``)."""

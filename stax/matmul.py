@@ -30,13 +30,13 @@ using gemm_fn = void (*)(int, int, int, I, I, I, T, const T*, I, const T*, I, T,
 // A (m x k) is stored as k x m when ta, B (k x n) as n x k when tb (a transposed operand read in place).
 template <typename I, typename T>
 static void team_gemm(void* fn, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n, int64_t k,
-                      int64_t b_step, int ta, int tb, int threads) {
+                      int64_t a_step, int64_t b_step, int ta, int tb, int threads) {
   auto gemm = reinterpret_cast<gemm_fn<I, T>>(fn);
   const int64_t parts = batch >= threads ? 1 : threads;  // a short batch splits its rows
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t task = 0; task < batch * parts; ++task) {
     const int64_t p = task / parts, lo = m * (task % parts) / parts, hi = m * (task % parts + 1) / parts;
-    const T* rows = a + p * m * k + (ta ? lo : lo * k);  // rows lo..hi of A: columns of its stored k x m
+    const T* rows = a + p * a_step + (ta ? lo : lo * k);  // rows lo..hi of A: columns of its stored k x m
     if (hi > lo)  // CblasRowMajor; CblasNoTrans (111) or CblasTrans (112)
       gemm(101, ta ? 112 : 111, tb ? 112 : 111, I(hi - lo), I(n), I(k), T(1), rows, I(ta ? m : k), b + p * b_step,
            I(tb ? k : n), T(0), c + (p * m + lo) * n, I(n));
@@ -44,8 +44,8 @@ static void team_gemm(void* fn, const T* a, const T* b, T* c, int64_t batch, int
 }
 #define STAX_GEMM(name, I, T) \
   extern "C" void name(void* fn, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n, int64_t k, \
-                       int64_t b_step, int ta, int tb, int threads) { \
-    team_gemm<I, T>(fn, a, b, c, batch, m, n, k, b_step, ta, tb, threads); }
+                       int64_t a_step, int64_t b_step, int ta, int tb, int threads) { \
+    team_gemm<I, T>(fn, a, b, c, batch, m, n, k, a_step, b_step, ta, tb, threads); }
 STAX_GEMM(stax_gemm_f32_i32, int32_t, float)
 STAX_GEMM(stax_gemm_f64_i32, int32_t, double)
 STAX_GEMM(stax_gemm_f32_i64, int64_t, float)
@@ -77,10 +77,12 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
                     transposed: tuple[bool, bool] = (False, False)) -> None:
     """``np.matmul(a, b, out=out)`` for contiguous operands, where a ``transposed`` operand holds
     its matrix transposed (``w`` for ``x @ w.t()``); on ``threads`` OpenMP threads when the BLAS
-    is reachable and ``b`` is one matrix or has ``out``'s batch."""
+    is reachable and ``b`` is one matrix or has ``out``'s batch (``a`` has it too, or is one
+    matrix broadcast over the batch: a convolution's weight times each image's columns)."""
     left, right = (x.swapaxes(-1, -2) if t else x for x, t in zip((a, b), transposed))
     flat = b.ndim == 2 and a.ndim == 2
-    batched = a.ndim == b.ndim == out.ndim >= 3 and a.shape[:-2] == b.shape[:-2] == out.shape[:-2]
+    batched = b.ndim == out.ndim >= 3 and a.ndim in (2, b.ndim) and a.shape[:-2] in ((), b.shape[:-2]) and \
+        b.shape[:-2] == out.shape[:-2]
     m, k, n = left.shape[-2], left.shape[-1], out.shape[-1]
     team = _team_gemm(str(out.dtype)) if out.dtype in (np.float32, np.float64) else None
     if team is None or threads < 2 or not (flat or batched) or out.size * k < PARALLEL_MATMUL_MIN or \
@@ -91,5 +93,6 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
     batch = 1 if flat else math.prod(out.shape[:-2])
     entry(ctypes.c_void_p(gemm), ctypes.c_void_p(a.ctypes.data), ctypes.c_void_p(b.ctypes.data),
           ctypes.c_void_p(out.ctypes.data), ctypes.c_int64(batch), ctypes.c_int64(m), ctypes.c_int64(n),
-          ctypes.c_int64(k), ctypes.c_int64(0 if flat else k * n), ctypes.c_int(transposed[0]),
+          ctypes.c_int64(k), ctypes.c_int64(0 if flat or a.ndim == 2 else m * k), ctypes.c_int64(0 if flat else k * n),
+          ctypes.c_int(transposed[0]),
           ctypes.c_int(transposed[1]), ctypes.c_int(threads))

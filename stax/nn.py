@@ -3,9 +3,11 @@
 ``conv_transpose2d``, ``torch.cat``, and the two gradients of ``conv2d`` that
 ``aten.convolution_backward`` returns).
 
-A convolution is not an extern call: it is composed of graph ops, so the lowering turns it into
-a reduction over ``(c_in, kh, kw)`` with affine indices that fuses and is scheduled like every
-other node (seed 6.x, 7.1; TorchInductor calls a library here).  The input is read through
+A small convolution is not an extern call: it is composed of graph ops, so the lowering turns it
+into a reduction over ``(c_in, kh, kw)`` with affine indices that fuses and is scheduled like
+every other node (seed 6.x, 7.1).  A large one takes the GEMM form of :mod:`stax.conv_gemm`
+(im2col columns times the weight on the BLAS extern, as TorchInductor calls a library here);
+``stax.conv_gemm.plan_conv`` decides, and ``graph.conv_plans`` records each decision.  The input is read through
 ``pad`` (a guarded load: the pad value where an index leaves the input) and two ``unfold``
 windows; the product with the weight is inlined into the sum, so it is never materialized::
 
@@ -25,6 +27,7 @@ import itertools
 from typing import Any, Sequence
 
 from . import dtypes
+from .conv_gemm import ConvForm, ConvPlan, gemm_correlate, gemm_weight_grad, plan_conv
 from .errors import ShapeError, UnsupportedError
 from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, vector_norm
 
@@ -210,10 +213,25 @@ def _windows(x: Tensor, kernel: Pair, stride: Pair, dilation: Pair) -> Tensor:
     return x[..., ::dilation[0], ::dilation[1]]
 
 
-def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: int = 1) -> Tensor:
+def _planned(result: Tensor, plan: ConvPlan) -> Tensor:
+    """``result``, its convolution's plan recorded in the graph (``graph.conv_plans``)."""
+    result._tracer.graph.conv_plans[result._name] = plan
+    return result
+
+
+def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: int = 1,
+               form: ConvForm | None = None) -> Tensor:
     """The convolution of an already padded input: a sum over (C / groups, kH, kW) of the windows
-    times the weight; group g's outputs read its C / groups input channels only."""
+    times the weight; group g's outputs read its C / groups input channels only.  The form is
+    ``form``, else the one ``plan_conv`` picks."""
     windows = _windows(x, weight.shape[2:], stride, dilation)
+    plan = plan_conv(x.shape, weight.shape, windows.shape[2:4], groups, form)
+    return _planned(gemm_correlate(windows, weight, groups) if plan.form is ConvForm.GEMM else
+                    _direct_correlate(windows, weight, groups), plan)
+
+
+def _direct_correlate(windows: Tensor, weight: Tensor, groups: int) -> Tensor:
+    """The direct form: the windows times the weight, summed over (C / groups, kH, kW)."""
     if groups == 1:
         return (windows.unsqueeze(1) * weight.reshape(weight.shape[:2] + (1, 1) + weight.shape[2:])).sum((2, 5, 6))
     n, c, oh, ow, kh, kw = windows.shape
@@ -230,27 +248,32 @@ def _unbatched(x: Tensor, op: str) -> bool:
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
-           dilation: Any = 1, groups: int = 1) -> Tensor:
-    """torch.nn.functional.conv2d, grouped (depthwise: ``groups`` = channels) and unbatched too."""
+           dilation: Any = 1, groups: int = 1, *, form: ConvForm | None = None) -> Tensor:
+    """torch.nn.functional.conv2d, grouped (depthwise: ``groups`` = channels) and unbatched too;
+    ``form`` forces the direct or the GEMM form (default: ``stax.conv_gemm.plan_conv``'s rule)."""
     if _unbatched(x, "conv2d"):
-        return conv2d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+        return conv2d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups, form=form).squeeze(0)
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
     groups = _as_int(groups, "conv2d: groups")
     _check(x, weight, stride, padding, dilation, groups)
     padded = _pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
-    out = _correlate(padded, weight, stride, dilation, groups)
+    out = _correlate(padded, weight, stride, dilation, groups, form)
     return out if bias is None else out + bias.reshape(1, -1, 1, 1)
 
 
 def conv2d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], stride: Any = 1, padding: Any = 0,
-                       dilation: Any = 1, groups: int = 1) -> Tensor:
-    """d loss / d weight of ``conv2d(x, weight, groups=groups)`` given ``grad`` = d loss / d output."""
+                       dilation: Any = 1, groups: int = 1, *, form: ConvForm | None = None) -> Tensor:
+    """d loss / d weight of ``conv2d(x, weight, groups=groups)`` given ``grad`` = d loss / d output;
+    the form is the forward convolution's (or ``form``)."""
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
     padded = _pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
     windows = _windows(padded, tuple(weight_shape[2:]), stride, dilation)
     if windows.shape[2:4] != grad.shape[2:]:
         raise ShapeError(f"conv2d_weight_grad: gradient of shape {grad.shape} does not match the output of "
                          f"the convolution of {x.shape} ({windows.shape[2:4]})")
+    plan = plan_conv(padded.shape, tuple(weight_shape), windows.shape[2:4], groups, form)
+    if plan.form is ConvForm.GEMM:
+        return _planned(gemm_weight_grad(grad, windows, tuple(weight_shape), groups), plan)
     if groups == 1:
         return (grad.reshape(grad.shape[:2] + (1,) + grad.shape[2:] + (1, 1)) * windows.unsqueeze(1)).sum((0, 3, 4))
     n, c, oh, ow, kh, kw = windows.shape
@@ -271,19 +294,19 @@ def _transposed_kernel(weight: Tensor, groups: int) -> Tensor:
 
 
 def conv2d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], stride: Any = 1, padding: Any = 0,
-                      dilation: Any = 1, groups: int = 1) -> Tensor:
+                      dilation: Any = 1, groups: int = 1, *, form: ConvForm | None = None) -> Tensor:
     """d loss / d x of ``conv2d(x, weight, groups=groups)`` given ``grad`` = d loss / d output (a
-    transposed convolution: see the module docstring)."""
+    transposed convolution: see the module docstring), each convolution in ``form`` or the rule's."""
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
-    phased = _input_grad_by_phases(grad, weight, input_shape, stride, padding, groups) if stride != (1, 1) and \
-        dilation == (1, 1) else None
+    phased = _input_grad_by_phases(grad, weight, input_shape, stride, padding, groups, form) \
+        if stride != (1, 1) and dilation == (1, 1) else None
     if phased is not None:
         return phased
     reach = [dilation[d] * (weight.shape[2 + d] - 1) for d in (0, 1)]
     low = [reach[d] - padding[d] for d in (0, 1)]
     high = [input_shape[2 + d] - 1 + padding[d] - (grad.shape[2 + d] - 1) * stride[d] for d in (0, 1)]
     spread = _pad_graph(grad, [0, 0, *low], [0, 0, *high], [0, 0, stride[0] - 1, stride[1] - 1], 0)
-    return _correlate(spread, _transposed_kernel(weight, groups), (1, 1), dilation, groups)
+    return _correlate(spread, _transposed_kernel(weight, groups), (1, 1), dilation, groups, form)
 
 
 def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
@@ -310,7 +333,7 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
 
 
 def _input_grad_by_phases(grad: Tensor, weight: Tensor, input_shape: Sequence[int], stride: Pair,
-                          padding: Pair, groups: int) -> Tensor | None:
+                          padding: Pair, groups: int, form: ConvForm | None) -> Tensor | None:
     """The input gradient of a strided, undilated convolution without the spread's interior
     zeros: the padded input position ``a = q * s + r`` receives ``grad[q - m] * w[r + m * s]`` for
     ``m = 0, 1, ...``, a stride-1 convolution of the gradient with the taps ``w[r::s]`` per phase
@@ -328,7 +351,7 @@ def _input_grad_by_phases(grad: Tensor, weight: Tensor, input_shape: Sequence[in
         low = [taps.shape[2 + d] - 1 - first[d] for d in (0, 1)]
         high = [count[d] + first[d] - grad.shape[2 + d] for d in (0, 1)]
         shifted = _pad_graph(grad, [0, 0, *low], [0, 0, *high], [0] * 4, 0)
-        values = _correlate(shifted, _transposed_kernel(taps, groups), (1, 1), (1, 1), groups)
+        values = _correlate(shifted, _transposed_kernel(taps, groups), (1, 1), (1, 1), groups, form)
         start = [first[d] * stride[d] + phase[d] - padding[d] for d in (0, 1)]
         end = [input_shape[2 + d] - start[d] - (count[d] - 1) * stride[d] - 1 for d in (0, 1)]
         placed = _pad_graph(values, [0, 0, *start], [0, 0, *end], [0, 0, stride[0] - 1, stride[1] - 1], -0.0)

@@ -104,7 +104,8 @@ class _Rewriter:
             if node.name in live:
                 live.update(node.inputs)
         nodes = {name: node for name, node in self.nodes.items() if name in live}
-        return g.Graph(nodes, list(self.graph.inputs), outputs, mutations)
+        plans = {self.rename.get(n, n): plan for n, plan in self.graph.conv_plans.items()}
+        return g.Graph(nodes, list(self.graph.inputs), outputs, mutations, {n: p for n, p in plans.items() if n in nodes})
 
 
 def simplify(graph: g.Graph) -> g.Graph:

@@ -77,4 +77,4 @@ def one_pass_variances(graph: g.Graph, cached_pass_bytes: int) -> g.Graph:
             nodes[name] = replace(node, op="m2", inputs=(x.name,))
     if nodes == graph.nodes:
         return graph
-    return g.Graph(nodes, list(graph.inputs), list(graph.outputs), dict(graph.mutations))
+    return g.Graph(nodes, list(graph.inputs), list(graph.outputs), dict(graph.mutations), dict(graph.conv_plans))

@@ -837,5 +837,6 @@ def generate_extern(name: str, node_name: str, buf, storage: dict[str, str], thr
     """An extern call has no C++ source; the wrapper calls the library directly (a matmul on
     ``threads`` OpenMP threads, ``stax.matmul``)."""
     return Kernel(name, [node_name], [buf.name], [storage.get(i, i) for i in buf.inputs] + [buf.name], "", "extern",
-                  extern={"op": buf.op, "inputs": list(buf.inputs), "output": buf.name, "attrs": dict(buf.attrs),
+                  extern={"op": buf.op, "inputs": list(buf.inputs), "views": list(buf.views), "output": buf.name,
+                          "attrs": dict(buf.attrs),
                           "threads": threads})

@@ -157,8 +157,10 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
         if kernel.extern:
             ext = kernel.extern
             attrs = "".join(f"{k}={v!r}, " for k, v in ext.get("attrs", {}).items())
-            call = (f"parallel_matmul({', '.join(ext['inputs'])}, {attrs}out={ext['output']}, threads={ext['threads']})"
-                    if ext["op"] == "matmul" else f"np.{ext['op']}({', '.join(ext['inputs'])}, {attrs}out={ext['output']})")
+            views = ext.get("views") or [None] * len(ext["inputs"])
+            inputs = ", ".join(f"{i}.reshape({v!r})" if v else i for i, v in zip(ext["inputs"], views))
+            call = (f"parallel_matmul({inputs}, {attrs}out={ext['output']}, threads={ext['threads']})"
+                    if ext["op"] == "matmul" else f"np.{ext['op']}({inputs}, {attrs}out={ext['output']})")
             lines += ["    with one_blas_thread():", f"        {call}"]
         else:
             call = f"{kernel.name}({', '.join(kernel.params)})"

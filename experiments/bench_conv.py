@@ -1,0 +1,159 @@
+"""GFLOP/s of stax's 2-D convolutions against a BLAS GEMM of the same FLOPs and torch's conv2d.
+
+For each shape and thread count, in one process: the compiled convolution in the form
+``stax.conv_gemm.plan_conv`` picks (its rule), in each forced form (direct: the fused reduction of
+graph ops; gemm: im2col columns times the weight on the BLAS extern), and the training step's three
+convolutions (forward, input gradient, weight gradient; 3x the forward's FLOPs); numpy's matmul
+of the GEMM the convolution is (M = C_out / groups, K = C / groups * kH * kW, N = batch * OH * OW,
+one per group) on the same number of BLAS threads; torch's eager conv2d (and its forward plus
+backward) on as many threads, when torch is installed.  Ratios are to the GEMM's rate: the
+convolution at library speed is 0.8 or more.
+
+    python -m experiments.bench_conv [--threads 1 2] [--repeat 7] [--shapes resnet64 ...]
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+import stax
+from stax import nn
+from stax.conv_gemm import ConvForm, plan_conv
+from stax.timing import time_call
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A convolution: input (N, C, H, W), weight (C_out, C / groups, kH, kW), stride, padding, groups."""
+    name: str
+    x: tuple[int, int, int, int]
+    w: tuple[int, int, int, int]
+    stride: int = 1
+    padding: int = 0
+    groups: int = 1
+
+    def out_hw(self) -> tuple[int, int]:
+        return tuple((self.x[2 + d] + 2 * self.padding - self.w[2 + d]) // self.stride + 1 for d in (0, 1))
+
+    def gemm(self) -> tuple[int, int, int, int]:
+        """(groups, M, K, N) of the equivalent GEMM."""
+        oh, ow = self.out_hw()
+        return self.groups, self.w[0] // self.groups, self.w[1] * self.w[2] * self.w[3], self.x[0] * oh * ow
+
+    def flops(self) -> int:
+        g, m, k, n = self.gemm()
+        return 2 * g * m * k * n
+
+
+SHAPES = {s.name: s for s in [
+    Shape("resnet64", (8, 64, 32, 32), (64, 64, 3, 3), 1, 1),
+    Shape("resnet128", (8, 128, 16, 16), (128, 128, 3, 3), 1, 1),
+    Shape("stem7x7", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3),
+    Shape("pointwise", (8, 256, 16, 16), (64, 256, 1, 1)),
+    Shape("strided", (8, 64, 32, 32), (128, 64, 3, 3), 2, 1),
+    Shape("zoo_resnet", (8, 32, 16, 16), (32, 32, 3, 3), 1, 1),
+    Shape("grouped", (8, 64, 16, 16), (64, 16, 3, 3), 1, 1, 4),
+    Shape("depthwise", (8, 32, 16, 16), (32, 1, 3, 3), 1, 1, 32),
+]}
+
+
+def _stax_calls(shape: Shape, form: ConvForm | None, threads: int) -> tuple[Callable, Callable]:
+    """The compiled forward and training-step convolutions, each as a call with its arguments."""
+    rng = np.random.default_rng(0)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in (shape.x, shape.w))
+    g = rng.standard_normal((shape.x[0], shape.w[0], *shape.out_hw())).astype(np.float32)
+    conv = {"stride": shape.stride, "padding": shape.padding, "groups": shape.groups}
+    forward = stax.compile(lambda x, w: nn.conv2d(x, w, form=form, **conv), x, w, threads=threads)
+
+    def step(x, w, g):
+        return (nn.conv2d(x, w, form=form, **conv), nn.conv2d_input_grad(g, w, x.shape, form=form, **conv),
+                nn.conv2d_weight_grad(g, x, w.shape, form=form, **conv))
+    training = stax.compile(step, x, w, g, threads=threads)
+    return (lambda: forward(x, w)), (lambda: training(x, w, g))
+
+
+def _blas_call(shape: Shape) -> Callable:
+    gr, m, k, n = shape.gemm()
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((gr, m, k)).astype(np.float32), rng.standard_normal((gr, k, n)).astype(np.float32)
+    out = np.empty((gr, m, n), np.float32)
+    return lambda: np.matmul(a, b, out=out)
+
+
+def _torch_calls(shape: Shape, torch: Any) -> tuple[Callable, Callable]:
+    x, w = torch.randn(*shape.x), torch.randn(*shape.w)
+    conv = {"stride": shape.stride, "padding": shape.padding, "groups": shape.groups}
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    g = torch.randn(shape.x[0], shape.w[0], *shape.out_hw())
+
+    def training():
+        xg.grad = wg.grad = None
+        torch.nn.functional.conv2d(xg, wg, **conv).backward(g)
+    with torch.no_grad():
+        return (lambda: torch.nn.functional.conv2d(x, w, **conv)), training
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def row(shape: Shape, threads: int, repeat: int, torch: Any) -> dict[str, Any]:
+    """GFLOP/s of every candidate for ``shape`` at ``threads`` threads."""
+    gflop = shape.flops() / 1e9
+    rate = {}
+    with threadpool_limits(threads):
+        rate["blas"] = gflop / time_call(_blas_call(shape), repeat)
+    for label, form in (("rule", None), ("direct", ConvForm.DIRECT), ("gemm", ConvForm.GEMM)):
+        forward, training = _stax_calls(shape, form, threads)
+        rate[label] = gflop / time_call(forward, repeat)
+        rate[f"{label}_train"] = 3 * gflop / time_call(training, repeat)
+    if torch is not None:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            forward, training = _torch_calls(shape, torch)
+            with torch.no_grad():
+                rate["torch"] = gflop / time_call(forward, repeat)
+            rate["torch_train"] = 3 * gflop / time_call(training, repeat)
+        finally:
+            torch.set_num_threads(before)
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default: 1 2)")
+    parser.add_argument("--repeat", type=int, default=7, help="timed batches per figure (median)")
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), metavar="SHAPE",
+                        help=f"default: all of {', '.join(SHAPES)}")
+    args = parser.parse_args()
+    torch = _torch()
+    print("GFLOP/s (median); rule = the form plan_conv picks; train = forward + input gradient + weight "
+          "gradient (3x the forward's FLOPs); /blas = rate / the same GEMM's rate on numpy's BLAS")
+    head = f"{'shape':<11} {'thr':>3} {'form':>6} {'blas':>6} {'rule':>6} {'direct':>6} {'gemm':>6} {'torch':>6} " \
+           f"{'rule/blas':>9} {'torch/blas':>10} {'train':>6} {'trn/blas':>8} {'torch_trn':>9} {'t_trn/blas':>10}"
+    print(head)
+    for name in args.shapes:
+        shape = SHAPES[name]
+        form = plan_conv((shape.x[0], shape.x[1]), shape.w, shape.out_hw(), shape.groups).form.value
+        for threads in args.threads:
+            r = row(shape, threads, args.repeat, torch)
+            t, tt = r.get("torch", float("nan")), r.get("torch_train", float("nan"))
+            print(f"{name:<11} {threads:>3} {form:>6} {r['blas']:6.1f} {r['rule']:6.1f} {r['direct']:6.1f} "
+                  f"{r['gemm']:6.1f} {t:6.1f} {r['rule'] / r['blas']:9.2f} {t / r['blas']:10.2f} "
+                  f"{r['rule_train']:6.1f} {r['rule_train'] / r['blas']:8.2f} {tt:9.1f} {tt / r['blas']:10.2f}",
+                  flush=True)
+    print("shapes: " + "; ".join(f"{s.name} x{s.x} w{s.w} stride {s.stride} pad {s.padding} groups {s.groups}"
+                                  for s in (SHAPES[n] for n in args.shapes)))
+
+
+if __name__ == "__main__":
+    main()

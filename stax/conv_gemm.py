@@ -1,0 +1,102 @@
+"""The GEMM form of a 2-D convolution (im2col), and the rule that picks it over the direct form.
+
+The direct form (``stax.nn``) is a reduction over ``(C / groups, kH, kW)`` that fuses with its
+neighbours; its generated loop does about one multiply-add per load.  The GEMM form lays the
+windows out as a column matrix per group (im2col: a pointwise kernel over the padded input) and
+multiplies it by the weight on the BLAS extern (seed 8.5, the library call TorchInductor makes
+here)::
+
+    cols[g, (ci, kh, kw), (n, oh, ow)] = pad(x)[n, g * C / groups + ci, oh * sh + kh * dh, ow * sw + kw * dw]
+    out[g, co, (n, oh, ow)]           = sum over k of w[g, co, k] * cols[g, k, (n, oh, ow)]
+
+The output is read back as ``(N, C_out, OH, OW)`` through a view, so the epilogue (bias, batch
+norm, ReLU) is the next pointwise kernel.  The weight gradient multiplies the output gradient by
+the same columns, read transposed in place (the columns of the forward are materialized once).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .frontend import Tensor
+
+Pair = tuple[int, int]
+
+#: the GEMM form needs a reduction at least this long: below it the column buffer costs more than
+#: the direct form's reduction (a depthwise 3x3 convolution reduces over 9 taps)
+GEMM_MIN_DEPTH = 32
+#: ... and at least this many output channels per group (the rows that reuse each column)
+GEMM_MIN_ROWS = 8
+#: ... and this many multiply-adds: a smaller convolution is one short fused kernel
+GEMM_MIN_MACS = 1 << 20
+
+
+class ConvForm(enum.Enum):
+    """How a convolution (or one of its gradients) is computed."""
+
+    DIRECT = "direct"  # a reduction of graph ops, fused with its neighbours
+    GEMM = "gemm"  # im2col columns times the weight on the BLAS extern
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    """The rule's decision for one convolution, with the GEMM shape it was decided on: ``rows``
+    output channels per group, ``depth`` = C / groups * kH * kW, ``columns`` = N * OH * OW."""
+
+    form: ConvForm
+    groups: int
+    rows: int
+    depth: int
+    columns: int
+
+    @property
+    def macs(self) -> int:
+        return self.groups * self.rows * self.depth * self.columns
+
+
+def plan_conv(x_shape: tuple[int, ...], weight_shape: tuple[int, ...], out_hw: Pair, groups: int,
+              form: ConvForm | None = None) -> ConvPlan:
+    """The form of the convolution of ``x_shape`` (padded) with ``weight_shape``: ``form`` when
+    given, else GEMM when its reduction, rows per group and work pass the thresholds above."""
+    rows, depth = weight_shape[0] // groups, weight_shape[1] * weight_shape[2] * weight_shape[3]
+    columns = x_shape[0] * out_hw[0] * out_hw[1]
+    if form is None:
+        large = depth >= GEMM_MIN_DEPTH and rows >= GEMM_MIN_ROWS and groups * rows * depth * columns >= GEMM_MIN_MACS
+        form = ConvForm.GEMM if large else ConvForm.DIRECT
+    return ConvPlan(form, groups, rows, depth, columns)
+
+
+def columns(windows: Tensor, groups: int) -> Tensor:
+    """The windows ``(N, C, OH, OW, kH, kW)`` as each group's column matrix
+    ``(groups, C / groups * kH * kW, N * OH * OW)``, without the group dim when there is one group
+    (one pointwise kernel over the input writes it)."""
+    n, c, oh, ow, kh, kw = windows.shape
+    per_group = windows.reshape(n, groups, c // groups, oh, ow, kh, kw).permute(1, 2, 5, 6, 0, 3, 4)
+    return per_group.reshape((groups,) * (groups > 1) + (c // groups * kh * kw, n * oh * ow))
+
+
+def _per_group(matrix: Tensor, groups: int) -> Tensor:
+    """A (rows, columns) matrix of each group: without the group dim for one group."""
+    return matrix[0] if groups == 1 else matrix
+
+
+def gemm_correlate(windows: Tensor, weight: Tensor, groups: int) -> Tensor:
+    """The convolution of the windows ``(N, C, OH, OW, kH, kW)`` with ``weight`` as one
+    BLAS matmul per group, read back as ``(N, C_out, OH, OW)``."""
+    n, _, oh, ow, _, _ = windows.shape
+    out_channels = weight.shape[0]
+    rows = _per_group(weight.reshape(groups, out_channels // groups, -1), groups)
+    product = rows @ columns(windows, groups)
+    by_image = product.reshape(groups, out_channels // groups, n, oh, ow).permute(2, 0, 1, 3, 4)
+    return by_image.reshape(n, out_channels, oh, ow)
+
+
+def gemm_weight_grad(grad: Tensor, windows: Tensor, weight_shape: tuple[int, ...], groups: int) -> Tensor:
+    """d loss / d weight: each group's output gradient ``(C_out / groups, N * OH * OW)`` times its
+    columns transposed (read in place)."""
+    n, _, oh, ow, _, _ = windows.shape
+    out_channels = weight_shape[0]
+    per_group = grad.reshape(n, groups, out_channels // groups, oh * ow).permute(1, 2, 0, 3)
+    rows = _per_group(per_group.reshape(groups, out_channels // groups, n * oh * ow), groups)
+    product = rows @ columns(windows, groups).transpose(-1, -2)
+    return product.reshape(tuple(weight_shape))

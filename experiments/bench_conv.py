@@ -56,6 +56,9 @@ SHAPES = {s.name: s for s in [
     Shape("pointwise", (8, 256, 16, 16), (64, 256, 1, 1)),
     Shape("strided", (8, 64, 32, 32), (128, 64, 3, 3), 2, 1),
     Shape("zoo_resnet", (8, 32, 16, 16), (32, 32, 3, 3), 1, 1),
+    Shape("cifar_stem", (16, 3, 32, 32), (16, 3, 3, 3), 1, 1),
+    Shape("cifar_s2", (16, 16, 32, 32), (32, 16, 3, 3), 2, 1),
+    Shape("cifar_s2b", (16, 32, 16, 16), (64, 32, 3, 3), 2, 1),
     Shape("grouped", (8, 64, 16, 16), (64, 16, 3, 3), 1, 1, 4),
     Shape("depthwise", (8, 32, 16, 16), (32, 1, 3, 3), 1, 1, 32),
 ]}
@@ -139,7 +142,8 @@ def main() -> None:
     print("GFLOP/s (median); rule = the form plan_conv picks; train = forward + input gradient + weight "
           "gradient (3x the forward's FLOPs); /blas = rate / the same GEMM's rate on numpy's BLAS")
     head = f"{'shape':<11} {'thr':>3} {'form':>6} {'blas':>6} {'rule':>6} {'direct':>6} {'gemm':>6} {'torch':>6} " \
-           f"{'rule/blas':>9} {'torch/blas':>10} {'train':>6} {'trn/blas':>8} {'torch_trn':>9} {'t_trn/blas':>10}"
+           f"{'rule/blas':>9} {'torch/blas':>10} {'train':>6} {'d_trn':>6} {'g_trn':>6} {'trn/blas':>8} " \
+           f"{'torch_trn':>9} {'t_trn/blas':>10}"
     print(head)
     for name in args.shapes:
         shape = SHAPES[name]
@@ -149,7 +153,8 @@ def main() -> None:
             t, tt = r.get("torch", float("nan")), r.get("torch_train", float("nan"))
             print(f"{name:<11} {threads:>3} {form:>6} {r['blas']:6.1f} {r['rule']:6.1f} {r['direct']:6.1f} "
                   f"{r['gemm']:6.1f} {t:6.1f} {r['rule'] / r['blas']:9.2f} {t / r['blas']:10.2f} "
-                  f"{r['rule_train']:6.1f} {r['rule_train'] / r['blas']:8.2f} {tt:9.1f} {tt / r['blas']:10.2f}",
+                  f"{r['rule_train']:6.1f} {r['direct_train']:6.1f} {r['gemm_train']:6.1f} "
+                  f"{r['rule_train'] / r['blas']:8.2f} {tt:9.1f} {tt / r['blas']:10.2f}",
                   flush=True)
     print("shapes: " + "; ".join(f"{s.name} x{s.x} w{s.w} stride {s.stride} pad {s.padding} groups {s.groups}"
                                   for s in (SHAPES[n] for n in args.shapes)))

@@ -22,11 +22,13 @@ from .frontend import Tensor
 
 Pair = tuple[int, int]
 
-#: the GEMM form needs a reduction at least this long: below it the column buffer costs more than
-#: the direct form's reduction (a depthwise 3x3 convolution reduces over 9 taps)
-GEMM_MIN_DEPTH = 32
-#: ... and at least this many output channels per group (the rows that reuse each column)
-GEMM_MIN_ROWS = 8
+#: the GEMM form needs a reduction at least this long (a depthwise 3x3 convolution reduces over 9
+#: taps: its column buffer would cost more than the direct form's reduction; a 3x3 over 3 input
+#: channels, 27, already runs several times faster as a GEMM, see experiments/bench_conv.py)
+GEMM_MIN_DEPTH = 16
+#: ... and at least this many output channels per group, the rows that reuse each column (a
+#: depthwise convolution has one)
+GEMM_MIN_ROWS = 2
 #: ... and this many multiply-adds: a smaller convolution is one short fused kernel
 GEMM_MIN_MACS = 1 << 20
 
@@ -86,9 +88,8 @@ def gemm_correlate(windows: Tensor, weight: Tensor, groups: int) -> Tensor:
     n, _, oh, ow, _, _ = windows.shape
     out_channels = weight.shape[0]
     rows = _per_group(weight.reshape(groups, out_channels // groups, -1), groups)
-    product = rows @ columns(windows, groups)
-    by_image = product.reshape(groups, out_channels // groups, n, oh, ow).permute(2, 0, 1, 3, 4)
-    return by_image.reshape(n, out_channels, oh, ow)
+    product = rows @ columns(windows, groups)  # (groups, C_out / groups, N * OH * OW): (C_out, N, OH, OW) in memory
+    return product.reshape(out_channels, n, oh, ow).permute(1, 0, 2, 3)
 
 
 def gemm_weight_grad(grad: Tensor, windows: Tensor, weight_shape: tuple[int, ...], groups: int) -> Tensor:

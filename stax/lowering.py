@@ -241,6 +241,8 @@ class Lowering:
             attrs = tuple((k, v) for k, v in node.attrs)
             return TensorValue(node.shape, node.dtype, self._memoized(
                 node.name, lambda idx: Op(op, tuple(v.load(idx) for v in ins), node.dtype, attrs)))
+        if op == "reshape" and ins[0].buffer is not None and self._contiguous_input(ins[0]):
+            return self._reshaped_buffer(node, ins[0])
         if op in g.VIEW_OPS:
             return TensorValue(node.shape, node.dtype, self._memoized(node.name, self._view_loader(node, ins[0])))
         if op == "pad":
@@ -262,6 +264,12 @@ class Lowering:
             return self._buffer_value(name, node.shape, node.dtype)
         raise UnsupportedError(f"the lowering has no rule for op {op!r} (node {node.name}); "
                                "this is a stax bug if the front end produced it")
+
+    def _reshaped_buffer(self, node: g.Node, src: TensorValue) -> TensorValue:
+        """A reshape of a contiguous buffer: the same storage, read in the new shape with affine
+        indices (no floor division and modulo to simplify in the readers' loops)."""
+        strides, buffer = contiguous_strides(node.shape), src.buffer
+        return TensorValue(node.shape, node.dtype, lambda idx: Load(buffer, linear_index(idx, strides), node.dtype))
 
     def _memoized(self, name: str, loader: Loader) -> Loader:
         """Share the expression of a node loaded twice at the same index (the body stays a DAG)."""

@@ -9,11 +9,13 @@ one per group) on the same number of BLAS threads; torch's eager conv2d (and its
 backward) on as many threads, when torch is installed.  Ratios are to the GEMM's rate: the
 convolution at library speed is 0.8 or more.
 
-    python -m experiments.bench_conv [--threads 1 2] [--repeat 7] [--shapes resnet64 ...]
+    python -m experiments.bench_conv [--threads 1 2] [--rounds 5] [--shapes resnet64 ...]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -96,8 +98,7 @@ def _torch_calls(shape: Shape, torch: Any) -> tuple[Callable, Callable]:
     def training():
         xg.grad = wg.grad = None
         torch.nn.functional.conv2d(xg, wg, **conv).backward(g)
-    with torch.no_grad():
-        return (lambda: torch.nn.functional.conv2d(x, w, **conv)), training
+    return (lambda: torch.nn.functional.conv2d(x, w, **conv)), training
 
 
 def _torch() -> Any:
@@ -108,33 +109,41 @@ def _torch() -> Any:
     return torch
 
 
-def row(shape: Shape, threads: int, repeat: int, torch: Any) -> dict[str, Any]:
-    """GFLOP/s of every candidate for ``shape`` at ``threads`` threads."""
+def row(shape: Shape, threads: int, rounds: int, torch: Any) -> dict[str, float]:
+    """GFLOP/s of every candidate for ``shape`` at ``threads`` threads: the median over ``rounds``
+    alternating rounds (each candidate timed once per round: the machine's load moves between them)."""
     gflop = shape.flops() / 1e9
-    rate = {}
-    with threadpool_limits(threads):
-        rate["blas"] = gflop / time_call(_blas_call(shape), repeat)
+    calls: dict[str, tuple[Callable, float]] = {"blas": (_blas_call(shape), gflop)}
     for label, form in (("rule", None), ("direct", ConvForm.DIRECT), ("gemm", ConvForm.GEMM)):
         forward, training = _stax_calls(shape, form, threads)
-        rate[label] = gflop / time_call(forward, repeat)
-        rate[f"{label}_train"] = 3 * gflop / time_call(training, repeat)
+        calls[label], calls[f"{label}_train"] = (forward, gflop), (training, 3 * gflop)
     if torch is not None:
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            forward, training = _torch_calls(shape, torch)
-            with torch.no_grad():
-                rate["torch"] = gflop / time_call(forward, repeat)
-            rate["torch_train"] = 3 * gflop / time_call(training, repeat)
-        finally:
-            torch.set_num_threads(before)
-    return rate
+        forward, training = _torch_calls(shape, torch)
+        calls["torch"], calls["torch_train"] = (forward, gflop), (training, 3 * gflop)
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, (call, work) in calls.items():
+            if name == "blas":
+                with threadpool_limits(threads):
+                    seconds = time_call(call, 3)
+            elif name.startswith("torch"):
+                before = torch.get_num_threads()
+                torch.set_num_threads(threads)
+                try:
+                    with torch.no_grad() if name == "torch" else contextlib.nullcontext():
+                        seconds = time_call(call, 3)
+                finally:
+                    torch.set_num_threads(before)
+            else:
+                seconds = time_call(call, 3)
+            samples[name].append(work / seconds)
+    return {name: statistics.median(rates) for name, rates in samples.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default: 1 2)")
-    parser.add_argument("--repeat", type=int, default=7, help="timed batches per figure (median)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per figure (median)")
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), metavar="SHAPE",
                         help=f"default: all of {', '.join(SHAPES)}")
     args = parser.parse_args()
@@ -149,7 +158,7 @@ def main() -> None:
         shape = SHAPES[name]
         form = plan_conv((shape.x[0], shape.x[1]), shape.w, shape.out_hw(), shape.groups).form.value
         for threads in args.threads:
-            r = row(shape, threads, args.repeat, torch)
+            r = row(shape, threads, args.rounds, torch)
             t, tt = r.get("torch", float("nan")), r.get("torch_train", float("nan"))
             print(f"{name:<11} {threads:>3} {form:>6} {r['blas']:6.1f} {r['rule']:6.1f} {r['direct']:6.1f} "
                   f"{r['gemm']:6.1f} {t:6.1f} {r['rule'] / r['blas']:9.2f} {t / r['blas']:10.2f} "

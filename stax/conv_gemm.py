@@ -68,6 +68,26 @@ def plan_conv(x_shape: tuple[int, ...], weight_shape: tuple[int, ...], out_hw: P
     return ConvPlan(form, groups, rows, depth, columns)
 
 
+def is_pointwise(weight_shape: tuple[int, ...], stride: Pair, groups: int) -> bool:
+    """A 1x1 stride-1 convolution of one group: its columns are the input itself."""
+    return tuple(weight_shape[2:]) == (1, 1) and stride == (1, 1) and groups == 1
+
+
+def pointwise_correlate(x: Tensor, weight: Tensor) -> Tensor:
+    """A pointwise convolution: the weight ``(C_out, C)`` times each image ``(C, H * W)``, read
+    in place (no column buffer), the result already ``(N, C_out, H, W)`` in memory."""
+    n, c, h, w = x.shape
+    return (weight.reshape(weight.shape[0], c) @ x.reshape(n, c, h * w)).reshape(n, weight.shape[0], h, w)
+
+
+def pointwise_weight_grad(grad: Tensor, x: Tensor, weight_shape: tuple[int, ...]) -> Tensor:
+    """d loss / d weight of a pointwise convolution: each image's output gradient ``(C_out, H * W)``
+    times its input transposed (both read in place), summed over the batch."""
+    n, c, h, w = x.shape
+    per_image = grad.reshape(n, weight_shape[0], h * w) @ x.reshape(n, c, h * w).transpose(1, 2)
+    return per_image.sum(0).reshape(tuple(weight_shape))
+
+
 def columns(windows: Tensor, groups: int) -> Tensor:
     """The windows ``(N, C, OH, OW, kH, kW)`` as each group's column matrix
     ``(groups, C / groups * kH * kW, N * OH * OW)``, without the group dim when there is one group

@@ -27,7 +27,8 @@ import itertools
 from typing import Any, Sequence
 
 from . import dtypes
-from .conv_gemm import ConvForm, ConvPlan, gemm_correlate, gemm_weight_grad, plan_conv
+from .conv_gemm import (ConvForm, ConvPlan, gemm_correlate, gemm_weight_grad, is_pointwise, plan_conv,
+                        pointwise_correlate, pointwise_weight_grad)
 from .errors import ShapeError, UnsupportedError
 from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, vector_norm
 
@@ -226,6 +227,8 @@ def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: 
     ``form``, else the one ``plan_conv`` picks."""
     windows = _windows(x, weight.shape[2:], stride, dilation)
     plan = plan_conv(x.shape, weight.shape, windows.shape[2:4], groups, form)
+    if plan.form is ConvForm.GEMM and is_pointwise(weight.shape, stride, groups):
+        return _planned(pointwise_correlate(x, weight), plan)
     return _planned(gemm_correlate(windows, weight, groups) if plan.form is ConvForm.GEMM else
                     _direct_correlate(windows, weight, groups), plan)
 
@@ -272,6 +275,8 @@ def conv2d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], str
         raise ShapeError(f"conv2d_weight_grad: gradient of shape {grad.shape} does not match the output of "
                          f"the convolution of {x.shape} ({windows.shape[2:4]})")
     plan = plan_conv(padded.shape, tuple(weight_shape), windows.shape[2:4], groups, form)
+    if plan.form is ConvForm.GEMM and is_pointwise(tuple(weight_shape), stride, groups):
+        return _planned(pointwise_weight_grad(grad, padded, tuple(weight_shape)), plan)
     if plan.form is ConvForm.GEMM:
         return _planned(gemm_weight_grad(grad, windows, tuple(weight_shape), groups), plan)
     if groups == 1:

@@ -125,3 +125,26 @@ def test_a_resnet_block_in_the_gemm_form_agrees_with_torch():
         assert error <= 1e-4 * scale, f"{program.name}: error {error}"
         forms = [p.form for p in compiled.graph.conv_plans.values()]
         assert forms and set(forms) == {ConvForm.GEMM}, forms
+
+
+def test_a_pointwise_convolution_reads_its_input_and_gradient_in_place():
+    """A 1x1 stride-1 convolution's columns are its input: the forward, the input gradient and the
+    weight gradient are matmuls of the weight and each image (no column buffer), and only they
+    read the input and the output gradient."""
+    x, w, g = sample((4, 64, 8, 8), seed=129), sample((96, 64, 1, 1), seed=130), sample((4, 96, 8, 8), seed=131)
+
+    def fn(x, w, g):
+        return (nn.conv2d(x, w).relu(), nn.conv2d_input_grad(g, w, x.shape),
+                nn.conv2d_weight_grad(g, x, w.shape))
+    compiled = stax.compile(fn, x, w, g)
+    x_name, _, g_name = (i.name for i in compiled.program.inputs)
+    readers = {b.kind for b in compiled.program.buffers
+               if any(name in (x_name, g_name) for name in (b.inputs if b.kind == "extern" else
+                                                            [ld.buffer for ld in b.reads()]))}
+    assert readers == {"extern"}
+    assert len([b for b in compiled.program.buffers if b.kind == "extern"]) == 3
+    got = compiled(x, w, g)
+    out = loops_conv(x, w, (1, 1), (0, 0), (1, 1))
+    gx, gw = loops_grads(g.astype(np.float64), x, w.astype(np.float64), (1, 1), (0, 0), (1, 1))
+    for have, want in zip(got, (np.maximum(out, 0), gx, gw)):
+        np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-4)

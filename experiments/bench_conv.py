@@ -9,7 +9,7 @@ one per group) on the same number of BLAS threads; torch's eager conv2d (and its
 backward) on as many threads, when torch is installed.  Ratios are to the GEMM's rate: the
 convolution at library speed is 0.8 or more.
 
-    python -m experiments.bench_conv [--threads 1 2] [--rounds 5] [--shapes resnet64 ...]
+    python -m experiments.bench_conv [--threads 1 2] [--rounds 5] [--best] [--shapes resnet64 ...]
 """
 from __future__ import annotations
 
@@ -109,9 +109,10 @@ def _torch() -> Any:
     return torch
 
 
-def row(shape: Shape, threads: int, rounds: int, torch: Any) -> dict[str, float]:
-    """GFLOP/s of every candidate for ``shape`` at ``threads`` threads: the median over ``rounds``
-    alternating rounds (each candidate timed once per round: the machine's load moves between them)."""
+def row(shape: Shape, threads: int, rounds: int, torch: Any, best: bool = False) -> dict[str, float]:
+    """GFLOP/s of every candidate for ``shape`` at ``threads`` threads: the median (or the best)
+    over ``rounds`` alternating rounds (each candidate timed once per round: the machine's load
+    moves between them)."""
     gflop = shape.flops() / 1e9
     calls: dict[str, tuple[Callable, float]] = {"blas": (_blas_call(shape), gflop)}
     for label, form in (("rule", None), ("direct", ConvForm.DIRECT), ("gemm", ConvForm.GEMM)):
@@ -137,18 +138,20 @@ def row(shape: Shape, threads: int, rounds: int, torch: Any) -> dict[str, float]
             else:
                 seconds = time_call(call, 3)
             samples[name].append(work / seconds)
-    return {name: statistics.median(rates) for name, rates in samples.items()}
+    return {name: max(rates) if best else statistics.median(rates) for name, rates in samples.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default: 1 2)")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per figure (median)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per figure")
+    parser.add_argument("--best", action="store_true",
+                        help="each figure is the best round's rate, not the median (on a machine others load)")
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), metavar="SHAPE",
                         help=f"default: all of {', '.join(SHAPES)}")
     args = parser.parse_args()
     torch = _torch()
-    print("GFLOP/s (median); rule = the form plan_conv picks; train = forward + input gradient + weight "
+    print(f"GFLOP/s ({'best' if args.best else 'median'} of {args.rounds} rounds); rule = the form plan_conv picks; train = forward + input gradient + weight "
           "gradient (3x the forward's FLOPs); /blas = rate / the same GEMM's rate on numpy's BLAS")
     head = f"{'shape':<11} {'thr':>3} {'form':>6} {'blas':>6} {'rule':>6} {'direct':>6} {'gemm':>6} {'torch':>6} " \
            f"{'rule/blas':>9} {'torch/blas':>10} {'train':>6} {'d_trn':>6} {'g_trn':>6} {'trn/blas':>8} " \
@@ -158,7 +161,7 @@ def main() -> None:
         shape = SHAPES[name]
         form = plan_conv((shape.x[0], shape.x[1]), shape.w, shape.out_hw(), shape.groups).form.value
         for threads in args.threads:
-            r = row(shape, threads, args.rounds, torch)
+            r = row(shape, threads, args.rounds, torch, args.best)
             t, tt = r.get("torch", float("nan")), r.get("torch_train", float("nan"))
             print(f"{name:<11} {threads:>3} {form:>6} {r['blas']:6.1f} {r['rule']:6.1f} {r['direct']:6.1f} "
                   f"{r['gemm']:6.1f} {t:6.1f} {r['rule'] / r['blas']:9.2f} {t / r['blas']:10.2f} "

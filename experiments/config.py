@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stax.errors import StaxError
+from stax.fields import Fields
 from stax.strategy import check_time_limit
-from stax.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from stax.strategy import Registry
@@ -120,76 +120,25 @@ class SweepConfig:
     source: str = "<config>"
 
 
-class _Fields:
-    """Typed access to a TOML table; failures name the file and the field path."""
-
-    def __init__(self, source: str, table: dict[str, Any], where: str, known: tuple[str, ...]):
-        self.source, self.table, self.where = source, table, where
-        unknown = sorted(set(table) - set(known))
-        if unknown:
-            self.fail(unknown[0], f"one of the known keys ({', '.join(known)})", "an unknown key",
-                      did_you_mean(unknown[0], known))
-
-    def path(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
-
-    def fail(self, key: str, expected: str, found: Any, hint: str = "") -> None:
-        raise ConfigError(f"{self.source}: field {self.path(key)!r}: expected {expected}, found {found!r}"
-                          + (f"; {hint.strip()}" if hint else ""))
-
-    def get(self, key: str, kind: type | tuple[type, ...], expected: str, default: Any = ..., check=None,
-            choices: tuple[str, ...] = ()) -> Any:
-        """The value of ``key``, checked; a string (or a list's string) that is not one of ``choices``
-        fails naming the closest."""
-        if choices and kind is list:
-            also = check
-            check = lambda v: (also is None or also(v)) and all(x in choices for x in v)  # noqa: E731
-        elif choices:
-            check = lambda v: v in choices  # noqa: E731
-        if key not in self.table:
-            if default is ...:
-                self.fail(key, expected, "nothing (the field is required)")
-            return default
-        value = self.table[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        wrong_type = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
-        if wrong_type or (check is not None and not check(value)):
-            wrong = next((x for x in value if x not in choices), None) if isinstance(value, list) else value
-            self.fail(key, expected, value, did_you_mean(wrong, choices) if choices and isinstance(wrong, str) else "")
-        return value
-
-
-    def seconds(self, key: str, default: float) -> float:
-        """A time limit: a number above 0, refused with the message of every time limit."""
-        try:
-            return check_time_limit(self.table.get(key, default), key)
-        except StaxError as exc:
-            raise ConfigError(f"{self.source}: field {self.path(key)!r}: {exc}") from None
-
-
-def _strategy(source: str, where: str, value: Any, registry: Registry) -> StrategySpec:
+def _strategy(top: Fields, where: str, value: Any, registry: Registry) -> StrategySpec:
     if isinstance(value, str):
         value = {"name": value}
     if not isinstance(value, dict):
-        raise ConfigError(f"{source}: field {where!r}: expected a strategy name or a table "
-                          f"{{name = ..., params = {{...}}}}, found {value!r}")
-    fields = _Fields(source, value, where, ("name", "params"))
+        top.fail(where, "a strategy name or a table {name = ..., params = {...}}", value)
+    fields = top.sub(where, value, ("name", "params"))
     known = registry.names()
     name = fields.get("name", str, f"a strategy name ({', '.join(known)})", choices=tuple(known))
     params = fields.get("params", dict, "a table of constructor parameters", default={})
-    try:
-        registry.check(name, params, option="params")
-    except StaxError as exc:
-        raise ConfigError(f"{source}: field {where!r}: {exc}") from None
+    fields.check("", lambda: registry.check(name, params, option="params"))
     return StrategySpec(name, tuple(sorted(params.items())))
 
 
-def _strategies(fields: _Fields, key: str, registry: Registry) -> tuple[StrategySpec, ...]:
+def _strategies(fields: Fields, key: str, registry: Registry) -> tuple[StrategySpec, ...]:
     values = fields.get(key, list, "a non-empty list of strategies", check=bool)
-    return tuple(_strategy(fields.source, f"{key}[{i}]", v, registry) for i, v in enumerate(values))
+    return tuple(_strategy(fields, f"{key}[{i}]", v, registry) for i, v in enumerate(values))
 
 
-def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
+def _families(fields: Fields) -> tuple[FamilySpec, ...]:
     from instances.store import FAMILIES
     if "families" not in fields.table and "files" in fields.table:
         return ()
@@ -198,7 +147,7 @@ def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
     for i, table in enumerate(tables):
         if not isinstance(table, dict):
             fields.fail(f"families[{i}]", "a table with name and sizes", table)
-        fam = _Fields(fields.source, table, f"families[{i}]", ("name", "sizes"))
+        fam = fields.sub(f"families[{i}]", table, ("name", "sizes"))
         name = fam.get("name", str, f"an instance family ({', '.join(FAMILIES)})", choices=tuple(FAMILIES))
         sizes = fam.get("sizes", list, "a list of positive integers",
                         check=lambda s: s and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in s))
@@ -206,7 +155,7 @@ def _families(fields: _Fields) -> tuple[FamilySpec, ...]:
     return tuple(result)
 
 
-def _files(fields: _Fields) -> tuple[str, ...]:
+def _files(fields: Fields) -> tuple[str, ...]:
     """The instance files the ``files`` patterns match, each read and checked, in pattern order."""
     from instances.store import load, shipped
     patterns = fields.get("files", list, "a non-empty list of file names or patterns", default=[],
@@ -227,23 +176,28 @@ def _files(fields: _Fields) -> tuple[str, ...]:
             try:
                 load(name)
             except StaxError as exc:
-                raise ConfigError(f"{fields.source}: field {where!r} ({pattern!r}): {exc}; fix the file or "
-                                  "drop it from the pattern") from exc
+                raise ConfigError(f"{fields.source}: field {fields.path(where)!r} ({pattern!r}): {exc}; fix the file "
+                                  "or drop it from the pattern") from exc
             found[name] = None
     return tuple(found)
+
+
+def _seconds(fields: Fields, key: str, default: float) -> float:
+    """A time limit: a number above 0, refused with the message of every time limit."""
+    return fields.read(key, lambda value: check_time_limit(value, key), default)
 
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
     """A checked :class:`SweepConfig` from a parsed TOML document."""
     from stax.scheduler.legality import DEPENDENCE_RULES
     from stax.strategy import fusion_strategies, order_strategies
-    top = _Fields(source, data, "", ("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
-                                     "dependence", "reference", "timing", "families", "files"))
+    top = Fields(data, source, known=("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
+                                      "dependence", "reference", "timing", "families", "files"), error=ConfigError)
     measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(DEFAULT_MEASURES),
                        choices=MEASURES)
-    ref = _Fields(source, top.get("reference", dict, "a table", default={}), "reference",
+    ref = top.sub("reference", top.get("reference", dict, "a table", default={}),
                   ("time_limit", "workers", "order", "pareto_nodes"))
-    timing = _Fields(source, top.get("timing", dict, "a table", default={}), "timing", ("repeat", "threads"))
+    timing = top.sub("timing", top.get("timing", dict, "a table", default={}), ("repeat", "threads"))
     return SweepConfig(
         name=top.get("name", str, "a string", default=Path(source).stem),
         families=_families(top),
@@ -253,16 +207,15 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
         dependence=tuple(top.get("dependence", list, f"a non-empty list drawn from {list(DEPENDENCE_RULES)}",
                                  default=["parallel"], check=bool, choices=tuple(DEPENDENCE_RULES))),
         seed=top.get("seed", int, "an integer", default=0),
-        seeds=top.get("seeds", int, "a positive integer", default=1, check=lambda s: s > 0),
-        cell_timeout=top.seconds("cell_timeout", 120.0),
+        seeds=top.positive("seeds", 1),
+        cell_timeout=_seconds(top, "cell_timeout", 120.0),
         measures=tuple(measures),
-        reference=ReferenceSpec(ref.seconds("time_limit", 10.0),
-                                ref.get("workers", int, "a positive integer", default=1, check=lambda w: w > 0),
+        reference=ReferenceSpec(_seconds(ref, "time_limit", 10.0),
+                                ref.positive("workers", 1),
                                 ref.get("order", str, f"an exact order solver ({', '.join(EXACT_ORDERS)})",
                                         default="cpsat", choices=EXACT_ORDERS),
-                                ref.get("pareto_nodes", int, "a positive integer", default=64, check=lambda n: n > 0)),
-        timing=TimingSpec(timing.get("repeat", int, "a positive integer", default=5, check=lambda r: r > 0),
-                          timing.get("threads", int, "a positive integer", default=1, check=lambda t: t > 0)),
+                                ref.positive("pareto_nodes", 64)),
+        timing=TimingSpec(timing.positive("repeat", 5), timing.positive("threads", 1)),
         source=source,
     )
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .dag import Dag
 from .errors import InstanceFormatError, InvalidScheduleError
+from .fields import Fields
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -205,15 +206,15 @@ class FusionProblem(_JsonFile):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "FusionProblem":
-        reader = _Reader(data, source, FUSION_FORMAT)
+        reader = _reader(data, source, FUSION_FORMAT)
         return cls(
             nodes=tuple(reader.list_of("nodes", str)),
-            buffers=tuple(reader.buffer(i, b) for i, b in enumerate(reader.list_of("buffers", dict))),
-            forbidden=tuple(ForbiddenPair(**reader.record(f"forbidden[{i}]", p, {"a": str, "b": str, "reason": str}))
+            buffers=_buffers(reader),
+            forbidden=tuple(ForbiddenPair(**reader.sub(f"forbidden[{i}]", p).record(FORBIDDEN_FIELDS))
                             for i, p in enumerate(reader.list_of("forbidden", dict, default=[]))),
-            extra_edges=tuple(reader.edge(i, e) for i, e in enumerate(reader.list_of("extra_edges", list, default=[]))),
-            max_nodes=reader.integer("max_nodes", 128),
-            max_buffers=reader.integer("max_buffers", 32),
+            extra_edges=_extra_edges(reader),
+            max_nodes=reader.positive("max_nodes", 128),
+            max_buffers=reader.positive("max_buffers", 32),
             node_info=data.get("node_info", {}),
             name=data.get("name", ""),
         )
@@ -311,11 +312,11 @@ class OrderProblem(_JsonFile):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "OrderProblem":
-        reader = _Reader(data, source, ORDER_FORMAT)
+        reader = _reader(data, source, ORDER_FORMAT)
         return cls(
             tasks=tuple(reader.list_of("tasks", str)),
-            buffers=tuple(reader.buffer(i, b) for i, b in enumerate(reader.list_of("buffers", dict))),
-            extra_edges=tuple(reader.edge(i, e) for i, e in enumerate(reader.list_of("extra_edges", list, default=[]))),
+            buffers=_buffers(reader),
+            extra_edges=_extra_edges(reader),
             name=data.get("name", ""),
         )
 
@@ -389,49 +390,32 @@ def read_json(path: str | Path) -> dict[str, Any]:
     return data
 
 
-class _Reader:
-    """Reads fields of a problem file, raising errors that name the file, the field and the expectation."""
+def _reader(data: dict[str, Any], source: str, fmt: str) -> Fields:
+    """The fields of a problem file, its format and version checked."""
+    fields = Fields(data, source, error=InstanceFormatError)
+    fields.check_format(fmt, FORMAT_VERSION)
+    return fields
 
-    def __init__(self, data: dict[str, Any], source: str, fmt: str, version: int = FORMAT_VERSION):
-        self.data, self.source = data, source
-        if data.get("format") != fmt:
-            self.fail("format", f"the string {fmt!r}", data.get("format"))
-        if data.get("version") != version:
-            self.fail("version", f"{version} (this stax reads version {version} files)", data.get("version"))
 
-    def fail(self, fieldname: str, expected: str, found: Any) -> None:
-        raise InstanceFormatError(f"{self.source}: field {fieldname!r}: expected {expected}, found {found!r}")
+FORBIDDEN_FIELDS = {"a": str, "b": str, "reason": str}
 
-    def list_of(self, key: str, kind: type, default: Any = None) -> list:
-        value = self.data.get(key, default)
-        if not isinstance(value, list) or not all(isinstance(v, kind) for v in value):
-            self.fail(key, f"a list of {kind.__name__}", value)
-        return value
 
-    def integer(self, key: str, default: int) -> int:
-        value = self.data.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            self.fail(key, "a positive integer", value)
-        return value
-
-    def record(self, where: str, value: dict, fields: dict[str, Any]) -> dict[str, Any]:
-        out = {}
-        for key, kind in fields.items():
-            if key not in value or not isinstance(value[key], kind) or (kind is int and isinstance(value[key], bool)):
-                self.fail(f"{where}.{key}", getattr(kind, "__name__", str(kind)), value.get(key))
-            out[key] = value[key]
-        return out
-
-    def buffer(self, i: int, value: dict) -> Buffer:
-        rec = self.record(f"buffers[{i}]", value, {"name": str, "size": int, "users": list})
+def _buffers(fields: Fields) -> tuple[Buffer, ...]:
+    result = []
+    for i, value in enumerate(fields.list_of("buffers", dict)):
+        buf = fields.sub(f"buffers[{i}]", value)
+        rec = buf.record({"name": str, "size": int, "users": list})
         if rec["size"] < 0:
-            self.fail(f"buffers[{i}].size", "a non-negative number of bytes", rec["size"])
-        producer = value.get("producer")
-        if producer is not None and not isinstance(producer, str):
-            self.fail(f"buffers[{i}].producer", "a node name or null", producer)
-        return Buffer(rec["name"], rec["size"], producer, tuple(rec["users"]), bool(value.get("is_output", False)))
+            buf.fail("size", "a non-negative number of bytes", rec["size"])
+        producer = buf.get("producer", (str, type(None)), "a node name or null", default=None)
+        is_output = bool(value.get("is_output", False))
+        result.append(Buffer(rec["name"], rec["size"], producer, tuple(rec["users"]), is_output))
+    return tuple(result)
 
-    def edge(self, i: int, value: list) -> tuple[str, str]:
-        if len(value) != 2 or not all(isinstance(v, str) for v in value):
-            self.fail(f"extra_edges[{i}]", "a pair of node names", value)
-        return (value[0], value[1])
+
+def _extra_edges(fields: Fields) -> tuple[tuple[str, str], ...]:
+    edges = fields.list_of("extra_edges", list, default=[])
+    for i, edge in enumerate(edges):
+        if len(edge) != 2 or not all(isinstance(v, str) for v in edge):
+            fields.fail(f"extra_edges[{i}]", "a pair of node names", edge)
+    return tuple((a, b) for a, b in edges)

@@ -20,7 +20,8 @@ from .errors import InstanceFormatError, StaxError
 from .graph import Graph, Node
 from .lowering import CostModel
 from .memory.plan import MemoryPlan, Storage, check_plan
-from .problems import FusionProblem, OrderProblem, _Reader, read_json
+from .fields import Fields
+from .problems import FusionProblem, OrderProblem, read_json
 from .runtime import ISA_LEVELS
 from .scheduler.events import event_from_dict, event_to_dict
 from .scheduler.legality import DEPENDENCE_RULES, FUSION_RULES
@@ -110,35 +111,36 @@ class Schedule:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> Schedule:
         """A schedule from its JSON form, every field checked (the error names the field)."""
-        r = _Fields(data, source, SCHEDULE_FORMAT, SCHEDULE_VERSION)
-        graph = r.nested("graph", graph_from_dict)
-        parameters = tuple(r.get("parameters", list))
+        r = Fields(data, source, error=InstanceFormatError)
+        r.check_format(SCHEDULE_FORMAT, SCHEDULE_VERSION)
+        graph = r.read("graph", graph_from_dict)
+        parameters = tuple(r.get("parameters", list, "a JSON array"))
         if len(parameters) != len(graph.inputs) or not all(isinstance(p, str) for p in parameters):
             r.fail("parameters", f"a name for each of the graph's {len(graph.inputs)} inputs", parameters)
-        options = r.nested("options", _options_from_dict)
-        fusion_problem = r.nested("fusion_problem", lambda d: FusionProblem.from_dict(d, f"{source}: fusion_problem"))
-        order_problem = r.nested("order_problem", lambda d: OrderProblem.from_dict(d, f"{source}: order_problem"))
-        fusion = r.nested("fusion", lambda d: _result_from_dict(FusionResult, d, "partition"))
-        order = r.nested("order", lambda d: _result_from_dict(OrderResult, d, "order"))
-        r.check(lambda: fusion_problem.validate(fusion.partition), "fusion.partition")
-        r.check(lambda: order_problem.validate(order.order), "order.order")
+        options = r.read("options", _options_from_dict)
+        fusion_problem = r.read("fusion_problem", lambda d: FusionProblem.from_dict(d, f"{source}: fusion_problem"))
+        order_problem = r.read("order_problem", lambda d: OrderProblem.from_dict(d, f"{source}: order_problem"))
+        fusion = r.read("fusion", lambda d: _result_from_dict(FusionResult, d, "partition"))
+        order = r.read("order", lambda d: _result_from_dict(OrderResult, d, "order"))
+        r.check("fusion.partition", lambda: fusion_problem.validate(fusion.partition))
+        r.check("order.order", lambda: order_problem.validate(order.order))
         if order_problem.tasks != tuple(_kernel_names(fusion.partition)):
             r.fail("order_problem.tasks", "one task per block of fusion.partition, named as stax names kernels",
                    order_problem.tasks)
-        memory = r.nested("memory", _memory_from_dict)
+        memory = r.read("memory", _memory_from_dict)
         if memory.order != order.order:
             r.fail("memory.order", f"the kernel order {list(order.order)}", list(memory.order))
         allocated = {b.name for b in order_problem.buffers}
         if set(memory.storage) != allocated:
             r.fail("memory.storage", f"one entry per allocated buffer ({sorted(allocated)})", sorted(memory.storage))
-        r.check(lambda: check_plan(memory, order_problem), "memory")
-        spans = tuple(tuple(s) for s in r.get("spans", list))
+        r.check("memory", lambda: check_plan(memory, order_problem))
+        spans = tuple(tuple(s) for s in r.get("spans", list, "a JSON array"))
         if not _tiles(spans, len(order.order)):
             r.fail("spans", f"consecutive [first, last] steps covering 0..{len(order.order) - 1}", data["spans"])
-        kernels = tuple(r.nested("kernels", lambda ks: [KernelChoice(**_record(k, KernelChoice)) for k in ks]))
+        kernels = tuple(r.read("kernels", lambda ks: [KernelChoice(**_record(k, KernelChoice)) for k in ks]))
         if [k.name for k in kernels] != list(order.order):
             r.fail("kernels", f"one choice per kernel, in the order {list(order.order)}", [k.name for k in kernels])
-        tuning = r.get("tuning", dict)
+        tuning = r.get("tuning", dict, "a JSON object")
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in tuning.values()):
             r.fail("tuning", "integer thresholds by name", tuning)
         return cls(graph, parameters, options, fusion_problem, fusion, order_problem, order, memory, spans, kernels,
@@ -157,31 +159,6 @@ def _tiles(spans: tuple[tuple[int, ...], ...], steps: int) -> bool:
             return False
         expected = span[1] + 1
     return expected == steps
-
-
-class _Fields(_Reader):
-    """Reads the fields of a schedule file; every error names the file and the field."""
-
-    def get(self, name: str, kind: type) -> Any:
-        value = self.data.get(name)
-        if not isinstance(value, kind):
-            self.fail(name, f"a JSON {'object' if kind is dict else 'array'}", value)
-        return value
-
-    def nested(self, name: str, read) -> Any:
-        """``read(value of name)``, its errors naming the field."""
-        try:
-            return read(self.data.get(name))
-        except InstanceFormatError:
-            raise
-        except (StaxError, KeyError, TypeError, ValueError, AttributeError) as error:
-            raise InstanceFormatError(f"{self.source}: field {name!r}: {error}") from None
-
-    def check(self, validate, name: str) -> None:
-        try:
-            validate()
-        except StaxError as error:
-            raise InstanceFormatError(f"{self.source}: field {name!r}: {error}") from None
 
 
 def _record(data: dict[str, Any], cls: type) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import ctypes
 import numpy as np
 
 import stax
-from stax.runtime import build, default_threads, detect_isa, load
+from stax.environment import isa_from_env, threads_from_env
+from stax.runtime import build, load
 from stax.timing import time_call
 
 STREAM_SOURCE = r"""
@@ -36,7 +37,7 @@ class Stream:
     def __init__(self, n: int, threads: int):
         import os
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-        lib = load(build(STREAM_SOURCE, detect_isa()))
+        lib = load(build(STREAM_SOURCE, isa_from_env()))
         lib.stream_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
         lib.stream_triad.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_int64]
         a, b, c = (np.ones(n, np.float32) for _ in range(3))
@@ -62,12 +63,12 @@ def stream(n: int, threads: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=64 * 1024 * 1024, help="floats per large array")
-    parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--threads", type=int, default=threads_from_env())
     args = parser.parse_args()
     n, side = args.n, int(round(args.n ** 0.5))
     rates = stream(n, args.threads)
     best = max(rates.values())
-    print(f"ISA {detect_isa().name}, {args.threads} threads; STREAM copy {rates['copy']:.1f} GB/s, "
+    print(f"ISA {isa_from_env().name}, {args.threads} threads; STREAM copy {rates['copy']:.1f} GB/s, "
           f"triad {rates['triad']:.1f} GB/s (reference: the larger)")
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     rows = []

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from stax import runtime
+from stax.environment import isa_from_env
 
 SOURCE = r"""
 #include <chrono>
@@ -41,7 +42,7 @@ RUNTIMES = ("pool", "libgomp")
 
 def library(kind: str) -> ctypes.CDLL:
     """The loop built for the kernels' runtime (as every kernel is) or for libgomp."""
-    isa = runtime.detect_isa()
+    isa = isa_from_env()
     if kind == "pool":
         return runtime.load(runtime.build(SOURCE, isa))
     directory = Path(tempfile.mkdtemp())

@@ -38,7 +38,7 @@ import stax
 from experiments.bench_bandwidth import Stream
 from instances.programs import PROGRAMS
 from stax.reference import evaluate
-from stax.runtime import default_threads
+from stax.environment import threads_from_env
 from stax.timing import time_call
 
 MEMORY_BOUND = ("softmax", "layernorm", "rmsnorm", "bias_gelu", "adam_step", "batchnorm_stats", "logsumexp",
@@ -192,7 +192,7 @@ def main() -> None:
         return
     stax.compile(lambda x: x + 1, np.ones(4, np.float32))  # build the precompiled headers once
     warm_compile_seconds(args.programs[0], (8, 8))  # and the bytecode of what a warm compile imports
-    stream = Stream(32 * 1024 * 1024, default_threads())
+    stream = Stream(32 * 1024 * 1024, threads_from_env())
     rates = stream.rates()
     print(f"STREAM copy {rates['copy']:.1f} GB/s, triad {rates['triad']:.1f} GB/s at the start (each row's "
           f"fraction of STREAM pairs its own timings with STREAM runs); sizes are rows x columns")

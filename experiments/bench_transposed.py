@@ -30,6 +30,7 @@ import numpy as np
 import stax
 from instances.programs import PROGRAMS
 from stax import runtime
+from stax.environment import isa_from_env
 
 SOURCE = r"""
 #include "stax_vec.h"
@@ -113,7 +114,7 @@ def kernels(n: int) -> dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], 
     1024) returning its result: ``out``, or the generated kernel's own output."""
     if n % 1024:
         raise SystemExit(f"--n {n}: the hand-written candidates take n a multiple of 1024")
-    isa = runtime.detect_isa()
+    isa = isa_from_env()
     if isa.width == 1:
         raise SystemExit("the candidates are vector code: this CPU (or STAX_ISA) has no vector level")
     library = runtime.load(runtime.build(SOURCE, isa))

@@ -125,8 +125,8 @@ def environment() -> dict[str, str | int]:
 
 def _isa() -> str:
     """The vector level kernels compile for in this process (STAX_ISA, else the CPU's widest)."""
-    from stax.runtime import detect_isa
-    return detect_isa().name
+    from stax.environment import isa_from_env
+    return isa_from_env().name
 
 
 def _gcc() -> str | None:

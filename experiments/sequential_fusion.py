@@ -25,6 +25,7 @@ import stax
 from instances.programs import Program
 from instances.shifted_programs import SHIFTED_PROGRAMS, random_shifted
 from stax.compiler import fusion_problem_of
+from stax.environment import threads_from_env
 from stax.frontend import trace
 from stax.reference import evaluate
 from stax.strategy import run_fusion
@@ -82,7 +83,7 @@ def main() -> None:
     rows = [row(program, args.size) for program in cases(args.random)]
     print(table(rows))
     print("traffic in bytes (Definition 7.3); ms: median call time of the greedy program, "
-          f"{stax.runtime.default_threads()} threads for parallel kernels")
+          f"{threads_from_env()} threads for parallel kernels")
 
 
 if __name__ == "__main__":

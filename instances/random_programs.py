@@ -41,7 +41,7 @@ Shape = tuple[int, ...]
 DTYPES = ("float32", "float32", "float32", "float64", "int32", "int64", "bool")
 DIMS = (1, 2, 3, 5, 7, 8, 9, 16, 17, 33)
 #: a first dim this long now and then: reductions over it run as split reductions
-#: (stax.codegen.tuning.SPLIT_MIN_ROWS rows or more)
+#: (``stax.Tuning.split_min_rows`` rows or more)
 TALL = 300
 LAYOUTS = ("c", "c", "c", "t", "flip", "step", "bcast")
 

@@ -28,9 +28,11 @@ import numpy as np
 from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
 from .codegen.entry import compiled_call_kinds, compiled_call_source, python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
-from .codegen import tuning
+from .codegen.tuning import Tuning
+from .environment import caching_allocator_from_env, isa_from_env, threads_from_env
 from .errors import CallError, InvalidScheduleError, StaxError
 from .suggest import did_you_mean
+from .memory.allocator import NO_CACHING, allocator
 from .memory.plan import MemoryPlan, grouped_live, plan_memory
 from .memory.report import MemoryReport
 from .frontend import parameter_names, trace
@@ -38,7 +40,7 @@ from .graph import Graph
 from .ir import ComputedBuffer, LoweredProgram
 from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
-from .runtime import ISA_LEVELS, Isa, default_threads, detect_isa, isa_level, load_module, native_isa, runs_here
+from .runtime import ISA_LEVELS, Isa, isa_level, load_module, native_isa, runs_here
 from .runtime import build as build_library
 from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from .scheduler.nodes import Scheduler
@@ -60,14 +62,18 @@ class Options:
     cost_model: CostModel = field(default_factory=CostModel)
     fusion_params: dict[str, Any] = field(default_factory=dict)
     order_params: dict[str, Any] = field(default_factory=dict)
-    isa: Isa | str | None = None  # an Isa or its name (runtime.ISA_LEVELS); None: the CPU's widest
-    threads: int | None = None  # None: STAX_THREADS or every core
+    isa: Isa | str | None = None  # an Isa or its name (runtime.ISA_LEVELS); None: STAX_ISA, else the CPU's widest
+    threads: int | None = None  # None: STAX_THREADS, else every core
     reuse: bool = True
     inplace: bool = True
     group_kernels: bool = True  # adjacent kernels share one C++ function and parallel region
     memory_plan: str = "wrapper"  # or "pool": every intermediate at a fixed offset (inference)
+    caching_allocator: bool | None = None  # buffers from the caching allocator; None: STAX_CACHING_ALLOCATOR
+    tuning: Tuning = field(default_factory=Tuning)  # the kernel generator's thresholds
 
     def __post_init__(self):
+        """Check every field and fill in what was left unset (``None``) from the environment:
+        the only place stax reads STAX_ISA, STAX_THREADS and STAX_CACHING_ALLOCATOR."""
         if self.rule not in FUSION_RULES:
             raise StaxError(f"rule={self.rule!r}: use 'cpu-split' (the default: Definition 7.2's CPU rule, "
                             "splitting a pointwise loop where a reduction's outer loops end), 'cpu' (the CPU rule "
@@ -78,16 +84,27 @@ class Options:
         if self.memory_plan not in ("wrapper", "pool"):
             raise StaxError(f"memory_plan={self.memory_plan!r}: use 'wrapper' (allocate and free per call, "
                             "with reuse) or 'pool' (one preallocated pool, for inference)")
-        if self.threads is not None:
-            if isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral) or self.threads < 1:
-                raise StaxError(f"threads={self.threads!r}: give a whole number of threads, at least 1, or None "
-                                "(STAX_THREADS, else every core)")
-            self.threads = int(self.threads)
-        if isinstance(self.isa, str):
+        if self.threads is None:
+            self.threads = threads_from_env()
+        elif isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral) or self.threads < 1:
+            raise StaxError(f"threads={self.threads!r}: give a whole number of threads, at least 1, or None "
+                            "(STAX_THREADS, else every core)")
+        self.threads = int(self.threads)
+        if self.isa is None:
+            self.isa = isa_from_env()
+        elif isinstance(self.isa, str):
             self.isa = isa_level(self.isa, "isa")
-        elif self.isa is not None and not isinstance(self.isa, Isa):
+        elif not isinstance(self.isa, Isa):
             raise StaxError(f"isa must be a level's name ({', '.join(ISA_LEVELS)}), a stax.runtime.Isa or None; "
                             f"got {type(self.isa).__name__}")
+        if self.caching_allocator is None:
+            self.caching_allocator = caching_allocator_from_env()
+        elif not isinstance(self.caching_allocator, bool):
+            raise StaxError(f"caching_allocator={self.caching_allocator!r}: give True, False or None "
+                            "(STAX_CACHING_ALLOCATOR, 0 for off)")
+        if not isinstance(self.tuning, Tuning):
+            raise StaxError(f"tuning must be a stax.Tuning, got {type(self.tuning).__name__}; "
+                            "write tuning=stax.Tuning(...)")
         if not isinstance(self.cost_model, CostModel):
             raise StaxError(f"cost_model must be a stax.CostModel, got {type(self.cost_model).__name__}; "
                             "write cost_model=stax.CostModel(...)")
@@ -191,7 +208,7 @@ def allocated_order_problem(problem: FusionProblem, blocks: Partition, names: li
 
 
 def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Partition, order: tuple[str, ...],
-                     names: list[str], isa: Isa, threads: int, counting: bool = False,
+                     names: list[str], isa: Isa, threads: int, tuning: Tuning, counting: bool = False,
                      dependence: str = "parallel") -> list[Kernel]:
     """C++ kernels (or extern calls) for the blocks, in execution order; under the ``sequential``
     rule a block reading its own buffers at earlier points keeps its loops sequential."""
@@ -210,7 +227,7 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
         internal = {m.buffer_name for m in members
                     if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}
         kernels.append(BlockKernel(name, [(m.name, m.buffer) for m in members], internal, storage,
-                                   isa.width, threads, counting, dependence == "sequential").generate())
+                                   isa.width, threads, counting, dependence == "sequential", tuning=tuning).generate())
     return kernels
 
 
@@ -246,8 +263,7 @@ def schedule_graph(graph: Graph, options: Options | None = None, parameters: tup
     parameters = tuple(parameters) or tuple(graph.inputs)
     if len(parameters) != len(graph.inputs) or len(set(parameters)) != len(parameters):
         raise StaxError(f"parameters {parameters} must name each of the graph's {len(graph.inputs)} inputs once")
-    isa = options.isa or detect_isa()
-    threads = options.threads or default_threads()
+    isa, threads = options.isa, options.threads
     program, scheduler, problem = _fusion_stage(graph, options)
     fusion = run_fusion(options.fusion, problem, **options.fusion_params)
     fusion = replace(fusion, partition=ordered_blocks(problem, fusion.partition))
@@ -255,7 +271,8 @@ def schedule_graph(graph: Graph, options: Options | None = None, parameters: tup
                                             aliased_buffers(scheduler))
     order = run_order(options.order, order_problem, **options.order_params)
     block_kernels = generate_kernels(scheduler, problem, fusion.partition, order.order,
-                                     kernel_names(fusion.partition), isa, threads, dependence=options.dependence)
+                                     kernel_names(fusion.partition), isa, threads, options.tuning,
+                                     dependence=options.dependence)
     meta = buffer_meta(program, order_problem)
     memory = plan_memory_for(block_kernels, order_problem, order.order, meta, options)
     spans = group_steps(block_kernels, memory, order_problem) if options.group_kernels else \
@@ -264,9 +281,9 @@ def schedule_graph(graph: Graph, options: Options | None = None, parameters: tup
     resolved = ScheduleOptions(strategy_name(options.fusion), strategy_name(options.order), options.rule,
                                options.dependence, options.cost_model, isa.name, threads, options.reuse,
                                options.inplace, options.group_kernels, options.memory_plan,
-                               dict(options.fusion_params), dict(options.order_params))
+                               dict(options.fusion_params), dict(options.order_params), options.caching_allocator)
     return Schedule(graph, parameters, resolved, problem, fusion, order_problem, order, memory, tuple(spans),
-                    kernel_choices(block_kernels, isa), tuning_values(), _stax_version(),
+                    kernel_choices(block_kernels, isa), options.tuning, _stax_version(),
                     Products(program, scheduler, block_kernels))
 
 
@@ -302,13 +319,9 @@ def products_of(sched: Schedule) -> Products:
     order_problem = allocated_order_problem(problem, blocks, kernel_names(blocks), aliased_buffers(scheduler))
     if order_problem != sched.order_problem:
         raise InvalidScheduleError(f"the schedule's OrderProblem is not the one its partition gives here{stale}")
-    changed = {k: (v, sched.tuning[k]) for k, v in tuning_values().items() if sched.tuning.get(k) != v}
-    if changed or set(sched.tuning) != set(tuning_values()):
-        raise InvalidScheduleError(f"the code generator's tuning values differ from the schedule's (here vs "
-                                   f"there: {changed or sorted(set(sched.tuning) ^ set(tuning_values()))}){stale}")
     isa = ISA_LEVELS[opts.isa]
     block_kernels = generate_kernels(scheduler, problem, blocks, sched.order.order, kernel_names(blocks), isa,
-                                     opts.threads, dependence=opts.dependence)
+                                     opts.threads, sched.tuning, dependence=opts.dependence)
     for made, saved in zip(kernel_choices(block_kernels, isa), sched.kernels):
         if made != saved:
             raise InvalidScheduleError(f"kernel {saved.name}: the schedule chose {saved}, this stax generates {made}"
@@ -334,7 +347,8 @@ def build(sched: Schedule) -> CompiledFunction:
     source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
     isa = ISA_LEVELS[sched.options.isa]
     library_path = build_library(source, isa)
-    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), kinds)
+    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), kinds,
+                                               allocator if sched.options.caching_allocator else NO_CACHING)
     if not runs_here(isa):
         call = _refusing_call(isa)
     return CompiledFunction(sched.graph, program, made.scheduler, sched.fusion_problem, sched.fusion,
@@ -365,12 +379,6 @@ def buffer_meta(program: LoweredProgram, order_problem: OrderProblem) -> dict[st
 def kernel_choices(block_kernels: list[Kernel], isa: Isa) -> tuple[KernelChoice, ...]:
     return tuple(KernelChoice(k.name, k.form, 1 if k.extern else isa.width, max(k.depths, default=0))
                  for k in block_kernels)
-
-
-def tuning_values() -> dict[str, int]:
-    """The code generator's integer thresholds, by name."""
-    return {name: value for name, value in sorted(vars(tuning).items())
-            if name.isupper() and isinstance(value, int) and not isinstance(value, bool)}
 
 
 def strategy_name(spec: Any) -> str:

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .runtime import build, detect_isa, load
+from .runtime import build, load, native_isa
 
 #: a matmul with fewer multiply-adds runs on the calling thread (a parallel region costs a few us)
 PARALLEL_MATMUL_MIN = 1 << 16
@@ -67,7 +67,7 @@ def _team_gemm(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
             continue
         config.restype = ctypes.c_char_p
         width = "i64" if b"USE64BITINT" in config() else "i32"
-        entry = getattr(load(build(_SOURCE, detect_isa())), f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{width}")
+        entry = getattr(load(build(_SOURCE, native_isa())), f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{width}")
         entry.restype = None
         return entry, ctypes.cast(gemm, ctypes.c_void_p).value
     return None

@@ -1,7 +1,7 @@
 """Build and load generated C++ (seed 8): ISA probe, gcc, and an on-disk cache.
 
-The ISA level is probed at run time, widest first (seed 8.1: AVX-512, AVX2, none); the
-environment variable ``STAX_ISA`` forces a level (for tests of every form).  Libraries are
+The ISA level is probed at run time, widest first (seed 8.1: AVX-512, AVX2, none); an
+``Options.isa`` forces a level (for tests of every form).  Libraries are
 cached by a hash of the source, the headers, the flags, the Python and the compiler, under
 ``STAX_CACHE_DIR`` (default ``~/.cache/stax``).  A build writes to a private temporary file and
 renames it into place, so concurrent processes compiling the same source never load a
@@ -83,24 +83,6 @@ def isa_level(name: str, setting: str) -> Isa:
         raise StaxError(f"{setting}={name!r} is not a level; {did_you_mean(name, ISA_LEVELS)}"
                         f"use one of {', '.join(ISA_LEVELS)}")
     return ISA_LEVELS[name]
-
-
-def detect_isa() -> Isa:
-    """The widest level this CPU supports, or the one ``STAX_ISA`` names."""
-    forced = os.environ.get("STAX_ISA")
-    return isa_level(forced, "STAX_ISA") if forced else native_isa()
-
-
-def default_threads() -> int:
-    """The threads a kernel runs on: ``STAX_THREADS``, else every core."""
-    text = os.environ.get("STAX_THREADS")
-    if text is None:
-        return os.cpu_count() or 1
-    threads = int(text) if text.strip().isdigit() else 0
-    if threads < 1:
-        raise StaxError(f"STAX_THREADS={text!r} is not a number of threads; set it to a whole number of at least 1 "
-                        f"(this machine has {os.cpu_count()} cores) or unset it")
-    return threads
 
 
 def cache_dir() -> Path:

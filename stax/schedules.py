@@ -16,6 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from .codegen.tuning import Tuning
 from .errors import InstanceFormatError, StaxError
 from .graph import Graph, Node
 from .lowering import CostModel
@@ -60,6 +61,7 @@ class ScheduleOptions:
     memory_plan: str
     fusion_params: dict[str, Any] = field(default_factory=dict)
     order_params: dict[str, Any] = field(default_factory=dict)
+    caching_allocator: bool = True
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class Schedule:
     memory: MemoryPlan
     spans: tuple[tuple[int, int], ...]  # steps of the order called as one C++ function (seed 8.5)
     kernels: tuple[KernelChoice, ...]  # one per block, in the order's sequence
-    tuning: dict[str, int]  # the code generator's thresholds (``stax.codegen.tuning``)
+    tuning: Tuning  # the code generator's thresholds
     stax_version: str = ""
     #: what the passes computed on the way (program, scheduler, block kernels), so building a
     #: schedule just made does not lower and generate again; not saved
@@ -98,7 +100,7 @@ class Schedule:
             "memory": _jsonable(asdict(self.memory), "memory"),
             "spans": [list(s) for s in self.spans],
             "kernels": [asdict(k) for k in self.kernels],
-            "tuning": dict(self.tuning),
+            "tuning": self.tuning.values(),
         }
 
     def save(self, path: str | Path) -> None:
@@ -140,9 +142,7 @@ class Schedule:
         kernels = tuple(r.read("kernels", lambda ks: [KernelChoice(**_record(k, KernelChoice)) for k in ks]))
         if [k.name for k in kernels] != list(order.order):
             r.fail("kernels", f"one choice per kernel, in the order {list(order.order)}", [k.name for k in kernels])
-        tuning = r.get("tuning", dict, "a JSON object")
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in tuning.values()):
-            r.fail("tuning", "integer thresholds by name", tuning)
+        tuning = r.read("tuning", Tuning.from_values)
         return cls(graph, parameters, options, fusion_problem, fusion, order_problem, order, memory, spans, kernels,
                    tuning, str(data.get("stax_version", "")))
 
@@ -214,6 +214,8 @@ def _options_from_dict(data: dict[str, Any]) -> ScheduleOptions:
     for name, allowed in checks.items():
         if values.get(name) not in allowed:
             raise ValueError(f"options.{name} must be one of {', '.join(allowed)}, found {values.get(name)!r}")
+    if not isinstance(values.get("caching_allocator", True), bool):
+        raise ValueError(f"options.caching_allocator must be true or false, found {values['caching_allocator']!r}")
     threads = values.get("threads")
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"options.threads must be a whole number of at least 1, found {threads!r}")

@@ -50,7 +50,8 @@ def count_traffic(compiled: CompiledFunction, *arrays: np.ndarray) -> list[Kerne
     names = [k.name for k in compiled.block_kernels]
     blocks = [tuple(k.nodes) for k in compiled.block_kernels]
     kernels = generate_kernels(compiled.scheduler, compiled.fusion_problem, tuple(blocks), tuple(names), names,
-                               compiled.isa, threads=1, counting=True, dependence=compiled.dependence)
+                               compiled.isa, threads=1, tuning=compiled.schedule.tuning, counting=True,
+                               dependence=compiled.dependence)
     library = load(build(translation_unit(kernels, counting=True), compiled.isa))
     register = library.stax_count_register
     register.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]

@@ -6,6 +6,8 @@ updates in place: dtype and shape exactly, values with a tolerance for floats.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -57,7 +59,10 @@ def run_check(fn, *arrays: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6, u
 
 
 @pytest.fixture
-def check():
+def check(request):
+    """``run_check``, compiling for the test's ``isa`` fixture when it takes one."""
+    if "isa" in request.fixturenames:
+        return functools.partial(run_check, isa=request.getfixturevalue("isa"))
     return run_check
 
 

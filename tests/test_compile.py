@@ -2,12 +2,13 @@
 
 Every test compiles real kernels with gcc (cached by source hash in ``STAX_CACHE_DIR``), runs them
 and compares outputs and in-place updated inputs with ``stax.reference.evaluate`` (``check`` in
-conftest.py).  The ISA level is forced with ``STAX_ISA``: ``avx2`` and ``none`` run here (plus
+conftest.py).  The ISA level is chosen with ``isa=``: ``avx2`` and ``none`` run here (plus
 ``avx512`` on a CPU that has it); ``avx512`` is always at least built.  Several ops share one
 program where they can, to keep the number of distinct builds small.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -22,10 +23,8 @@ from hypothesis import given, settings, strategies as st
 
 import stax
 from stax import nn
-from stax.codegen import cpp, tiles
 from stax.codegen.cpp import without_final_barrier
-from stax.codegen.tuning import (ACCUMULATORS, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES, PREFETCH_AHEAD_BYTES, SPLIT_MIN_ROWS,
-                                 STACK_ARRAY_MAX_BYTES, STREAM_MIN_BYTES, SUM_BLOCK)
+from stax.codegen.tuning import Tuning
 from stax.compiler import Options, compile_graph
 from stax.errors import BuildError, CallError, KernelError, ShapeError, StaxError, UnsupportedError
 from stax.examples import example_7_1
@@ -33,6 +32,8 @@ from stax.reference import evaluate
 from stax import runtime
 from stax.runtime import ISA_LEVELS, _cpu_flags, compile_flags
 
+DEFAULT = Tuning()
+SPLIT_ROWS = DEFAULT.split_min_rows  # a column reduction over this many rows or more may split
 HAS_AVX512 = {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= _cpu_flags()
 RUNNABLE_ISAS = ["avx2", "none"] + (["avx512"] if HAS_AVX512 else [])
 
@@ -57,8 +58,8 @@ def nonzero(shape, dtype: str, seed: int) -> np.ndarray:
 
 
 @pytest.fixture(params=RUNNABLE_ISAS)
-def isa(request, monkeypatch):
-    monkeypatch.setenv("STAX_ISA", request.param)
+def isa(request):
+    """A vector level this CPU runs; ``check`` compiles for it."""
     return request.param
 
 
@@ -86,7 +87,7 @@ def test_float32_exp_over_its_whole_range(isa, check):
 
 
 def test_float32_exp_of_an_unrolled_step_equals_the_one_vector_exp(isa, check):
-    """A row pass steps ACCUMULATORS vectors and tests its exps' range once per step
+    """A row pass steps Tuning.accumulators vectors and tests its exps' range once per step
     (stax::v_exp4): over exp's whole range, with special values, with steps wholly inside the
     range, wholly outside it and mixed (a shuffled row), its results equal the flat loop's
     one-vector exp bit for bit."""
@@ -96,7 +97,7 @@ def test_float32_exp_of_an_unrolled_step_equals_the_one_vector_exp(isa, check):
                   np.random.default_rng(7).permutation(values)[:4096]])
     zeros = np.zeros_like(x)
     row_pass = check(lambda t, z: t.exp() + z.sum(-1, keepdim=True), x, zeros, rtol=2.5e-7, atol=2 ** -149)
-    flat = stax.compile(lambda t: t.exp(), x.ravel())
+    flat = stax.compile(lambda t: t.exp(), x.ravel(), isa=isa)
     if isa != "none":
         assert row_pass.kernels[0].source.count("stax::v_exp4(") == 1
         assert "v_exp4" not in flat.kernels[0].source
@@ -120,10 +121,10 @@ def test_float32_erf_over_its_whole_range(isa, check):
 def test_a_broadcast_negative_zero_keeps_its_sign(isa):
     """stax::splat puts -0.0 in every lane as -0.0 (0 + s, as it once was, makes it 0.0)."""
     x = sample((3, 37), low=0.5, high=2, seed=72)
-    assert np.all(np.signbit(stax.compile(lambda a: a * -0.0, x)(x)))
+    assert np.all(np.signbit(stax.compile(lambda a: a * -0.0, x, isa=isa)(x)))
     row = np.float32([-0.0, -0.0, 1.0])[:, None]
-    np.testing.assert_array_equal(stax.compile(lambda a, b: a * b, x, row)(x, row), x * row)
-    assert np.array_equal(np.signbit(stax.compile(lambda a, b: a * b, x, row)(x, row)), np.signbit(x * row))
+    np.testing.assert_array_equal(stax.compile(lambda a, b: a * b, x, row, isa=isa)(x, row), x * row)
+    assert np.array_equal(np.signbit(stax.compile(lambda a, b: a * b, x, row, isa=isa)(x, row)), np.signbit(x * row))
 
 
 def test_a_division_by_a_loop_invariant_divisor_multiplies_by_its_reciprocal(isa, check):
@@ -284,7 +285,7 @@ def test_maximum_and_minimum_keep_the_generic_rule_bit_for_bit(isa):
     bits_a, bits_b = a.view(np.uint32), b.view(np.uint32)
     bits_a[8], bits_b[9], bits_a[10], bits_b[10] = 0x7FC00001, 0xFFC00002, 0x7FC00003, 0x7FC00004  # NaN payloads
     a[12], b[13] = np.inf, -np.inf
-    compiled = stax.compile(lambda x, y: (x.maximum(y), x.minimum(y)), a, b)
+    compiled = stax.compile(lambda x, y: (x.maximum(y), x.minimum(y)), a, b, isa=isa)
     high, low = compiled(a, b)
     with np.errstate(invalid="ignore"):
         want_high = np.where((a > b) | np.isnan(a), a, b)
@@ -403,7 +404,7 @@ def test_outputs_that_alias_inputs_or_each_other(isa, check):
         y.add_(1)
         return x, x.t(), x[1:], y, x * 2, x * 2
     x = sample((4, 9), seed=67)
-    outs = stax.compile(fn, x, x)(x, x.copy())
+    outs = stax.compile(fn, x, x, isa=isa)(x, x.copy())
     assert not any(np.shares_memory(o, x) for o in outs)
     check(fn, x, sample((4, 9), seed=68))
 
@@ -519,7 +520,7 @@ def test_inplace_reads_transposed_old_value(check):
 
 def test_integer_division_by_zero_raises_and_recovers(isa):
     f = stax.compile(lambda a, b: (a // b, a % b, (a // b).sum(0)), sample((4, 21), "int32", seed=45),
-                     sample((4, 21), "int32", seed=46))
+                     sample((4, 21), "int32", seed=46), isa=isa)
     a, b = sample((4, 21), "int32", -9, 9, seed=47), nonzero((4, 21), "int32", seed=48)
     bad = b.copy()
     bad[3, 20] = 0  # in the tail
@@ -575,17 +576,15 @@ def _transposed_form(isa: str, shape) -> str:
     return "scalar" if isa == "none" else "tiled-vector" if _holds_vectors(isa, *shape[-2:]) else "tiled"
 
 
-def test_kernel_forms(monkeypatch, check):
-    monkeypatch.setenv("STAX_ISA", "avx2")
+def test_kernel_forms(check):
     x, y = sample((40, 24), seed=51), sample((24, 40), seed=52)
-    assert _forms(check(lambda a: a * 2 + 1, x)) == ["vector"]
-    assert _forms(check(lambda a: a.sum(-1), x)) == ["vector"]
-    assert _forms(check(lambda a: a.sum(0), x)) == ["outer-vector"]
-    assert _forms(check(lambda a, b: a + b.t(), x, y)) == ["tiled-vector"]
-    assert _forms(check(lambda a, m: a * m.t(), x, sample((24, 40), "bool", seed=53))) == ["tiled"]
-    monkeypatch.setenv("STAX_ISA", "none")
-    assert _forms(check(lambda a: a * 2 + 1, x)) == ["scalar"]
-    assert _forms(check(lambda a: a.sum(0), x)) == ["scalar"]
+    assert _forms(check(lambda a: a * 2 + 1, x, isa="avx2")) == ["vector"]
+    assert _forms(check(lambda a: a.sum(-1), x, isa="avx2")) == ["vector"]
+    assert _forms(check(lambda a: a.sum(0), x, isa="avx2")) == ["outer-vector"]
+    assert _forms(check(lambda a, b: a + b.t(), x, y, isa="avx2")) == ["tiled-vector"]
+    assert _forms(check(lambda a, m: a * m.t(), x, sample((24, 40), "bool", seed=53), isa="avx2")) == ["tiled"]
+    assert _forms(check(lambda a: a * 2 + 1, x, isa="none")) == ["scalar"]
+    assert _forms(check(lambda a: a.sum(0), x, isa="none")) == ["scalar"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
@@ -605,18 +604,17 @@ def test_transposed_reads_in_register_tiles(isa, dtype, shape, check):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
 @pytest.mark.parametrize("shape", [(2, 8, 8), (3, 19, 21), (1, 70, 133), (2, 150, 72)])
-def test_transposed_reads_in_strips(isa, dtype, shape, check, monkeypatch):
-    """Over a large transposed input the register tiles run in strips of STRIP_ROWS rows, the
+def test_transposed_reads_in_strips(isa, dtype, shape, check):
+    """Over a large transposed input the register tiles run in strips of ``Tuning.strip_rows`` rows, the
     strip's transposed reads into the per-thread buffer first, then its rows streamed, with
     non-temporal stores and a fence; with tails, batches, several strips and both thread counts
     (here at small sizes: strips of 16 rows whatever the input's size and the strips' number,
     every output streamed)."""
-    for name, value in (("STREAM_MIN_BYTES", 1), ("STRIP_ROWS", 16), ("STRIPS_PER_THREAD", 0)):
-        monkeypatch.setattr(tiles, name, value)
-    monkeypatch.setattr(cpp, "STREAM_MIN_BYTES", 1)
+    small = Tuning(stream_min_bytes=1, strip_rows=16, strips_per_thread=0)
     x, y = sample(shape, dtype, seed=62), sample((shape[0], shape[2], shape[1]), dtype, seed=63)
     for threads in (1, 2):
-        compiled = check(lambda a, b: a * 2 + b.transpose(1, 2) - b.transpose(1, 2) * a, x, y, threads=threads)
+        compiled = check(lambda a, b: a * 2 + b.transpose(1, 2) - b.transpose(1, 2) * a, x, y, threads=threads,
+                         tuning=small)
         assert _forms(compiled) == [_transposed_form(isa, shape)]
         if _holds_vectors(isa, *shape[1:]):
             source = compiled.block_kernels[0].source
@@ -625,17 +623,17 @@ def test_transposed_reads_in_strips(isa, dtype, shape, check, monkeypatch):
 
 
 def test_a_transposed_input_of_stream_size_runs_in_strips(isa):
-    """At STREAM_MIN_BYTES (2048 x 2048 float32) the strips are the default, and agree with numpy;
+    """At Tuning.stream_min_bytes (2048 x 2048 float32) the strips are the default, and agree with numpy;
     an input as large in too few strips for the threads (64 rows), or with rows too long for
     the strip buffers, keeps the blocks."""
     rng = np.random.default_rng(64)
     x, y = (rng.random((2048, 2048), dtype=np.float32) for _ in range(2))
-    compiled = stax.compile(lambda a, b: a + b.t(), x, y, threads=2)
+    compiled = stax.compile(lambda a, b: a + b.t(), x, y, threads=2, isa=isa)
     np.testing.assert_array_equal(compiled(x, y), x + y.T)
     few_rows = [rng.random(shape, dtype=np.float32) for shape in ((64, 65536), (65536, 64))]
-    few = stax.compile(lambda a, b: a + b.t(), *few_rows, threads=2)
+    few = stax.compile(lambda a, b: a + b.t(), *few_rows, threads=2, isa=isa)
     long_rows = [rng.random(shape, dtype=np.float32) for shape in ((512, 32768), (32768, 512))]
-    long = stax.compile(lambda a, b: a + b.t(), *long_rows, threads=2)
+    long = stax.compile(lambda a, b: a + b.t(), *long_rows, threads=2, isa=isa)
     np.testing.assert_array_equal(few(*few_rows), few_rows[0] + few_rows[1].T)
     if isa != "none":
         source = compiled.block_kernels[0].source
@@ -646,18 +644,18 @@ def test_a_transposed_input_of_stream_size_runs_in_strips(isa):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_register_tiles_start_on_the_transposed_operands_lines(isa, dtype):
-    """A transposed operand whose rows are whole cache lines, long enough for OUTER_HEAD_MIN,
+    """A transposed operand whose rows are whole cache lines, long enough for Tuning.outer_head_min,
     starting at each element of a line in turn: the tiles start where its rows start a line,
     after scalar head rows (``stax::line_head``), and end in scalar tail rows and columns; every
     start agrees with numpy."""
     itemsize = np.dtype(dtype).itemsize
     per_line = 64 // itemsize
-    rows, cols = OUTER_HEAD_MIN + 16, 21
+    rows, cols = DEFAULT.outer_head_min + 16, 21
     storage = np.empty(rows * cols + 2 * per_line, dtype)
     first = (-storage.ctypes.data % 64) // itemsize
     transposed = [storage[first + k:first + k + rows * cols].reshape(cols, rows) for k in range(per_line)]
     x = sample((rows, cols), dtype, seed=120)
-    compiled = stax.compile(lambda a, b: a * 2 + b.t(), x, transposed[0])
+    compiled = stax.compile(lambda a, b: a * 2 + b.t(), x, transposed[0], isa=isa)
     if isa != "none":
         assert _forms(compiled) == ["tiled-vector"]
         assert "stax::line_head(" in compiled.block_kernels[0].source
@@ -672,43 +670,43 @@ def _column_statistics(x):
     return mean, (centered * centered).mean(0), x.amax(0)
 
 
-def test_a_pass_shares_an_internal_value_across_its_unrolled_vectors(monkeypatch, check):
+def test_a_pass_shares_an_internal_value_across_its_unrolled_vectors(check):
     """Example 7.2 under the default rule: exp is materialized in the kernel but read only by
     the sum and the amax of its own pass, so it stays a local (no row buffer) and the pass steps
-    ACCUMULATORS vectors, each reduction reading its own vector's exp (a printer cache keyed by
+    Tuning.accumulators vectors, each reduction reading its own vector's exp (a printer cache keyed by
     the id of a freed shifted expression once gave a later vector's amax its load of x)."""
-    monkeypatch.setenv("STAX_ISA", "avx2")
+    check = functools.partial(check, isa="avx2")
     x = sample((6, 1024), seed=130)
     compiled = check(lambda t: (t.exp().sum(-1), t.exp().amax(-1)), x, rtol=1e-6)
     source = compiled.block_kernels[0].source
-    assert "_row" not in source and f"y0 += {ACCUMULATORS * 8}" in source
+    assert "_row" not in source and f"y0 += {DEFAULT.accumulators * 8}" in source
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_column_reductions_step_several_vectors(isa, dtype, check):
-    """The outer-vector form reads OUTER_VECTOR_BYTES of each row per step (one accumulator per
+    """The outer-vector form reads Tuning.outer_vector_bytes of each row per step (one accumulator per
     vector), then single vectors, then a scalar tail: 150 columns exercise all three."""
     x = sample((37, 150), dtype, seed=59)
     compiled = check(_column_statistics, x, atol=1e-5)
     if isa != "none":
         assert _forms(compiled) == ["outer-vector"]
-        lanes = OUTER_VECTOR_BYTES // (8 * np.dtype(dtype).itemsize)
+        lanes = DEFAULT.outer_vector_bytes // (8 * np.dtype(dtype).itemsize)
         assert f"x0 += {lanes * 8}" in compiled.block_kernels[0].source
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_column_reductions_start_vectors_on_cache_lines(isa, dtype):
-    """Rows of whole cache lines, long enough for OUTER_HEAD_MIN, read from an input that starts
+    """Rows of whole cache lines, long enough for Tuning.outer_head_min, read from an input that starts
     at each element of a line in turn: a scalar head takes the columns before the first line
     boundary (``stax::line_head``), so that the vectors read whole lines; every start agrees with
     numpy."""
     itemsize = np.dtype(dtype).itemsize
     per_line = 64 // itemsize
-    rows, cols = 9, OUTER_HEAD_MIN + 16
+    rows, cols = 9, DEFAULT.outer_head_min + 16
     storage = np.empty(rows * cols + 2 * per_line, dtype)
     first = (-storage.ctypes.data % 64) // itemsize
     views = [storage[first + k:first + k + rows * cols].reshape(rows, cols) for k in range(per_line)]
-    compiled = stax.compile(_column_statistics, views[0])
+    compiled = stax.compile(_column_statistics, views[0], isa=isa)
     if isa != "none":
         assert _forms(compiled) == ["outer-vector"]
         assert "stax::line_head(" in compiled.block_kernels[0].source
@@ -723,13 +721,13 @@ def test_column_reductions_start_vectors_on_cache_lines(isa, dtype):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_column_walk_sums_are_as_accurate_as_torchs(isa, seed):
     """``x.t().sum(-1)`` at 513 x 257 float32 (a column walk, one element per accumulator and
-    step) adds blocks of SUM_BLOCK rows into partial sums, and meets torch's float32 tolerance
+    step) adds blocks of Tuning.sum_block rows into partial sums, and meets torch's float32 tolerance
     (rtol 1.3e-6, atol 1e-5) against the exact sum; the plain running sum missed it on 3 and 4
     columns of seeds 1 and 2."""
     x = np.random.default_rng(seed).standard_normal((513, 257)).astype(np.float32)
-    compiled = stax.compile(lambda t: t.t().sum(-1), x)
+    compiled = stax.compile(lambda t: t.t().sum(-1), x, isa=isa)
     np.testing.assert_allclose(compiled(x), x.astype(np.float64).sum(0), rtol=1.3e-6, atol=1e-5)
-    assert f"y0_block += {SUM_BLOCK}" in compiled.kernel_source
+    assert f"y0_block += {DEFAULT.sum_block}" in compiled.kernel_source
 
 
 def _column_reductions(a):
@@ -738,7 +736,7 @@ def _column_reductions(a):
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize("shape", [(SPLIT_MIN_ROWS + 44, 21), (SPLIT_MIN_ROWS + 1, 3, 5), (1024, 8)])
+@pytest.mark.parametrize("shape", [(SPLIT_ROWS + 44, 21), (SPLIT_ROWS + 1, 3, 5), (1024, 8)])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 def test_split_column_reductions(isa, dtype, shape, threads, check):
     """Column reductions over many rows of few columns run as split reductions: one chunk of
@@ -747,7 +745,7 @@ def test_split_column_reductions(isa, dtype, shape, threads, check):
     a NaN in one chunk reaches the combined sum and max."""
     x = sample(shape, dtype, seed=140)
     if dtype.startswith("float"):
-        x[SPLIT_MIN_ROWS - 3, 1] = np.nan
+        x[SPLIT_ROWS - 3, 1] = np.nan
     compiled = check(_column_reductions, x, threads=threads, atol=1e-4)  # float32 sums of 300 terms
     form = ["split-reduction" if _holds_vectors(isa, math.prod(shape[1:])) else "scalar"]
     assert _forms(compiled) == form
@@ -757,10 +755,10 @@ def test_split_column_reductions(isa, dtype, shape, threads, check):
 
 
 @settings(max_examples=20, deadline=None)
-@given(rows=st.integers(SPLIT_MIN_ROWS, 3 * SPLIT_MIN_ROWS), columns=st.integers(1, 40), threads=st.integers(1, 3),
+@given(rows=st.integers(SPLIT_ROWS, 3 * SPLIT_ROWS), columns=st.integers(1, 40), threads=st.integers(1, 3),
        seed=st.integers(0, 1000))
 def test_split_reductions_equal_numpy(rows, columns, threads, seed):
-    """Whatever the rows (steps of SPLIT_ROW_STEP and a remainder in each chunk), the columns
+    """Whatever the rows (steps of Tuning.split_row_step and a remainder in each chunk), the columns
     (vectors and a scalar tail) and the chunks, a split reduction's results equal numpy's."""
     x = sample((rows, columns), seed=seed)
     compiled = stax.compile(_column_reductions, x, threads=threads)
@@ -769,12 +767,12 @@ def test_split_reductions_equal_numpy(rows, columns, threads, seed):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
-def test_wide_cached_column_reductions_keep_the_column_walk(monkeypatch, check):
-    """Columns that make enough OUTER_VECTOR_BYTES strips for every thread, of an input smaller
-    than STREAM_MIN_BYTES, run in the outer-vector form (there it is the faster one); rows fewer
-    than SPLIT_MIN_ROWS never split."""
-    monkeypatch.setenv("STAX_ISA", "avx2")
-    wide, short = sample((SPLIT_MIN_ROWS + 44, 600), seed=142), sample((SPLIT_MIN_ROWS - 1, 8), seed=143)
+def test_wide_cached_column_reductions_keep_the_column_walk(check):
+    """Columns that make enough Tuning.outer_vector_bytes strips for every thread, of an input smaller
+    than Tuning.stream_min_bytes, run in the outer-vector form (there it is the faster one); rows fewer
+    than Tuning.split_min_rows never split."""
+    check = functools.partial(check, isa="avx2")
+    wide, short = sample((SPLIT_ROWS + 44, 600), seed=142), sample((SPLIT_ROWS - 1, 8), seed=143)
     assert _forms(check(lambda a: a.sum(0), wide, atol=1e-4)) == ["outer-vector"]
     assert _forms(check(lambda a: a.sum(0), short, atol=1e-4)) == ["outer-vector"]
 
@@ -782,7 +780,7 @@ def test_wide_cached_column_reductions_keep_the_column_walk(monkeypatch, check):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape, dim, threads", [
     ((7, 37), -1, 2), ((5, 300), 1, 2), ((40, 24), 0, 2), ((3, 4, 50), (0, 2), 2), ((6,), None, 2),
-    ((SPLIT_MIN_ROWS + 44, 21), 0, 2), ((SPLIT_MIN_ROWS + 1, 3, 5), 0, 3), ((SPLIT_MIN_ROWS + 1, 3, 5), 0, 1)])
+    ((SPLIT_ROWS + 44, 21), 0, 2), ((SPLIT_ROWS + 1, 3, 5), 0, 3), ((SPLIT_ROWS + 1, 3, 5), 0, 1)])
 def test_variance_in_every_kernel_form(isa, dtype, shape, dim, threads, check):
     """Tensor.var is one m2 reduction in every kernel form: row passes (several vector
     accumulators merged by Chan's formula, lanes too, the scalar tail by Welford's update),
@@ -800,17 +798,17 @@ def test_variance_rejects_what_torch_rejects():
         stax.compile(lambda a: a.var(0, unbiased=True, correction=1), sample((3, 4)))
 
 
-def test_a_reduction_joins_the_earliest_pass_it_can(monkeypatch, check):
+def test_a_reduction_joins_the_earliest_pass_it_can(check):
     """A reduction that reads nothing computed since an earlier pass joins that pass: the max of
     each row shares the sum's pass although the sum's division comes between them."""
-    monkeypatch.setenv("STAX_ISA", "none")
+    check = functools.partial(check, isa="none")
     source = check(lambda a: (a.sum(-1) / 7, a.amax(-1)), sample((5, 9), seed=151)).block_kernels[0].source
     assert source.count("for (int64_t y0") == 1
 
 
 def test_small_kernels_do_not_fork(check):
     """Algorithm 8.1 still picks the parallel loop, but a kernel with less weighted work than
-    PARALLEL_MIN_WORK opens no parallel region: its ``omp for`` runs orphaned on one thread."""
+    Tuning.parallel_min_work opens no parallel region: its ``omp for`` runs orphaned on one thread."""
     small = check(lambda a: a * 2 + 1, sample((64, 128), seed=62), threads=2).kernels[0].source
     assert "#pragma omp for" in small and "#pragma omp parallel" not in small
     large = check(lambda a: a * 2 + 1, sample((256, 512), seed=63), threads=2).kernels[0].source
@@ -831,12 +829,12 @@ def _softmax(x):
 
 
 @pytest.mark.parametrize("columns", [2048, 2051])
-def test_large_row_outputs_stream_past_the_caches(monkeypatch, columns, check):
-    """An output of STREAM_MIN_BYTES or more written by a row pass takes non-temporal stores (rows
+def test_large_row_outputs_stream_past_the_caches(columns, check):
+    """An output of Tuning.stream_min_bytes or more written by a row pass takes non-temporal stores (rows
     of 2051 floats start misaligned three times in four: those stores fall back to plain ones) and
     a fence, and the later passes prefetch the next row: the values still match the reference."""
-    monkeypatch.setenv("STAX_ISA", "avx2")
-    x = sample((STREAM_MIN_BYTES // (4 * 2048), columns), seed=58)
+    check = functools.partial(check, isa="avx2")
+    x = sample((DEFAULT.stream_min_bytes // (4 * 2048), columns), seed=58)
     source = check(_softmax, x, threads=2).block_kernels[0].source
     assert "stax::vstore_stream(out_ptr0" in source and "stax::store_fence();" in source
     assert "__builtin_prefetch(in_ptr0" in source
@@ -846,15 +844,15 @@ def test_large_row_outputs_stream_past_the_caches(monkeypatch, columns, check):
         assert re.search(r"#pragma omp for schedule\(dynamic, \d+\) nowait", text) and "#pragma omp barrier" not in text
 
 
-def test_loops_with_an_expensive_op_per_streamed_element_prefetch_their_large_rows_ahead(monkeypatch, check):
+def test_loops_with_an_expensive_op_per_streamed_element_prefetch_their_large_rows_ahead(check):
     """A vector loop computing at least one expensive op per element of each large contiguous row
-    it streams prefetches those rows PREFETCH_AHEAD_BYTES ahead (a one-pass row reduction, a
+    it streams prefetches those rows Tuning.prefetch_ahead_bytes ahead (a one-pass row reduction, a
     pointwise loop; not a small row broadcast along the rows); one sqrt over four streams, or
-    inputs below STREAM_MIN_BYTES, do not; the values match the reference."""
-    monkeypatch.setenv("STAX_ISA", "avx2")
-    rows = STREAM_MIN_BYTES // (4 * 2048)
+    inputs below Tuning.stream_min_bytes, do not; the values match the reference."""
+    check = functools.partial(check, isa="avx2")
+    rows = DEFAULT.stream_min_bytes // (4 * 2048)
     x, bias = sample((rows, 2048), seed=65), sample((2048,), seed=66)
-    ahead = f" + {PREFETCH_AHEAD_BYTES // 4}"  # elements ahead, then the cache line's offset in a step
+    ahead = f" + {DEFAULT.prefetch_ahead_bytes // 4}"  # elements ahead, then the cache line's offset in a step
 
     def prefetches(source: str) -> list[str]:
         return [line.strip() for line in source.splitlines() if "__builtin_prefetch" in line]
@@ -873,9 +871,9 @@ def test_loops_with_an_expensive_op_per_streamed_element_prefetch_their_large_ro
 
 
 def test_scratch_rows_live_on_the_stack_up_to_a_size_and_on_the_heap_beyond(check):
-    """A scratch row of at most STACK_ARRAY_MAX_BYTES is a stack array, a longer one a heap
+    """A scratch row of at most Tuning.stack_array_max_bytes is a stack array, a longer one a heap
     array; both compute the reference's values, also on a thread other than the main one."""
-    columns = STACK_ARRAY_MAX_BYTES // 4
+    columns = DEFAULT.stack_array_max_bytes // 4
     on_stack = check(_softmax, sample((4, columns), seed=67), threads=2)
     assert f"stax::stack_array<float, {columns}> buf1_row;" in on_stack.block_kernels[0].source
     on_heap = check(_softmax, sample((4, columns + 4), seed=68), threads=2)
@@ -982,11 +980,10 @@ def test_a_cached_library_is_found_without_asking_sysconfig_and_a_new_python_mis
         stax.compile(fn, x)
 
 
-def test_avx512_builds(monkeypatch):
+def test_avx512_builds():
     """The AVX-512 level compiles, and runs where the CPU has it; elsewhere a call says so."""
-    monkeypatch.setenv("STAX_ISA", "avx512")
     x, w = sample((37, 45), seed=53), sample((37, 45), seed=54)
-    compiled = compile_graph(stax.trace(_softmax_and_friends, x, w), Options(fusion="greedy"))
+    compiled = compile_graph(stax.trace(_softmax_and_friends, x, w), Options(fusion="greedy", isa="avx512"))
     assert "vector" in _forms(compiled)
     assert "-DSTAX_W=16" in compile_flags(ISA_LEVELS["avx512"])
     if HAS_AVX512:
@@ -997,12 +994,11 @@ def test_avx512_builds(monkeypatch):
             compiled(x, w)
 
 
-def test_a_level_the_cpu_lacks_is_refused_at_the_call(monkeypatch, cpu_without_avx512):
+def test_a_level_the_cpu_lacks_is_refused_at_the_call(cpu_without_avx512):
     """Kernels built for avx512 on a CPU without it are built and readable; their call raises a
     CallError that names the level to use, instead of ending the process on an illegal instruction."""
-    monkeypatch.setenv("STAX_ISA", "avx512")
     x = sample((37, 45), seed=55)
-    compiled = stax.compile(lambda a: a.exp() / a.exp().sum(-1, keepdim=True), x)
+    compiled = stax.compile(lambda a: a.exp() / a.exp().sum(-1, keepdim=True), x, isa="avx512")
     assert compiled.isa.name == "avx512" and "stax::v_exp" in compiled.kernels[0].source
     with pytest.raises(CallError, match="compiled for avx512, which this CPU does not have .* isa='avx2'"):
         compiled(x)
@@ -1054,12 +1050,11 @@ def test_concurrent_builds_share_the_cache(tmp_path):
 # --- the seed's listing 7.1 -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("level,width", [("avx512", 16), ("avx2", 8)])
-def test_example_7_1_reads_like_listing_7_1(monkeypatch, level, width):
+def test_example_7_1_reads_like_listing_7_1(level, width):
     """One kernel: a parallel outer loop of 64 rows, a vector row sum kept in the kernel, then a
     vector division of the same row; buffer names as the wrapper allocates them."""
-    monkeypatch.setenv("STAX_ISA", level)
     x = sample((64, 128), seed=55)
-    compiled = compile_graph(stax.trace(example_7_1, x), Options())
+    compiled = compile_graph(stax.trace(example_7_1, x), Options(isa=level))
     assert [k.nodes for k in compiled.block_kernels] == [["op0", "op1"]]
     src = compiled.block_kernels[0].source
     assert compiled.block_kernels[0].form == "vector"
@@ -1083,12 +1078,11 @@ def test_example_7_1_reads_like_listing_7_1(monkeypatch, level, width):
         np.testing.assert_allclose(compiled(x), x / x.sum(-1, keepdims=True), rtol=1e-5)
 
 
-def test_example_7_1_before_fusion(monkeypatch):
+def test_example_7_1_before_fusion():
     """Without fusion: the row sum writes buf0 (64 floats) and the division reads it; each kernel
     has its own ``omp for`` over the 64 rows or the 8192 flat elements."""
-    monkeypatch.setenv("STAX_ISA", "avx512")
     x = sample((64, 128), seed=55)
-    compiled = compile_graph(stax.trace(example_7_1, x), Options(fusion="none"))
+    compiled = compile_graph(stax.trace(example_7_1, x), Options(fusion="none", isa="avx512"))
     assert [k.name for k in compiled.block_kernels] == ["cpp_fused_op0", "cpp_fused_op1"]
     row_sum, division = (k.source for k in compiled.block_kernels)
     assert re.search(r"#pragma omp for schedule\(dynamic, \d+\)\n\s*for \(int64_t x0 = 0; x0 < 64; x0 \+= 1\)", row_sum)

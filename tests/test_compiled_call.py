@@ -152,7 +152,7 @@ def test_several_outputs_the_peak_and_the_allocator_match_the_python_wrapper():
     for _ in range(50):
         compiled(x)
     assert sys.getrefcount(x) == references
-    if allocator.enabled:
+    if compiled.schedule.options.caching_allocator:
         assert allocator.stats.hits - hits == 50 * len(compiled.memory_plan.storage)
 
 
@@ -193,15 +193,14 @@ def test_the_compiled_call_refuses_a_tracker_it_cannot_write(monkeypatch):
         stax.compile(lambda t: t + 1, _x(4, 8))
 
 
-def test_the_compiled_call_hands_out_a_dropped_output_again_and_counts_it(monkeypatch):
+def test_the_compiled_call_hands_out_a_dropped_output_again_and_counts_it():
     """The allocator's hit, taken in C++ (stax_py.h's take_pooled): the array the caller dropped
     comes back, counted as a hit; one still held is not handed out; a dropped array its user
-    reshaped in place is made anew by the allocator's own path; nothing is pooled while the
-    allocator is off."""
-    monkeypatch.setattr(allocator, "enabled", True)
+    reshaped in place is made anew by the allocator's own path; nothing is pooled by a function
+    compiled with the allocator off."""
     allocator.empty_cache()  # no idle storage of this size left by earlier tests
     x = _x(8, 16)
-    compiled = stax.compile(lambda t: t * 2 + 1, x)
+    compiled = stax.compile(lambda t: t * 2 + 1, x, caching_allocator=True)
     first = compiled(x)
     first_id, hits, misses = id(first), allocator.stats.hits, allocator.stats.misses
     del first
@@ -214,10 +213,11 @@ def test_the_compiled_call_hands_out_a_dropped_output_again_and_counts_it(monkey
     remade = compiled(x)
     assert remade.shape == (8, 16) and allocator.stats.hits == hits + 2
     np.testing.assert_array_equal(remade, x * 2 + 1)
-    allocator.enabled = False  # monkeypatch restores it
-    off = compiled(x)
-    assert not np.shares_memory(off, remade) and not np.shares_memory(off, held)
-    assert allocator.stats.hits == hits + 2
+    uncached = stax.compile(lambda t: t * 2 + 1, x, caching_allocator=False)
+    del remade, held
+    off = uncached(x)
+    assert all(not np.shares_memory(off, s.memory) for pool in allocator.pools.values() for s in pool)
+    assert allocator.stats.hits == hits + 2 and allocator.stats.misses == misses + 1
 
 
 def test_one_build_of_the_helpers_serves_every_level_whichever_comes_first():
@@ -226,10 +226,8 @@ def test_one_build_of_the_helpers_serves_every_level_whichever_comes_first():
     without AVX-512 leaves nothing an AVX2 call cannot run."""
     code = ("import os, numpy as np, stax\n"
             "x = np.ones((4, 8), np.float32)\n"
-            "os.environ['STAX_ISA'] = 'avx512'\n"
-            "stax.compile(lambda t: t * 2, x)\n"
-            "os.environ['STAX_ISA'] = 'avx2'\n"
-            "print(float(stax.compile(lambda t: t * 3, x)(x).sum()))\n")
+            "stax.compile(lambda t: t * 2, x, isa='avx512')\n"
+            "print(float(stax.compile(lambda t: t * 3, x, isa='avx2')(x).sum()))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["96.0"]

@@ -99,7 +99,8 @@ def test_padded_reads_stay_inside_the_input(isa):
     border = np.full((9, 12), np.nan, np.float32)
     border[1:-1, 1:-1] = sample((7, 10), seed=92)
     x = border[1:-1, 1:-1]
-    compiled = stax.compile(lambda t: (nn.pad(t, (2, 3, 1, 1)) * 2, nn.pad(t, (1, 1, 1, 1)).unfold(1, 3, 1).sum(-1)), x)
+    compiled = stax.compile(lambda t: (nn.pad(t, (2, 3, 1, 1)) * 2, nn.pad(t, (1, 1, 1, 1)).unfold(1, 3, 1).sum(-1)), x,
+                            isa=isa)
     padded, smoothed = compiled(x)
     assert not np.isnan(padded).any() and not np.isnan(smoothed).any()
     np.testing.assert_array_equal(padded[1:-1, 2:-3], x * 2)
@@ -111,19 +112,18 @@ def test_padded_rows_are_read_by_vectors_lane_by_lane(isa):
     border = np.full((6, 43), np.nan, np.float32)
     border[1:-1, 1:-1] = sample((4, 41), seed=102)
     x = border[1:-1, 1:-1]
-    compiled = stax.compile(lambda t: nn.pad(t, (3, 5, 0, 0)) + 1, x)
+    compiled = stax.compile(lambda t: nn.pad(t, (3, 5, 0, 0)) + 1, x, isa=isa)
     got = compiled(x)
     assert not np.isnan(got).any() and (got[:, :3] == 1).all() and (got[:, -5:] == 1).all()
     np.testing.assert_array_equal(got[:, 3:-5], x + 1)
     assert ("stax::vload_guarded(" in compiled.kernels[0].source) == (isa != "none")
 
 
-def test_padded_convolution_runs_across_neighbouring_outputs(monkeypatch):
+def test_padded_convolution_runs_across_neighbouring_outputs():
     """A stride-1 convolution's kernel rows are shorter than a vector: it runs in the outer-vector
     form along the output width, its padded reads tested lane by lane."""
-    monkeypatch.setenv("STAX_ISA", "avx2")
     x, w = sample((2, 3, 12, 21), seed=103), sample((4, 3, 3, 3), seed=104)
-    compiled = stax.compile(lambda x, w: nn.conv2d(x, w, padding=1), x, w)
+    compiled = stax.compile(lambda x, w: nn.conv2d(x, w, padding=1), x, w, isa="avx2")
     assert [k.form for k in compiled.block_kernels] == ["outer-vector"]
     np.testing.assert_allclose(compiled(x, w), loops_conv(x, w, (1, 1), (1, 1), (1, 1)), rtol=1e-4, atol=1e-4)
 

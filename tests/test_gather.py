@@ -100,7 +100,7 @@ def test_slice_scatter(isa, dtype, check):
     def fn(x):
         return x.slice_scatter(x[:, 1:8:3], 1, 1, 8, 3), x.slice_scatter(x[2:4], 0, 2, 4), \
             x.slice_scatter(x[:, -2:], -1, -2)
-    got, _ = outputs(fn, x)
+    got, _ = outputs(fn, x, isa=isa)
     check(fn, x)
     for g, (dim, sl) in zip(got, [(1, slice(1, 8, 3)), (0, slice(2, 4)), (1, slice(-2, None))]):
         want = x.copy()
@@ -181,7 +181,7 @@ def test_cross_entropy_fuses_under_every_strategy(isa, fusion, check):
         grad = (logp.exp() - logits.scatter(1, targets, 0.0).where(logits != logits, 1.0)) / 8
         return loss, grad
     params = {"time_limit": 2.0} if fusion in ("cpsat", "mwc") else {}
-    (loss, _), _ = outputs(fn, logits, targets, fusion=fusion, fusion_params=params)
+    (loss, _), _ = outputs(fn, logits, targets, fusion=fusion, fusion_params=params, isa=isa)
     check(fn, logits, targets, fusion=fusion, fusion_params=params)
     logp = logits - np.log(np.exp(logits.astype(np.float64)).sum(-1, keepdims=True))
     np.testing.assert_allclose(loss, -logp[np.arange(8), targets[:, 0]].mean(), rtol=1e-5)

@@ -221,10 +221,10 @@ def test_suite_programs_compute_numpys_results_with_late_pool_threads(hooks, nam
 
 def test_chunks_cut_each_threads_share_in_four():
     """The chunk size of a parallel loop nest (Algorithm 8.1's share per thread over
-    CHUNKS_PER_THREAD), in logical iterations of the collapsed loops; a C++ expression when a
-    bound is one."""
-    from stax.codegen.tuning import CHUNKS_PER_THREAD, chunk_iterations
-    assert CHUNKS_PER_THREAD == 4
+    ``Tuning.chunks_per_thread``), in logical iterations of the collapsed loops; a C++ expression
+    when a bound is one."""
+    from stax.codegen.tuning import Tuning, chunk_iterations
+    assert Tuning().chunks_per_thread == 4
     assert chunk_iterations([(0, 64, 1)], 2) == 8
     assert chunk_iterations([(0, 131072, 16)], 2) == 1024  # a vector loop: 8192 iterations
     assert chunk_iterations([(0, 4, 1), (0, 6, 1)], 3) == 2  # collapse(2): 24 iterations

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import stax
-from stax.codegen.tuning import ACCUMULATORS
+from stax.codegen.tuning import Tuning
 from stax.examples import example_7_1, example_7_2
 from stax.scheduler.report import fusion_log
 
@@ -63,19 +63,18 @@ def test_element_count_rule_fuses_what_the_cpu_rule_rejects():
     np.testing.assert_allclose(m, np.exp(X).max(-1), rtol=1e-6)
 
 
-def test_default_rule_fuses_example_7_2_in_one_pass(monkeypatch):
+def test_default_rule_fuses_example_7_2_in_one_pass():
     """The default, ``rule="cpu-split"``, splits exp's flat loop where the row reductions' outer
     loop ends: one kernel reading X once, exp computed once per element (once per vector of a
-    step of ACCUMULATORS vectors, in one stax::v_exp4, shared by the sum and the amax, never
-    stored)."""
-    monkeypatch.setenv("STAX_ISA", "avx2")
-    f = stax.compile(example_7_2, X)
+    step of ``Tuning.accumulators`` vectors, in one stax::v_exp4, shared by the sum and the amax,
+    never stored)."""
+    f = stax.compile(example_7_2, X, isa="avx2")
     assert f.fusion_problem.forbidden == ()
     assert [k.nodes for k in f.block_kernels] == [["op0", "op1", "op2"]]
     assert f.modeled_traffic() == X.nbytes + 2 * 64 * 4
     source = f.kernels[0].source
     assert source.count("stax::v_exp4(") == 1 and "stax::v_exp(" not in source and "_row" not in source
-    assert f"y0 += {ACCUMULATORS * 8}" in source
+    assert f"y0 += {Tuning().accumulators * 8}" in source
     s, m = f(X)
     np.testing.assert_allclose(s, np.exp(X.astype(np.float64)).sum(-1), rtol=1e-5)
     np.testing.assert_allclose(m, np.exp(X).max(-1), rtol=1e-6)

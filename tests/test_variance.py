@@ -7,7 +7,9 @@ from hypothesis import given, settings, strategies as st
 
 import stax
 from instances.programs import batchnorm_stats, layernorm
-from stax.codegen.tuning import SPLIT_MIN_ROWS
+from stax.codegen.tuning import Tuning
+
+SPLIT_MIN_ROWS = Tuning().split_min_rows
 from tests.conftest import run_check
 
 EVERY_SIZE = stax.CostModel(cached_pass_bytes=0)  # the rewrite whatever the size
@@ -22,11 +24,10 @@ def offset(shape, seed: int) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal(shape) + 10).astype(np.float32)
 
 
-def test_large_column_statistics_take_one_pass(monkeypatch):
+def test_large_column_statistics_take_one_pass():
     """Batch-norm statistics of an input larger than cached_pass_bytes: the sum of squared
     deviations is an m2 reduction, in the mean's pass (one kernel, a split reduction)."""
-    monkeypatch.setenv("STAX_ISA", "avx2")
-    compiled = run_check(batchnorm_stats, offset((8192, 16), 1), rtol=1e-5)
+    compiled = run_check(batchnorm_stats, offset((8192, 16), 1), rtol=1e-5, isa="avx2")
     assert sorted(reductions(compiled)) == ["m2", "sum"]
     assert [k.form for k in compiled.block_kernels] == ["split-reduction"]
 

@@ -56,9 +56,7 @@ from .kernel_parts import LoadContext, Member, access_kind, accumulator, fold, g
 from .scans import BlockedScan
 from .split_reduction import SplitReduction
 from .tiles import Tiles
-from .tuning import (ACCUMULATORS, CACHE_LINE, EXPENSIVE_WEIGHT, MAX_VECTOR_STRIDE, OUTER_HEAD_MIN, OUTER_VECTOR_BYTES,
-                     PARALLEL_MIN_WORK, PREFETCH_AHEAD_BYTES, PREFETCH_MAX_BYTES, STREAM_MIN_BYTES, SUM_BLOCK,
-                     WIDE_SUM_MIN, chunk_iterations, parallel_depth)
+from .tuning import Tuning, chunk_iterations, parallel_depth
 
 
 @dataclass
@@ -91,8 +89,8 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
 
     def __init__(self, name: str, members: list[tuple[str, ComputedBuffer]], internal: set[str],
                  storage: dict[str, str], width: int, threads: int, counting: bool = False,
-                 sequential: bool = False):
-        self.name, self.width, self.threads = name, width, threads
+                 sequential: bool = False, *, tuning: Tuning):
+        self.name, self.width, self.threads, self.tuning = name, width, threads, tuning
         self.counting = counting  # emit the counting build's loads and stores (stax_count.h)
         self.frame: Frame = make_frame([b for _, b in members])
         ranges = self.frame.var_ranges
@@ -151,7 +149,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         read = {self.storage.get(b, b) for b in reads}
         large = {self.storage.get(m.buf.name, m.buf.name) for m in self.members
                  if not m.internal and m.buf.name not in self.carried
-                 and nbytes(m.buf.shape, m.buf.dtype) >= STREAM_MIN_BYTES}
+                 and nbytes(m.buf.shape, m.buf.dtype) >= self.tuning.stream_min_bytes}
         return large - read
 
     def _external_loads(self, member: Member) -> list[Load]:
@@ -171,7 +169,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
 
     def _vector_stride(self, ld: Load, var: str) -> int | None:
         """The element stride of a vector load of ``ld`` along ``var``: 0 (one value for every
-        lane), 1 (contiguous), 2 to MAX_VECTOR_STRIDE (``stax::vload_strided``: a stride-2
+        lane), 1 (contiguous), 2 to Tuning.max_vector_stride (``stax::vload_strided``: a stride-2
         convolution's input), or None where a vector cannot read it (the counting build
         counts strided elements one at a time)."""
         kind = access_kind(ld.index, var)
@@ -180,7 +178,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         if self.counting or ld.dtype == "bool" or not ld.index.is_affine_in(var):
             return None
         stride = ld.index.coeff(var)
-        return stride if 2 <= stride <= MAX_VECTOR_STRIDE else None
+        return stride if 2 <= stride <= self.tuning.max_vector_stride else None
 
     def _lane_guards(self, ld: Load, var: str) -> bool:
         """Whether a vector along ``var`` can test ``ld``'s guards lane by lane: each guard affine
@@ -224,8 +222,9 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         self.form, vvar = self.choose_form()
         f = self.frame
         depth = 0 if self.sequential_reason else parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
-        body = [local_array(dtype, f"{name}_row", prod(f.inner)) for name, dtype in self.scratch_rows.items()]
-        body += [local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape))
+        stack = self.tuning.stack_array_max_bytes
+        body = [local_array(dtype, f"{name}_row", prod(f.inner), stack) for name, dtype in self.scratch_rows.items()]
+        body += [local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape), stack)
                  for m in self.members if m.buf.name in self.carried]
         if self._blocked_scan():
             self.form = "blocked-scan"
@@ -245,7 +244,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         return depth, body
 
     def work(self) -> int:
-        """Iterations of the block plus EXPENSIVE_WEIGHT per expensive op at each point where it
+        """Iterations of the block plus Tuning.expensive_weight per expensive op at each point where it
         runs (8.4's N t, in units of t): an op of a row's values only (RMSNorm's rsqrt of the row
         mean, which the compiler hoists out of the row's loop) counts once a row, not once an
         element."""
@@ -257,7 +256,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                        for ld in loads(e))
 
         runs = [rows if not m.inner or per_row(e) else points for m in self.members for e in expensive_in(m.body)]
-        return points + EXPENSIVE_WEIGHT * sum(runs)
+        return points + self.tuning.expensive_weight * sum(runs)
 
     def shared_lines(self) -> list[str]:
         """Declarations at function scope, shared by the threads (the blocked scan's chunk totals,
@@ -339,20 +338,20 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         line (numpy's large arrays start 16 bytes past one), once a scalar head has taken the
         elements before the first line boundary.  None when no load qualifies or the rows are
         too short for a head to pay."""
-        if n < OUTER_HEAD_MIN or self.counting:
+        if n < self.tuning.outer_head_min or self.counting:
             return None
         for ld in candidates:
             size = ITEMSIZE[ld.dtype]
             if ld.guard or ld.dtype == "bool" or access_kind(ld.index, var) != "contiguous" or \
                     any(not isinstance(atom, str) for atom, _ in ld.index.terms):
                 continue
-            if all(c * size % CACHE_LINE == 0 for atom, c in ld.index.terms if atom != var):
+            if all(c * size % self.tuning.cache_line == 0 for atom, c in ld.index.terms if atom != var):
                 return f"{self._pointer(ld.buffer)} + {ld.index.const}"
         return None
 
     def _outer_lanes(self) -> int:
         itemsize = max(ITEMSIZE[m.buf.dtype] for m in self.members)
-        return max(1, OUTER_VECTOR_BYTES // (self.width * itemsize))
+        return max(1, self.tuning.outer_vector_bytes // (self.width * itemsize))
 
     def _lane_members(self, vvar: str, lanes: int) -> list[Member]:
         """Every member once per lane of an outer-vector step (its vector variable shifted by a
@@ -380,7 +379,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         ind = ""
         if depth > 0:  # a fenced block waits at its own barrier, after the fence
             chunk = chunk_iterations([(bounds or {}).get(v, (0, r, 1)) for v, r in zip(vars_[:depth], ranges[:depth])],
-                                     self.threads)
+                                     self.threads, self.tuning.chunks_per_thread)
             lines.append(f"#pragma omp for{f' collapse({depth})' if depth > 1 else ''} schedule(dynamic, {chunk})"
                          f"{' nowait' if self.fenced else ''}")
         for v, r in zip(vars_, ranges):
@@ -490,12 +489,12 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             for ld in self._external_loads(m):
                 if access_kind(ld.index, vvar) == "contiguous":
                     rows[f"{self._pointer(ld.buffer)} + {ld.index.subs(step, f.var_ranges)}"] = ld.dtype
-        if sum(prod(f.inner) * ITEMSIZE[dtype] for dtype in rows.values()) > PREFETCH_MAX_BYTES:
+        if sum(prod(f.inner) * ITEMSIZE[dtype] for dtype in rows.values()) > self.tuning.prefetch_max_bytes:
             return []
         return list(rows.items())
 
     def _rows_ahead(self, members: list[Member], vvar: str | None) -> list[tuple[str, str]]:
-        """The large contiguous rows ``members`` stream from memory, PREFETCH_AHEAD_BYTES ahead
+        """The large contiguous rows ``members`` stream from memory, Tuning.prefetch_ahead_bytes ahead
         (pointer expression, dtype), when they compute at least one expensive op per element of
         each: between a row's loads such a loop does so much work that they are issued too late
         for the hardware prefetcher to keep up."""
@@ -504,8 +503,8 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         for m in members:
             for ld in self._external_loads(m):
                 footprint = prod(ranges[v] for v in ld.index.variables()) * ITEMSIZE[ld.dtype]
-                if access_kind(ld.index, vvar) == "contiguous" and footprint >= STREAM_MIN_BYTES:
-                    ahead = ld.index + PREFETCH_AHEAD_BYTES // ITEMSIZE[ld.dtype]
+                if access_kind(ld.index, vvar) == "contiguous" and footprint >= self.tuning.stream_min_bytes:
+                    ahead = ld.index + self.tuning.prefetch_ahead_bytes // ITEMSIZE[ld.dtype]
                     rows[f"{self._pointer(ld.buffer)} + {ahead}"] = ld.dtype
         return list(rows.items()) if rows and expensive_ops(members) >= len(rows) else []
 
@@ -613,7 +612,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
         the main vector loop does ``unroll`` vectors per step (``emit_body``'s ``lanes`` argument).
         With ``blocks`` (lines opening and closing a block) a scalar last loop runs in blocks of
-        SUM_BLOCK iterations."""
+        Tuning.sum_block iterations."""
         f = self.frame
         lines: list[str] = []
         for v, r in zip(f.inner_vars[:-1], f.inner[:-1]):
@@ -634,9 +633,10 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                 continue
             if blocks and not vec_loop:  # whole blocks (a constant trip count), then the rest
                 opening, closing = blocks
-                inner, whole = ind + "    ", lo + (hi - lo) // SUM_BLOCK * SUM_BLOCK
-                for head, start, stop in ((self._loop(f"{last}_block", str(lo), str(whole), SUM_BLOCK), f"{last}_block",
-                                           f"{last}_block + {SUM_BLOCK}"), ("", str(whole), str(hi))):
+                block = self.tuning.sum_block
+                inner, whole = ind + "    ", lo + (hi - lo) // block * block
+                for head, start, stop in ((self._loop(f"{last}_block", str(lo), str(whole), block), f"{last}_block",
+                                           f"{last}_block + {block}"), ("", str(whole), str(hi))):
                     if start == stop:
                         continue
                     lines += [ind + head, ind + "{"] if head else [ind + "{"]
@@ -657,7 +657,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         long row, reductions or float32 exps, and every lane independent of the others (a
         block-internal value is read from this point, this pass or a scratch row of an earlier
         one, never from memory this kernel writes nor from a carried buffer)."""
-        if self.frame.inner[-1] < 2 * ACCUMULATORS * self.width:
+        if self.frame.inner[-1] < 2 * self.tuning.accumulators * self.width:
             return False
         exps = any(isinstance(e, Op) and e.name == "exp" and e.dtype == "float32" for m in phase for e in walk(m.body))
         if not exps and not any(m.buf.reduction for m in phase):
@@ -671,21 +671,23 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                     ctx: LoadContext, outer_vector: bool, prefetch: list[tuple[str, str]]) -> None:
         """One pass of the inner loop computing every member of ``phase``.  Reductions keep W
         accumulators per vector (Proposition 8.1 (2)).  On long rows, a pass with reductions or
-        float32 exps does ``ACCUMULATORS`` vectors per step: one accumulator vector each, so
+        float32 exps does Tuning.accumulators vectors per step: one accumulator vector each, so
         consecutive additions do not wait on each other, and one range test for their exps.  The
         vector loop prefetches ``prefetch`` rows (L2), a cache line at a time."""
         inner_vector = form == "vector" and not outer_vector
         reductions = [m for m in phase if m.buf.reduction]
         rows = self.scratch_rows
-        unroll = ACCUMULATORS if inner_vector and self._unrolls(phase, ctx) else 1
+        unroll = self.tuning.accumulators if inner_vector and self._unrolls(phase, ctx) else 1
         acc = {}
         # a long scalar float32 sum (the none ISA, strided rows) accumulates in double: one float
         # accumulator over a million elements loses five digits
         wide = {m.buf.name for m in reductions if not inner_vector and not outer_vector
-                and m.buf.reduction == "sum" and m.buf.dtype == "float32" and prod(self.frame.inner) >= WIDE_SUM_MIN}
+                and m.buf.reduction == "sum" and m.buf.dtype == "float32"
+                and prod(self.frame.inner) >= self.tuning.wide_sum_min}
         # other float sums adding one element per step into an accumulator: blocked partial sums
         blocked = {m.buf.name for m in reductions if not inner_vector and m.buf.name not in wide
-                   and m.buf.reduction == "sum" and is_floating(m.buf.dtype)} if self.frame.inner[-1] > SUM_BLOCK else set()
+                   and m.buf.reduction == "sum" and is_floating(m.buf.dtype)} \
+            if self.frame.inner[-1] > self.tuning.sum_block else set()
         for m in reductions:
             acc[m.buf.name] = self.state.fresh("tmp_acc")
             kind, init = accumulator(m.buf, outer_vector)
@@ -700,7 +702,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             for lane in range(lanes):
                 for address, dtype in prefetch if vec_loop else []:
                     offset = lane * self.width
-                    if offset * ITEMSIZE[dtype] % CACHE_LINE == 0:
+                    if offset * ITEMSIZE[dtype] % self.tuning.cache_line == 0:
                         out.append(f"{bind}__builtin_prefetch({address}{f' + {offset}' if offset else ''}, 0, 2);")
             contexts = [ctx.inner() for _ in range(lanes)]
             shifts = [self._lane_shift(vvar, lane) for lane in range(lanes)]
@@ -809,9 +811,9 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
             inner += body
         else:  # a scope per block: blocks reuse temporary names
             inner += (["#pragma omp single"] if parallel and depth == 0 else []) + ["{", *("    " + line for line in body), "}"]
-    if parallel:  # below PARALLEL_MIN_WORK the worksharing constructs run orphaned, on the calling thread
+    if parallel:  # below Tuning.parallel_min_work the worksharing constructs run orphaned, on the calling thread
         work = sum(b.work() for b in blocks)
-        if work >= PARALLEL_MIN_WORK:
+        if work >= blocks[0].tuning.parallel_min_work:
             region = f"#pragma omp parallel num_threads({blocks[0].threads})"
             inner = without_final_barrier(inner)
         else:

@@ -9,7 +9,6 @@ from ..dtypes import CPP_TYPE, ITEMSIZE
 from ..indexing import Index
 from ..ir import ComputedBuffer, Expr
 from .exprs import literal, reduction_identity
-from .tuning import STACK_ARRAY_MAX_BYTES
 
 
 @dataclass
@@ -61,10 +60,10 @@ def accumulator(buf: ComputedBuffer, vector: bool) -> tuple[str, str]:
                                                                  buf.dtype, vector)
 
 
-def local_array(dtype: str, name: str, size: int) -> str:
+def local_array(dtype: str, name: str, size: int, stack_max_bytes: int) -> str:
     """A zeroed kernel-local array (not std::vector, whose bool form is bit-packed and has no
-    data()): on the stack up to STACK_ARRAY_MAX_BYTES, else on the heap."""
-    if size * ITEMSIZE[dtype] <= STACK_ARRAY_MAX_BYTES:
+    data()): on the stack up to ``stack_max_bytes``, else on the heap."""
+    if size * ITEMSIZE[dtype] <= stack_max_bytes:
         return f"stax::stack_array<{CPP_TYPE[dtype]}, {size}> {name};"
     return f"std::unique_ptr<{CPP_TYPE[dtype]}[]> {name}(new {CPP_TYPE[dtype]}[{size}]());"
 

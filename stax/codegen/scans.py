@@ -10,7 +10,6 @@ from ..dtypes import CPP_TYPE
 from ..ir import loads
 from .exprs import literal, reduction_identity
 from .kernel_parts import LoadContext, Member
-from .tuning import BLOCKED_SCAN_MIN
 
 
 class BlockedScan:
@@ -43,7 +42,7 @@ class BlockedScan:
         """A scan block too narrow to parallelize over its outer points, long enough to split, and
         whose scans do not read each other (a chunk total needs only the block's inputs)."""
         f = self.frame
-        if not self.scans or prod(f.outer) != 1 or self.threads < 2 or f.inner[0] < BLOCKED_SCAN_MIN \
+        if not self.scans or prod(f.outer) != 1 or self.threads < 2 or f.inner[0] < self.tuning.blocked_scan_min \
                 or self.sequential_reason:
             return False
         scans = {m.buf.name for m in self.scans}

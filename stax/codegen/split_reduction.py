@@ -11,15 +11,14 @@ from ..ir import loads
 from ..lowering import substitute
 from .exprs import literal, reduction_identity
 from .kernel_parts import LoadContext, Member, accumulator, fold, local_array
-from .tuning import (CACHE_LINE, OUTER_VECTOR_BYTES, SPLIT_MIN_ROWS, SPLIT_PARTIAL_BYTES, SPLIT_ROW_STEP,
-                     STREAM_MIN_BYTES, parallel_depth)
+from .tuning import parallel_depth
 
 
 class SplitReduction:
     """The split-reduction form's methods of :class:`~stax.codegen.cpp.BlockKernel`."""
 
     def _splits_rows(self) -> bool:
-        """Whether a block of the outer-vector form runs as a split reduction (see SPLIT_MIN_ROWS):
+        """Whether a block of the outer-vector form runs as a split reduction (see Tuning.split_min_rows):
         one pass of reductions, first in the block (its epilogue reads the combined results)."""
         f = self.frame
         phases = self._phases(self.members)
@@ -29,9 +28,10 @@ class SplitReduction:
         itemsize = max((ITEMSIZE[ld.dtype] for m in passes[0] for ld in loads(m.body)), default=1)
         columns, rows = prod(f.outer), prod(f.inner)
         partial = columns * sum(ITEMSIZE[m.buf.dtype] * len(self._partial_arrays(m)) for m in passes[0])
-        few_strips = columns * itemsize < 2 * self.threads * OUTER_VECTOR_BYTES
-        return rows >= SPLIT_MIN_ROWS and f.inner[0] >= self.threads and partial <= SPLIT_PARTIAL_BYTES and \
-            (few_strips or columns * rows * itemsize >= STREAM_MIN_BYTES)
+        few_strips = columns * itemsize < 2 * self.threads * self.tuning.outer_vector_bytes
+        knobs = self.tuning
+        return (rows >= knobs.split_min_rows and f.inner[0] >= self.threads and partial <= knobs.split_partial_bytes
+                and (few_strips or columns * rows * itemsize >= knobs.stream_min_bytes))
 
     def _partial_declarations(self) -> list[str]:
         """The partial results' arrays, at function scope (shared by the threads): one slice per
@@ -40,7 +40,8 @@ class SplitReduction:
         for m in self.members:
             for array in self._partial_arrays(m):
                 memory, size = f"{array}_memory", self.threads * self._part_stride(m.buf.dtype)
-                lines += [local_array(m.buf.dtype, memory, size + CACHE_LINE // ITEMSIZE[m.buf.dtype]),
+                lines += [local_array(m.buf.dtype, memory, size + self.tuning.cache_line // ITEMSIZE[m.buf.dtype],
+                                      self.tuning.stack_array_max_bytes),
                           f"{CPP_TYPE[m.buf.dtype]}* const {array} = {memory}.get() + stax::line_head({memory}.get());"]
         return lines
 
@@ -52,7 +53,7 @@ class SplitReduction:
     def _part_stride(self, dtype: str) -> int:
         """Elements from one chunk's partial results to the next: the outer points rounded up to
         whole cache lines (the results start on a line), so that two threads never write one line."""
-        per_line = CACHE_LINE // ITEMSIZE[dtype]
+        per_line = self.tuning.cache_line // ITEMSIZE[dtype]
         return -(-prod(self.frame.outer) // per_line) * per_line
 
     def _partial_arrays(self, m: Member) -> list[str]:
@@ -71,7 +72,7 @@ class SplitReduction:
         """Chunk ``c`` of the first inner loop's rows reduces, in memory order, into partial
         results ``<buf>_parts[c]`` (as many chunks as threads, each claimed by whichever thread comes
         first, so a late thread's chunk runs on another; all of them on the calling thread when
-        the kernel opens no parallel region), SPLIT_ROW_STEP rows a step; m2 keeps its running
+        the kernel opens no parallel region), Tuning.split_row_step rows a step; m2 keeps its running
         means beside them and counts the rows seen.  Then the outer loops combine the chunks'
         results and run the epilogue (``_point``), in parallel where Algorithm 8.1 says."""
         f = self.frame
@@ -85,8 +86,9 @@ class SplitReduction:
             for array in self._partial_arrays(m):
                 lines += [f"    {CPP_TYPE[m.buf.dtype]}* {array}_chunk = {array} + c * {self._part_stride(m.buf.dtype)};",
                           f"    std::fill_n({array}_chunk, {size}, {identity});"]
-        stepped = f"lo + (hi - lo) / {SPLIT_ROW_STEP} * {SPLIT_ROW_STEP}"
-        lines += self._split_rows(reductions, vvar, "lo", stepped, SPLIT_ROW_STEP)
+        step = self.tuning.split_row_step
+        stepped = f"lo + (hi - lo) / {step} * {step}"
+        lines += self._split_rows(reductions, vvar, "lo", stepped, step)
         lines += self._split_rows(reductions, vvar, stepped, "hi", 1)
         lines.append("}")
         depth = parallel_depth(f.outer, self.threads, size)

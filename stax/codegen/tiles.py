@@ -1,7 +1,7 @@
 """The tiled forms (8.2) of pointwise blocks with transposed reads: W x W register tiles whose
 transposed rows are loaded as W vectors and transposed in registers (``tiled-vector``), or B x B
 scalar tiles where that does not apply (``tiled``).  Over large inputs the register tiles run
-in strips (STRIP_ROWS): the strip's transposed reads first, into a per-thread buffer, then the
+in strips (Tuning.strip_rows): the strip's transposed reads first, into a per-thread buffer, then the
 block's loop streams over whole rows."""
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from ..dtypes import ITEMSIZE
 from ..ir import Load
 from .exprs import lane_type
 from .kernel_parts import access_kind, with_line_head
-from .tuning import (CACHE_LINE, STREAM_MIN_BYTES, STRIP_BUFFER_BYTES, STRIP_ROWS, STRIPS_PER_THREAD, TILE,
-                     VECTOR_TILE_BLOCK)
 
 
 class Tiles:
@@ -25,12 +23,13 @@ class Tiles:
         u, v = vars_[-2], vars_[-1]
         tiles = [f"{u}_tile", f"{v}_tile"]
         outer_vars = vars_[:-2] + tiles
-        tile_ranges = ranges[:-2] + [-(-ranges[-2] // TILE), -(-ranges[-1] // TILE)]
+        tile = self.tuning.tile
+        tile_ranges = ranges[:-2] + [-(-ranges[-2] // tile), -(-ranges[-1] // tile)]
 
         def body(ind: str) -> list[str]:
-            lines = [ind + f"for (int64_t {u} = {u}_tile * {TILE}; {u} < std::min<int64_t>({u}_tile * {TILE} + {TILE}, {ranges[-2]}); {u} += 1)",
+            lines = [ind + f"for (int64_t {u} = {u}_tile * {tile}; {u} < std::min<int64_t>({u}_tile * {tile} + {tile}, {ranges[-2]}); {u} += 1)",
                      ind + "{",
-                     ind + f"    for (int64_t {v} = {v}_tile * {TILE}; {v} < std::min<int64_t>({v}_tile * {TILE} + {TILE}, {ranges[-1]}); {v} += 1)",
+                     ind + f"    for (int64_t {v} = {v}_tile * {tile}; {v} < std::min<int64_t>({v}_tile * {tile} + {tile}, {ranges[-1]}); {v} += 1)",
                      ind + "    {"]
             lines += self._point("scalar", None, ind + "        ", outer_vector=False)
             lines += [ind + "    }", ind + "}"]
@@ -60,13 +59,13 @@ class Tiles:
     def _tiled_vector(self, depth: int) -> list[str]:
         """W x W tiles of the two innermost outer loops (8.2) whose transposed reads are W vector
         loads along the first of them, transposed in registers: every access is a vector access.
-        The tiles run in VECTOR_TILE_BLOCK blocks; the rows and columns past the last whole tile
+        The tiles run in Tuning.vector_tile_block blocks; the rows and columns past the last whole tile
         run in scalar nests."""
         f, w = self.frame, self.width
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
         whole_v = ranges[-1] - ranges[-1] % w
-        per_block = VECTOR_TILE_BLOCK // w
+        per_block = self.tuning.vector_tile_block // w
         # the tiles along u start where the transposed rows start a cache line, after a scalar head:
         # their bounds are then C++ expressions of the head, else numbers
         line = self._line_start(u, ranges[-2], self._transposed_loads())
@@ -107,7 +106,7 @@ class Tiles:
             lines = self._strips(depth, tiles_u, tile_u, whole_v)
         else:
             blocks = vars_[:-2] + [f"{u}_block", f"{v}_block"]
-            lines = self._nest(blocks, ranges[:-2] + [blocks_u, -(-whole_v // VECTOR_TILE_BLOCK)], depth, block)
+            lines = self._nest(blocks, ranges[:-2] + [blocks_u, -(-whole_v // self.tuning.vector_tile_block)], depth, block)
         if whole_v < ranges[-1]:
             lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (first_u, end_u, 1), v: (whole_v, ranges[-1], 1)})
         if line:
@@ -130,39 +129,41 @@ class Tiles:
 
     def _in_strips(self) -> bool:
         """Whether the register tiles run in strips: a transposed input of at least
-        STREAM_MIN_BYTES (below it, the blocks' reads are cached and strips gain nothing), at
-        least STRIPS_PER_THREAD strips a thread, and strip buffers of at most STRIP_BUFFER_BYTES
+        Tuning.stream_min_bytes (below it, the blocks' reads are cached and strips gain nothing), at
+        least Tuning.strips_per_thread strips a thread, and strip buffers of at most Tuning.strip_buffer_bytes
         (rows so long that they would not stay in the caches keep the blocks)."""
         outer = self.frame.outer
         loads = self._transposed_loads()
-        strips = prod(outer[:-2]) * (outer[-2] // STRIP_ROWS)
-        buffer = sum(STRIP_ROWS * outer[-1] * ITEMSIZE[ld.dtype] for ld in loads)
-        return (any(prod(outer[-2:]) * ITEMSIZE[ld.dtype] >= STREAM_MIN_BYTES for ld in loads)
-                and strips >= STRIPS_PER_THREAD * self.threads and buffer <= STRIP_BUFFER_BYTES)
+        strips = prod(outer[:-2]) * (outer[-2] // self.tuning.strip_rows)
+        buffer = sum(self.tuning.strip_rows * outer[-1] * ITEMSIZE[ld.dtype] for ld in loads)
+        knobs = self.tuning
+        return (any(prod(outer[-2:]) * ITEMSIZE[ld.dtype] >= knobs.stream_min_bytes for ld in loads)
+                and strips >= knobs.strips_per_thread * self.threads and buffer <= knobs.strip_buffer_bytes)
 
     def _strips(self, depth: int, tiles_u: int | str, tile_u: str, whole_v: int) -> list[str]:
-        """The register tiles in strips of STRIP_ROWS rows along u: each transposed read's strip
+        """The register tiles in strips of Tuning.strip_rows rows along u: each transposed read's strip
         transposed, tile by tile, into a per-thread buffer (``stax::thread_scratch``, kept from
         call to call), whose rows are a cache line longer than the strip's width (the rows of a
         power-of-two width would share cache sets, as the transposed reads' do); then the rows
         of the strip computed as vector loops over v, reading the buffer, their large outputs
-        written with non-temporal stores (see STREAM_MIN_BYTES).  The strided reads go
+        written with non-temporal stores (see Tuning.stream_min_bytes).  The strided reads go
         together and every other access streams whole rows (x + y.T at 4096 in strips of 64 rows:
-        14.7 and 16.8 ms against 18.2 and 19.6 in 64 x 64 blocks; see STRIP_ROWS)."""
+        14.7 and 16.8 ms against 18.2 and 19.6 in 64 x 64 blocks; see Tuning.strip_rows)."""
         f, w = self.frame, self.width
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
-        per_strip = STRIP_ROWS // w
+        per_strip = self.tuning.strip_rows // w
         strips_u = (f"(({tiles_u}) + {per_strip - 1}) / {per_strip}" if isinstance(tiles_u, str)
                     else -(-tiles_u // per_strip))
         first_tile = f"{u}_strip * {per_strip}"
         last_tile = f"std::min<int64_t>({first_tile} + {per_strip}, {tiles_u})"
         loads = self._transposed_loads()
-        strides = {ld: whole_v + CACHE_LINE // ITEMSIZE[ld.dtype] for ld in loads}
+        strides = {ld: whole_v + self.tuning.cache_line // ITEMSIZE[ld.dtype] for ld in loads}
         offsets, total = {}, 0
         for ld in loads:
             offsets[ld] = total
-            total += -(-STRIP_ROWS * strides[ld] * ITEMSIZE[ld.dtype] // CACHE_LINE) * CACHE_LINE
+            line = self.tuning.cache_line
+            total += -(-self.tuning.strip_rows * strides[ld] * ITEMSIZE[ld.dtype] // line) * line
         buffers = {ld: self.state.fresh("strip") for ld in loads}
         declared = ["char* const strip_scratch = stax::thread_scratch(" + str(total) + ");"]
         declared += [f"{lane_type(ld.dtype)}* const {buffers[ld]} = reinterpret_cast<{lane_type(ld.dtype)}*>"

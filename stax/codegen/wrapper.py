@@ -26,7 +26,7 @@ from ..dtypes import nbytes
 from ..errors import CallError, KernelError
 from ..matmul import parallel_matmul
 from ..ir import InputBuffer
-from ..memory.allocator import allocator
+from ..memory.allocator import CachingAllocator, allocator
 from ..memory.plan import MemoryPlan
 from .cpp import Kernel
 
@@ -184,11 +184,12 @@ def raise_kernel_error(kernel: str, nodes: Sequence[str]) -> None:
 
 
 def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
-                  compiled_kinds: list[tuple[tuple[int, ...], str]] | None = None) -> tuple[str, Callable, MemoryTracker]:
+                  compiled_kinds: list[tuple[tuple[int, ...], str]] | None = None,
+                  allocator: CachingAllocator = allocator) -> tuple[str, Callable, MemoryTracker]:
     """Generate, execute and return the wrapper's source, its ``call`` function and its tracker.
     ``module`` is the graph's extension module (its kernels' entry points); when it has a
     compiled call (entry.py, allocating ``compiled_kinds``), that is the function returned, and
-    the Python wrapper takes the calls it hands on."""
+    the Python wrapper takes the calls it hands on.  ``allocator`` hands out its buffers."""
     source = wrapper_source(plan, memory)
     pool = np.empty(memory.pool_size, dtype=np.uint8)
     tracker = MemoryTracker(held=memory.pool_size)

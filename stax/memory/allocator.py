@@ -2,12 +2,12 @@
 
 Storages are kept in pools by byte size.  A storage is handed out again only when no array
 still refers to it: an output returned to the caller goes back to the pool when the caller
-drops it, never while it is in use.  ``enabled = False`` (or ``STAX_CACHING_ALLOCATOR=0``)
-turns it off; ``empty_cache()`` gives the held memory back.
+drops it, never while it is in use.  ``allocator`` is the one every compiled function shares;
+a function compiled with ``caching_allocator=False`` takes ``NO_CACHING``'s plain arrays instead.
+``empty_cache()`` gives the held memory back.
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -122,4 +122,5 @@ class CachingAllocator:
                 pool[:] = busy
 
 
-allocator = CachingAllocator(enabled=os.environ.get("STAX_CACHING_ALLOCATOR", "1") != "0")
+allocator = CachingAllocator()
+NO_CACHING = CachingAllocator(enabled=False)

@@ -1,0 +1,35 @@
+"""The environment variables that choose code-generation defaults, read in one place: where
+``Options`` fill in what a caller left unset (the edge), never during code generation.
+
+``STAX_ISA`` (a vector level), ``STAX_THREADS`` (kernel threads) and ``STAX_CACHING_ALLOCATOR``
+(``0``: off).  ``STAX_CACHE_DIR`` names the kernel cache (``runtime.cache_dir``).
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import StaxError
+from .runtime import Isa, isa_level, native_isa
+
+
+def isa_from_env() -> Isa:
+    """The level ``STAX_ISA`` names, else the widest this CPU supports."""
+    forced = os.environ.get("STAX_ISA")
+    return isa_level(forced, "STAX_ISA") if forced else native_isa()
+
+
+def threads_from_env() -> int:
+    """``STAX_THREADS``, else every core."""
+    text = os.environ.get("STAX_THREADS")
+    if text is None:
+        return os.cpu_count() or 1
+    threads = int(text) if text.strip().isdigit() else 0
+    if threads < 1:
+        raise StaxError(f"STAX_THREADS={text!r} is not a number of threads; set it to a whole number of at least 1 "
+                        f"(this machine has {os.cpu_count()} cores) or unset it")
+    return threads
+
+
+def caching_allocator_from_env() -> bool:
+    """Whether the wrapper's buffers come from the caching allocator: on unless ``STAX_CACHING_ALLOCATOR=0``."""
+    return os.environ.get("STAX_CACHING_ALLOCATOR", "1") != "0"

@@ -56,7 +56,7 @@ def stax_row(program: TorchProgram) -> dict[str, Any]:
     externs = sum(1 for b in compiled.fusion.partition if compiled.fusion_problem.node_info.get(b[0], {}).get("kind") == "extern")
     arrays = program.arguments()
     return {"kernels": len(compiled.fusion.partition), "externs": externs, "traffic": compiled.modeled_traffic(),
-            "peaks": peaks, "exact": (exact.info["strategy"], exact.peak, exact.status),
+            "peaks": peaks, "exact": (exact.info.strategy, exact.peak, exact.status),
             "seconds": time_call(lambda: compiled(*arrays))}
 
 

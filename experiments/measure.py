@@ -272,7 +272,7 @@ def exact_order(problem: OrderProblem, spec: ReferenceSpec) -> OrderResult:
     with a certified bound) or ``cpsat``."""
     if spec.order == "dp":
         result = bounded_order(problem, time_limit=spec.time_limit, cpsat_workers=spec.workers)
-        return replace(result, info={"strategy": "dp"} | result.info)
+        return replace(result, info=replace(result.info, strategy=result.info.strategy or "dp"))
     return run_order("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
 
 

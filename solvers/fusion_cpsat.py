@@ -35,7 +35,7 @@ import networkx as nx
 from ortools.sat.python import cp_model
 
 from stax.problems import FusionProblem, Partition, block_index, quotient_graph
-from stax.strategy import FusionResult, ordered_blocks
+from stax.strategy import FusionInfo, FusionResult, Status, ordered_blocks
 
 from .cpsat_common import SolverParams, run
 from .warm_start import greedy_partition
@@ -169,12 +169,14 @@ in integers: ``cpsat_common.integer_bound``).
         if start is not None:
             model.hint(start)
         solved = run(model.model, self.params)
-        info = {"warm_start": start is not None, "solver_seconds": solved.seconds}
+        stats = {"warm_start": start is not None, "solver_seconds": solved.seconds}
+        note = ""
         if solved.has_solution:
-            partition, status = model.decode(solved.solver), solved.status
+            partition, status = model.decode(solved.solver), Status(solved.status)
         else:
-            partition, status = start or tuple((v,) for v in problem.nodes), "heuristic"
-            info["note"] = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
-                            f"the {'greedy' if start else 'unfused'} partition is returned")
+            partition, status = start or tuple((v,) for v in problem.nodes), Status.HEURISTIC
+            note = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
+                    f"the {'greedy' if start else 'unfused'} partition is returned")
         cost = problem.cost(partition)
-        return FusionResult(partition, status, cost, solved.bound_for(cost), solved.seconds, info)
+        return FusionResult(partition, status, cost, solved.bound_for(cost), solved.seconds,
+                            FusionInfo(note=note, stats=stats))

@@ -60,7 +60,7 @@ import time
 import networkx as nx
 
 from stax.problems import Buffer, ForbiddenPair, FusionProblem
-from stax.strategy import FusionResult, ordered_blocks, run_fusion
+from stax.strategy import FusionInfo, FusionResult, Status, ordered_blocks, run_fusion
 
 from .fusion_bounds import compulsory_traffic
 from .order_decompose import Closure
@@ -191,9 +191,9 @@ def regional_fusion(problem: FusionProblem, time_limit: float = 60.0, workers: i
         result = run_fusion("cpsat", sub, time_limit=left, workers=workers)
         blocks += result.partition
         bound += max(int(result.bound or 0), floor)
-        proven &= result.status == "optimal"
+        proven &= result.status == Status.OPTIMAL
     partition = ordered_blocks(problem, blocks)
     cost = problem.cost(partition)
-    info = {"pieces": len(parts), "largest_piece": max(map(len, parts)), "pieces_proven": proven}
-    return FusionResult(partition, "optimal" if cost == bound else "feasible", cost, float(min(bound, cost)),
-                        time.perf_counter() - began, info)
+    stats = {"pieces": len(parts), "largest_piece": max(map(len, parts)), "pieces_proven": proven}
+    return FusionResult(partition, Status.OPTIMAL if cost == bound else Status.FEASIBLE, cost, float(min(bound, cost)),
+                        time.perf_counter() - began, FusionInfo(stats=stats))

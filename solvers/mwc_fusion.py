@@ -41,7 +41,7 @@ from typing import Any
 import networkx as nx
 
 from stax.problems import FusionProblem
-from stax.strategy import FusionResult, ordered_blocks
+from stax.strategy import FusionInfo, FusionResult, Status, ordered_blocks
 
 from .cpsat_common import integer_bound
 from .fusion_repair import improve_by_moves, repair_labels
@@ -155,17 +155,17 @@ class MultiwayCutFusion:
 
     def solve(self, problem: FusionProblem) -> FusionResult:
         start = time.perf_counter()
-        info: dict[str, Any] = {"method": self.method}
+        stats: dict[str, Any] = {"method": self.method}
         labels, bound = None, None
         if self.method == "exact":
-            labels, bound, info["relaxation_status"] = exact_labels(problem, self.time_limit)
+            labels, bound, stats["relaxation_status"] = exact_labels(problem, self.time_limit)
         if labels is None:  # out of time (or method "isolating"): the isolating cuts need no solver
             labels = isolating_labels(problem)
-        info["relaxation_cost"] = problem.cost(_groups(labels))
+        stats["relaxation_cost"] = problem.cost(_groups(labels))
         partition = improve_by_moves(problem, repair_labels(problem, labels))
         partition = ordered_blocks(problem, partition)
-        return FusionResult(partition, "heuristic", problem.cost(partition), bound,
-                            time.perf_counter() - start, info)
+        return FusionResult(partition, Status.HEURISTIC, problem.cost(partition), bound,
+                            time.perf_counter() - start, FusionInfo(stats=stats))
 
 
 def _groups(labels: dict[str, int]) -> list[list[str]]:

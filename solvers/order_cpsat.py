@@ -13,7 +13,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from stax.problems import OrderProblem
-from stax.strategy import OrderResult
+from stax.strategy import OrderInfo, OrderResult, Status
 
 from .cpsat_common import SolverParams, run
 from .warm_start import heuristic_order
@@ -99,14 +99,15 @@ class CpSatOrder:
         if self.warm_start:
             model.hint(start)
         solved = run(model.model, self.params)
-        info = {"warm_start": self.warm_start, "solver_seconds": solved.seconds}
+        stats = {"warm_start": self.warm_start, "solver_seconds": solved.seconds}
+        note = ""
         if solved.has_solution:
-            order, status = model.decode(solved.solver), solved.status
+            order, status = model.decode(solved.solver), Status(solved.status)
         else:
-            order, status = start, "heuristic"
-            info["note"] = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
-                            "the best heuristic order is returned")
+            order, status = start, Status.HEURISTIC
+            note = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
+                    "the best heuristic order is returned")
         peak = problem.peak(order)
         bound = solved.bound_for(peak)
         bound = float(max(bound or 0, min(step_lower_bound(problem), peak)))
-        return OrderResult(order, status, peak, bound, solved.seconds, info)
+        return OrderResult(order, status, peak, bound, solved.seconds, OrderInfo(note=note, stats=stats))

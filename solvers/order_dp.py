@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from stax.errors import StaxError
 from stax.problems import OrderProblem
-from stax.strategy import OrderResult, run_order
+from stax.strategy import OrderInfo, OrderResult, Status, run_order
 
 from .order_cut_bound import cut_lower_bound
 from .order_decompose import join, live_set_lower_bound, segment_problem, segments
@@ -230,8 +230,8 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
     live = problem.live_bytes(incumbent)
     bound = cut_lower_bound(problem, incumbent, live_set_lower_bound(problem), deadline)
     parts = segments(problem)
-    info = {"segments": len(parts), "largest_segment": max(map(len, parts), default=0), "solved_segments": 0,
-            "down_sets": 0}
+    stats = {"segments": len(parts), "largest_segment": max(map(len, parts), default=0), "solved_segments": 0,
+             "down_sets": 0}
     spans, step = [], 0
     for part in parts:
         spans.append((step, step + len(part)))
@@ -245,8 +245,8 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
         seg = segment_problem(problem, parts, k)
         own = seg.tasks[:len(seg.tasks) - len(parts[k])] + orders[k]  # its BEFORE task first, if any
         answer = solve_segment(seg, own, max_states, deadline, cpsat_workers)
-        info["solved_segments"] += 1
-        info["down_sets"] += answer.down_sets
+        stats["solved_segments"] += 1
+        stats["down_sets"] += answer.down_sets
         orders[k], peaks[k] = join([answer.order], [seg]), answer.peak
         bound = max(bound, answer.bound)
         if not answer.optimal:
@@ -255,10 +255,8 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
     peak = problem.peak(order)
     if peak > bound and order != incumbent:  # the segments' orders have other steps at their peaks
         bound = cut_lower_bound(problem, order, bound, deadline)
-    if notes:
-        info["note"] = notes[0]
-    return OrderResult(order, "optimal" if peak == bound else "feasible", peak, float(bound),
-                       time.perf_counter() - began, info)
+    return OrderResult(order, Status.OPTIMAL if peak == bound else Status.FEASIBLE, peak, float(bound),
+                       time.perf_counter() - began, OrderInfo(note=notes[0] if notes else "", stats=stats))
 
 
 class DownSetOrder:
@@ -273,7 +271,7 @@ class DownSetOrder:
 
     def solve(self, problem: OrderProblem) -> OrderResult:
         result = bounded_order(problem, self.max_states, self.time_limit)
-        if result.status != "optimal":
-            raise StaxError(f"order dp: {result.info['note']}; use the CP-SAT order strategy "
+        if result.status != Status.OPTIMAL:
+            raise StaxError(f"order dp: {result.info.note}; use the CP-SAT order strategy "
                             "(run_order('cpsat', problem)), solvers.order_dp.bounded_order, or raise max_states")
         return result

@@ -46,8 +46,8 @@ from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RU
 from .scheduler.nodes import Scheduler
 from .scheduler.report import fusion_log
 from .schedules import KernelChoice, Schedule, ScheduleOptions
-from .strategy import (FusionResult, OrderResult, fusion_strategies, order_strategies, ordered_blocks, run_fusion,
-                       run_order)
+from .strategy import (FusionResult, FusionStrategy, OrderResult, OrderStrategy, fusion_strategies, order_strategies,
+                       ordered_blocks, run_fusion, run_order)
 
 
 @dataclass
@@ -55,8 +55,8 @@ class Options:
     """Compilation choices; every field is a knob an experiment may turn.  Checked when made, so a
     wrong value fails before tracing or compiling starts."""
 
-    fusion: Any = "greedy"
-    order: Any = "best"
+    fusion: str | FusionStrategy | Callable = "greedy"  # a registry name, a strategy or a function
+    order: str | OrderStrategy | Callable = "best"
     rule: str = DEFAULT_FUSION_RULE  # Definition 7.2's CPU rule splitting pointwise loops; "cpu" is the seed's
     dependence: str = "parallel"  # Proposition 7.3 (2), or "sequential": (1), blocks keep loops sequential
     cost_model: CostModel = field(default_factory=CostModel)
@@ -174,8 +174,8 @@ class CompiledFunction:
         count = len(self.block_kernels)
         return (f"<stax.CompiledFunction({', '.join(self.parameters)}): {count} kernel{'s' * (count != 1)}"
                 f"{f' ({externs} extern)' if externs else ''} in {len(self.kernels)} calls, {self.isa.name}>\n"
-                f"  fusion {self.fusion.info.get('strategy', '?')} ({self.fusion.status}, traffic "
-                f"{self.fusion.cost} B), order {self.order.info.get('strategy', '?')} ({self.order.status}, "
+                f"  fusion {self.fusion.info.strategy or '?'} ({self.fusion.status}, traffic "
+                f"{self.fusion.cost} B), order {self.order.info.strategy or '?'} ({self.order.status}, "
                 f"peak {self.order.peak} B)")
 
     @property

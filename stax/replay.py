@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from .errors import StaxError
 from .problems import FusionProblem, OrderProblem
 from .schedules import Schedule
-from .strategy import FusionResult, OrderResult
+from .strategy import FusionResult, OrderResult, Status
 
 
 def _saved(kind: str, schedule: str | None, given: Any, given_name: str) -> Schedule | None:
@@ -35,7 +35,7 @@ class ReplayFusion:
     def solve(self, problem: FusionProblem) -> FusionResult:
         if self.saved is not None and self.saved.fusion_problem == problem:
             return FusionResult(self.partition, self.saved.fusion.status, bound=self.saved.fusion.bound)
-        return FusionResult(self.partition, "heuristic")
+        return FusionResult(self.partition, Status.HEURISTIC)
 
 
 class ReplayOrder:
@@ -50,4 +50,4 @@ class ReplayOrder:
     def solve(self, problem: OrderProblem) -> OrderResult:
         if self.saved is not None and self.saved.order_problem == problem:
             return OrderResult(self.order, self.saved.order.status, bound=self.saved.order.bound)
-        return OrderResult(self.order, "heuristic")
+        return OrderResult(self.order, Status.HEURISTIC)

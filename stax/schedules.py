@@ -187,7 +187,7 @@ def _jsonable(value: Any, where: str) -> Any:
 
 def _result_dict(result: FusionResult | OrderResult, answer: str) -> dict[str, Any]:
     data = {f.name: getattr(result, f.name) for f in fields(result) if f.name != "info"}
-    info = dict(result.info)
+    info = result.info.as_dict()
     if "events" in info:
         info["events"] = [event_to_dict(e) for e in info["events"]]
     return _jsonable(data, answer) | {"info": _jsonable(info, f"{answer} info")}
@@ -197,6 +197,8 @@ def _result_from_dict(cls: type, data: dict[str, Any], answer: str) -> FusionRes
     values = _record(data, cls)
     if values.get("status") not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, found {values.get('status')!r}")
+    if not isinstance(values.get("info", {}), dict):
+        raise ValueError(f"info must be an object, found {values['info']!r}")
     if answer == "partition":
         values["partition"] = tuple(tuple(block) for block in values["partition"])
         if "events" in values.get("info", {}):

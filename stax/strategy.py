@@ -1,7 +1,9 @@
 """Pluggable fusion and order strategies: their result types and the registries that find them.
 
 A fusion strategy is an object with a ``name`` and ``solve(FusionProblem) -> FusionResult``; an
-order strategy has ``solve(OrderProblem) -> OrderResult``.  Strategies are found by name in
+order strategy has ``solve(OrderProblem) -> OrderResult`` (the protocols ``FusionStrategy`` and
+``OrderStrategy``).  A result's ``status`` is a ``Status`` and its ``info`` a ``FusionInfo`` or
+``OrderInfo`` (a strategy may return strings and a dict: they are converted and checked).  Strategies are found by name in
 registries filled from Python entry points (groups ``stax.fusion`` and ``stax.order``), so a
 package can add one without editing stax; ``import stax`` itself never imports OR-Tools.
 A plain function ``problem -> partition`` (or ``-> order``) is accepted too.
@@ -14,27 +16,94 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, Sequence, TypeVar, runtime_checkable
 
 from .errors import StaxError, StrategyNotFound
 from .problems import FusionProblem, OrderProblem, Partition
 from .suggest import did_you_mean
 
-#: How an answer was obtained: a heuristic, a proven optimum, a solver's best feasible answer
-#: when time ran out (not proven optimal), or no answer at all.
-STATUSES = ("heuristic", "optimal", "feasible", "unknown")
+if TYPE_CHECKING:
+    from .scheduler.events import Event
+
+class Status(StrEnum):
+    """How an answer was obtained (its value is what saved schedules and sweep rows hold)."""
+
+    HEURISTIC = "heuristic"  # a heuristic's answer, no claim about optimality
+    OPTIMAL = "optimal"  # a proven optimum
+    FEASIBLE = "feasible"  # a solver's best answer when time ran out, not proven optimal
+    UNKNOWN = "unknown"  # no answer at all
+
+
+STATUSES = tuple(status.value for status in Status)
+
+
+@dataclass(frozen=True)
+class _Info:
+    """What a strategy reports beside its answer: typed fields, and ``stats``, the figures one
+    strategy alone reports (a solver's seconds, a decomposition's region count), by name.
+    ``as_dict``/``of`` give and read the flat form saved in a schedule."""
+
+    strategy: str = ""  # the registry name it was run by (``run_fusion``/``run_order`` set it)
+    note: str = ""  # why an exact solver's answer is not proven optimal
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields that are set, then ``stats``, as one flat dict."""
+        typed = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "stats"}
+        return {name: value for name, value in typed.items() if value not in ("", (), {})} | self.stats
+
+    @classmethod
+    def of(cls, data: dict[str, Any]):
+        """The inverse of ``as_dict``: the typed fields by name, every other key into ``stats``."""
+        typed = {f.name for f in fields(cls)} - {"stats"}
+        return cls(**{k: v for k, v in data.items() if k in typed},
+                   stats={k: v for k, v in data.items() if k not in typed})
+
+
+@dataclass(frozen=True)
+class FusionInfo(_Info):
+    """A fusion strategy's report; ``events``: greedy's decisions (``stax.scheduler.events``)."""
+
+    events: tuple[Event, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "events", tuple(self.events))
+
+
+@dataclass(frozen=True)
+class OrderInfo(_Info):
+    """An order strategy's report; ``candidates``: the peak of each order ``best`` compared,
+    ``chosen``: the one it took."""
+
+    candidates: dict[str, int] = field(default_factory=dict)
+    chosen: str = ""
+
+
+def _typed(result: FusionResult | OrderResult, info_type: type[_Info]) -> None:
+    """Make ``status`` a Status and ``info`` an ``info_type`` (a strategy may give strings and dicts)."""
+    if not isinstance(result.status, Status):
+        if result.status not in STATUSES:
+            raise StaxError(f"a strategy returned status {result.status!r}; use one of {', '.join(STATUSES)} "
+                            "(stax.strategy.Status)")
+        result.status = Status(result.status)
+    if isinstance(result.info, dict):
+        result.info = info_type.of(result.info)
 
 
 @dataclass
 class FusionResult:
     partition: Partition
-    status: str = "heuristic"
+    status: Status = Status.HEURISTIC
     cost: int | None = None
     bound: float | None = None
     seconds: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
+    info: FusionInfo = field(default_factory=FusionInfo)
+
+    def __post_init__(self) -> None:
+        _typed(self, FusionInfo)
 
     @property
     def gap(self) -> float | None:
@@ -47,11 +116,35 @@ class FusionResult:
 @dataclass
 class OrderResult:
     order: tuple[str, ...]
-    status: str = "heuristic"
+    status: Status = Status.HEURISTIC
     peak: int | None = None
     bound: float | None = None
     seconds: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
+    info: OrderInfo = field(default_factory=OrderInfo)
+
+    def __post_init__(self) -> None:
+        _typed(self, OrderInfo)
+
+
+@runtime_checkable
+class FusionStrategy(Protocol):
+    """A fusion strategy: maps a FusionProblem to a partition of its nodes (Definition 7.3)."""
+
+    name: str
+
+    def solve(self, problem: FusionProblem) -> FusionResult: ...
+
+
+@runtime_checkable
+class OrderStrategy(Protocol):
+    """An order strategy: maps an OrderProblem to a topological order of its tasks (Definition 7.5)."""
+
+    name: str
+
+    def solve(self, problem: OrderProblem) -> OrderResult: ...
+
+
+Strategy = TypeVar("Strategy", FusionStrategy, OrderStrategy)
 
 
 class _FunctionStrategy:
@@ -85,14 +178,14 @@ def _own_entry_points() -> tuple[Any, ...]:
         return ()
 
 
-class Registry:
+class Registry(Generic[Strategy]):
     """Strategies of one kind, by name: built-ins plus the entry points of ``group``."""
 
     def __init__(self, group: str, kind: str):
         self.group, self.kind = group, kind
         self._local: dict[str, Callable[..., Any]] = {}
 
-    def register(self, name: str, factory: Callable[..., Any]) -> None:
+    def register(self, name: str, factory: Callable[..., Strategy]) -> None:
         """Add a strategy class (or factory) under ``name`` for this process."""
         self._local[name] = factory
 
@@ -137,7 +230,7 @@ class Registry:
             raise StaxError(f"{option} {sorted(params)} configure a {self.kind} strategy given by name; "
                             f"a {type(spec).__name__} passed itself takes none (set them on it, or pass its name)")
 
-    def resolve(self, spec: Any, **params: Any):
+    def resolve(self, spec: str | Strategy | Callable, **params: Any) -> Strategy:
         """A strategy object from a name (with ``params``), a strategy object, or a function."""
         self.check(spec, params)
         if isinstance(spec, str):
@@ -180,11 +273,16 @@ def _check_params(factory: Callable[..., Any], params: dict[str, Any], what: str
                         f"{', '.join(takes) or 'no parameters'}") from None
 
 
-fusion_strategies = Registry("stax.fusion", "fusion")
-order_strategies = Registry("stax.order", "order")
+fusion_strategies: Registry[FusionStrategy] = Registry("stax.fusion", "fusion")
+order_strategies: Registry[OrderStrategy] = Registry("stax.order", "order")
 
 
-def run_fusion(strategy: Any, problem: FusionProblem, **params: Any) -> FusionResult:
+def _named(info: _Info, solver: Any, spec: Any) -> _Info:
+    """``info`` naming the strategy that made it (a name the strategy gave itself stays)."""
+    return info if info.strategy else replace(info, strategy=getattr(solver, "name", str(spec)))
+
+
+def run_fusion(strategy: str | FusionStrategy | Callable, problem: FusionProblem, **params: Any) -> FusionResult:
     """Solve, validate and price a fusion problem with any strategy."""
     solver = fusion_strategies.resolve(strategy, **params)
     start = time.perf_counter()
@@ -193,11 +291,10 @@ def run_fusion(strategy: Any, problem: FusionProblem, **params: Any) -> FusionRe
         result = FusionResult(tuple(tuple(b) for b in result))
     partition = problem.validate(result.partition)
     return replace(result, partition=partition, cost=problem.cost(partition),
-                   seconds=result.seconds or time.perf_counter() - start,
-                   info={"strategy": getattr(solver, "name", str(strategy))} | result.info)
+                   seconds=result.seconds or time.perf_counter() - start, info=_named(result.info, solver, strategy))
 
 
-def run_order(strategy: Any, problem: OrderProblem, **params: Any) -> OrderResult:
+def run_order(strategy: str | OrderStrategy | Callable, problem: OrderProblem, **params: Any) -> OrderResult:
     """Solve, validate and price an order problem with any strategy."""
     solver = order_strategies.resolve(strategy, **params)
     start = time.perf_counter()
@@ -206,7 +303,7 @@ def run_order(strategy: Any, problem: OrderProblem, **params: Any) -> OrderResul
         result = OrderResult(tuple(result))
     order = problem.validate(result.order)
     return replace(result, order=order, peak=problem.peak(order), seconds=result.seconds or time.perf_counter() - start,
-                   info={"strategy": getattr(solver, "name", str(strategy))} | result.info)
+                   info=_named(result.info, solver, strategy))
 
 
 def ordered_blocks(problem: FusionProblem, partition: Sequence[Sequence[str]]) -> Partition:

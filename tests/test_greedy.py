@@ -43,13 +43,13 @@ def test_rounds_merge_each_group_once_and_stop_when_nothing_merges():
     assert log(result) == ["round 1: found 3 possible fusions", "fusing a with b (horizontal, shared data 8 bytes)",
                            "round 2: found 1 possible fusions", "fusing a_b with c (horizontal, shared data 8 bytes)",
                            "round 3: found 0 possible fusions"]
-    assert NotFused(("b",), ("c",), WhyNoFuse.FUSED_THIS_ROUND) in result.info["events"]
+    assert NotFused(("b",), ("c",), WhyNoFuse.FUSED_THIS_ROUND) in result.info.events
     assert len([line for line in log(run_fusion("greedy", problem, max_rounds=1)) if "round" in line]) == 1
 
 
 def log(result) -> list[str]:
     """The rounds and merges, as the fusion log renders them."""
-    return [e.text() for e in result.info["events"] if not isinstance(e, NotFused)]
+    return [e.text() for e in result.info.events if not isinstance(e, NotFused)]
 
 
 def test_fusion_kinds_come_from_the_dependencies_not_from_node_names():
@@ -59,10 +59,10 @@ def test_fusion_kinds_come_from_the_dependencies_not_from_node_names():
                                      Buffer("u", 64, "n_1", ("n_3",)), Buffer("v", 4, "n_2", ("n_3",)),
                                      Buffer("y", 4, "n_3", (), is_output=True)))
     result = run_fusion("greedy", problem, max_rounds=1)
-    kinds = {(e.a, e.b): e.kind for e in result.info["events"] if isinstance(e, Fused)}
+    kinds = {(e.a, e.b): e.kind for e in result.info.events if isinstance(e, Fused)}
     assert kinds == {(("n_0",), ("n_1",)): FusionKind.VERTICAL, (("n_2",), ("n_3",)): FusionKind.VERTICAL}
     second = run_fusion("greedy", problem, max_rounds=2)
-    assert [e.kind for e in second.info["events"] if isinstance(e, Fused)][-1] is FusionKind.VERTICAL
+    assert [e.kind for e in second.info.events if isinstance(e, Fused)][-1] is FusionKind.VERTICAL
     horizontal = FusionProblem(nodes=("n_0", "n_1"), buffers=(Buffer("x", 64, None, ("n_0", "n_1")),
                                Buffer("y_0", 4, "n_0", (), is_output=True), Buffer("y_1", 4, "n_1", (), is_output=True)))
     assert "fusing n_0 with n_1 (horizontal, shared data 64 bytes)" in fusion_log(horizontal, run_fusion("greedy", horizontal))
@@ -87,7 +87,7 @@ def chain(**limits) -> FusionProblem:
 ])
 def test_every_rejection_is_named(problem, params, rejection):
     result = run_fusion("greedy", problem, **params)
-    assert rejection in {(*e.a, *e.b, e.why()) for e in result.info["events"] if isinstance(e, NotFused)}
+    assert rejection in {(*e.a, *e.b, e.why()) for e in result.info.events if isinstance(e, NotFused)}
     assert tuple(rejection[:2]) not in result.partition
     assert f"cannot fuse {rejection[0]} with {rejection[1]}: {rejection[2]}" in fusion_log(problem, result, verbose=True)
 
@@ -110,7 +110,7 @@ def test_greedy_is_valid_and_each_merge_saves_its_shared_bytes(problem):
     result = run_fusion("greedy", problem)  # validates (Definition 7.3 and the kernel limits)
     # A merge never raises Definition 7.3's cost, and saves at least sigma: every shared buffer
     # is read by one block fewer.  Hence greedy <= no fusion, and by at least the sum of sigmas.
-    saved = sum(e.score[1] for e in result.info["events"] if isinstance(e, Fused))
+    saved = sum(e.score[1] for e in result.info.events if isinstance(e, Fused))
     assert result.cost <= problem.unfused_cost() - saved
     assert run_fusion("greedy", problem).partition == result.partition
     assert run_fusion("none", problem).cost == problem.unfused_cost()

@@ -58,7 +58,7 @@ def test_best_is_never_above_original(inputs):
     best = stax.compile(branches, *inputs, fusion="none", order="best")
     original = stax.compile(branches, *inputs, fusion="none", order="original")
     assert best.order.peak <= original.order.peak
-    assert best.order.peak == min(best.order.info["candidates"].values())
+    assert best.order.peak == min(best.order.info.candidates.values())
     report = best.memory_report
     assert report.measured is None  # not run yet
     best(*inputs)

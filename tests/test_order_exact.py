@@ -119,4 +119,4 @@ def test_forward_model_order_is_proven_by_decomposition():
     p = load("data/models/gpt2-12-forward.fusion").order_problem()
     result = bounded_order(p)
     assert result.status == "optimal" and result.peak == result.bound <= run_order("best", p).peak
-    assert result.info["segments"] > 100
+    assert result.info.stats["segments"] > 100

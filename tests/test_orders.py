@@ -30,8 +30,8 @@ def test_every_order_is_topological_deterministic_and_best_is_no_worse(family, n
     for name in STRATEGIES:
         assert run_order(name, problem).order == results[name].order
     best = results["best"]
-    assert best.info["candidates"] == {name: results[name].peak for name in STRATEGIES[:-1]}
-    assert best.peak == min(best.info["candidates"].values()) <= results["original"].peak
+    assert best.info.candidates == {name: results[name].peak for name in STRATEGIES[:-1]}
+    assert best.peak == min(best.info.candidates.values()) <= results["original"].peak
     assert results["original"].order == problem.tasks
 
 
@@ -47,7 +47,7 @@ def test_lpmf_finishes_a_branch_before_starting_the_next():
     assert problem.peak(problem.tasks) == 1 + 100 + 100
     assert least_peak_memory_first(problem) == ("r", "a", "a2", "b", "b2")
     best = run_order("best", problem)
-    assert best.peak == 102 and best.info["chosen"] != "original"
+    assert best.peak == 102 and best.info.chosen != "original"
 
 
 def test_bfs_and_dfs_on_small_graphs():
@@ -61,7 +61,7 @@ def test_bfs_and_dfs_on_small_graphs():
 
 def test_best_keeps_the_original_on_ties():
     chain = OrderProblem(tasks=("a", "b"), buffers=(Buffer("t", 4, "a", ("b",)),))
-    assert run_order("best", chain).info["chosen"] == "original"
+    assert run_order("best", chain).info.chosen == "original"
 
 
 def test_original_order_repairs_a_non_topological_listing():

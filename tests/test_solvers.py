@@ -52,7 +52,7 @@ def test_fusion_cpsat_no_worse_than_its_greedy_warm_start():
     for seed, g in small_dags(20, low=6):
         p = fusion_problem(g, seed)
         result = CpSatFusion(workers=1).solve(p)
-        assert result.info["warm_start"]
+        assert result.info.stats["warm_start"]
         assert result.cost <= run_fusion("greedy", p).cost <= p.unfused_cost()
 
 

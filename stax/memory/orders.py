@@ -24,7 +24,7 @@ from typing import Callable
 
 from ..dag import Dag
 from ..problems import Buffer, OrderProblem
-from ..strategy import OrderResult
+from ..strategy import OrderInfo, OrderResult, Status
 
 Order = tuple[str, ...]
 
@@ -153,7 +153,7 @@ class _Heuristic:
 
     def solve(self, problem: OrderProblem) -> OrderResult:
         order = self.order(problem)
-        return OrderResult(order, "heuristic", peak=problem.peak(order))
+        return OrderResult(order, Status.HEURISTIC, peak=problem.peak(order))
 
 
 class OriginalOrder(_Heuristic):
@@ -192,4 +192,4 @@ class BestOfCandidates:
             if best is None or peaks[candidate.name] < best[0]:
                 best = (peaks[candidate.name], candidate.name, order)
         peak, chosen, order = best
-        return OrderResult(order, "heuristic", peak=peak, info={"candidates": peaks, "chosen": chosen})
+        return OrderResult(order, Status.HEURISTIC, peak=peak, info=OrderInfo(candidates=peaks, chosen=chosen))

@@ -29,8 +29,9 @@ class MemoryReport:
     @classmethod
     def of(cls, problem: OrderProblem, order: OrderResult, plan: MemoryPlan, measured: int | None) -> "MemoryReport":
         pool = plan_order_pool(problem, order.order)
-        return cls(candidates=dict(order.info.get("candidates", {order.info.get("strategy", "?"): order.peak})),
-                   chosen=order.info.get("chosen", order.info.get("strategy", "?")), estimate=order.peak,
+        strategy = order.info.strategy or "?"
+        return cls(candidates=dict(order.info.candidates or {strategy: order.peak}),
+                   chosen=order.info.chosen or strategy, estimate=order.peak,
                    planned=plan.peak, pool_size=pool.size, lower_bound=pool.lower_bound, measured=measured,
                    reuses=plan.reuses, inplace=plan.inplace)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..memory.orders import original_order
 from ..problems import FusionProblem, Partition, kernel_order_problem
-from ..strategy import FusionResult, ordered_blocks
+from ..strategy import FusionInfo, FusionResult, Status, ordered_blocks
 from .events import Event, Fused, Group, NotFused, Round, Score, WhyNoFuse, fusion_kind
 
 
@@ -164,13 +164,13 @@ class NoFusion:
     parameters: dict[str, Any] = {}
 
     def solve(self, problem: FusionProblem) -> FusionResult:
-        return FusionResult(tuple((n,) for n in problem.nodes), "heuristic", cost=problem.unfused_cost())
+        return FusionResult(tuple((n,) for n in problem.nodes), Status.HEURISTIC, cost=problem.unfused_cost())
 
 
 class GreedyFusion:
     """Algorithm 7.1: rounds of merging the best-scoring legal pairs of groups.
 
-    ``info["events"]`` has what it decided (``stax.scheduler.events``): each round's count of
+    ``info.events`` has what it decided (``stax.scheduler.events``): each round's count of
     candidates, each merge with its score and kind, each pair kept apart with its reason.
     """
 
@@ -231,4 +231,4 @@ class GreedyFusion:
             if not fused_now:
                 break
         partition = groups.partition()
-        return FusionResult(partition, "heuristic", cost=problem.cost(partition), info={"events": events})
+        return FusionResult(partition, Status.HEURISTIC, cost=problem.cost(partition), info=FusionInfo(events=events))

@@ -6,7 +6,7 @@ import random
 
 from ..errors import InvalidScheduleError
 from ..problems import FusionProblem
-from ..strategy import FusionResult, ordered_blocks
+from ..strategy import FusionInfo, FusionResult, Status, ordered_blocks
 
 
 class RandomFusion:
@@ -33,4 +33,5 @@ class RandomFusion:
                 continue
             blocks = candidate
         partition = ordered_blocks(problem, blocks)
-        return FusionResult(partition, "heuristic", cost=problem.cost(partition), info={"seed": self.seed})
+        return FusionResult(partition, Status.HEURISTIC, cost=problem.cost(partition),
+                            info=FusionInfo(stats={"seed": self.seed}))

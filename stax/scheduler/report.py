@@ -26,7 +26,7 @@ def node_class(problem: FusionProblem, block: tuple[str, ...]) -> str:
 def why_unfused(result: FusionResult) -> str | None:
     """When a strategy that records its decisions fused nothing, why: each reason with the count of
     pairs sharing data it kept apart (an MLP's extern matmuls separate every kernel)."""
-    events = result.info.get("events", ())
+    events = result.info.events
     rejections = {(e.a, e.b, e.why()) for e in events if isinstance(e, NotFused)}
     if any(isinstance(e, Fused) for e in events) or not rejections:
         return None
@@ -38,8 +38,8 @@ def why_unfused(result: FusionResult) -> str | None:
 def fusion_log(problem: FusionProblem, result: FusionResult, verbose: bool = False) -> str:
     """The strategy's rounds and merges (with each merge's kind), the fused nodes; with ``verbose``
     every rejected candidate and its reason."""
-    events = result.info.get("events", ())
-    lines = [f"strategy {result.info.get('strategy', '?')}: {result.status}, "
+    events = result.info.events
+    lines = [f"strategy {result.info.strategy or '?'}: {result.status}, "
              f"{len(problem.nodes)} nodes -> {len(result.partition)} kernels, modeled traffic {result.cost} bytes"]
     lines += [e.text() for e in events if not isinstance(e, NotFused)]
     unfused = why_unfused(result)

@@ -1,5 +1,5 @@
 """Memory bandwidth of stax kernels against a STREAM-style copy and triad built by the same
-toolchain, and the per-call overhead of the smallest program against numpy (issue: core compiler).
+toolchain, and the per-call overhead of the smallest program against numpy.
 
 Prints a table; every ratio is measured in this one run (the machine's bandwidth drifts).
 

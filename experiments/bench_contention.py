@@ -1,7 +1,7 @@
 """Kernels beside a busy core: every suite program's per-call p50 and p99, quiet and with a
 co-runner (a busy loop pinned to one core, at nice 0 and at nice 19), for Stax on one and on two
-threads and, when PyTorch is installed, TorchInductor, all in one run.  The goal (issue: timing
-that can be trusted) is a loaded median within 1.3x and a loaded p99 within 2x of the quiet
+threads and, when PyTorch is installed, TorchInductor, all in one run.  The goal (timing that
+can be trusted) is a loaded median within 1.3x and a loaded p99 within 2x of the quiet
 single-thread median, and two threads as fast as before when quiet.  A benchmark, not a test.
 
     python -m experiments.bench_contention [--sizes 64x128 1024 4096] [--programs softmax ...]

@@ -1,19 +1,19 @@
 """Layouts for the transposed add ``x + y.T`` at n x n (float32): the generated kernel (the
 tiled-vector form of 8.2: 8 x 8 register transposes, in 64 x 64 blocks, or in strips over
-inputs of STREAM_MIN_BYTES) against hand-written candidates, each checked against numpy, timed
+inputs of ``Tuning.stream_min_bytes``) against hand-written candidates, each checked against numpy, timed
 in one process, alternating.  A benchmark of what the code generator could emit, not a test.
 
 - ``stream x + y``: no transposition, the floor (three arrays streamed);
-- ``blocks BxB``: the generated kernel's traversal below STREAM_MIN_BYTES, for several block shapes;
+- ``blocks BxB``: the generated kernel's traversal below ``stream_min_bytes``, for several block shapes;
 - ``strips H``: two phases per strip of H rows of out, as the generated kernel's strips: y's
   strided strip is transposed into a per-thread buffer (rows padded by a cache line: its rows
   would be 16 KiB apart, like y's), then x and the buffer stream into out;
 - ``strips 256 nt``: the same, out written with non-temporal stores, as the generated kernel's
-  strips write an output of STREAM_MIN_BYTES or more;
+  strips write an output of ``stream_min_bytes`` or more;
 - parts of that work (PARTS), which do not compute x + y.T: ``strips 256 phase 1`` transposes
   every strip into the buffer and stops there; ``strips 256 reads`` only loads what phase 1
   loads, in its order (and sums it into out[0, 0]).  Their difference is what the buffer's
-  stores cost (at 4096 on two Zen 3 cores: phase 1 9.8-13.5 ms, its reads 5.0-5.5).
+  stores cost.
 
     python -m experiments.bench_transposed [--n 4096] [--rounds 7]
 """

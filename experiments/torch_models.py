@@ -2,7 +2,7 @@
 comparison with TorchInductor and the torch front-end tests share.
 
 Every builder takes ``small``: tiny shapes for tests, or the shapes of the shipped instances
-(the transformer layer of issue 10: d_model=256, nhead=4, dim_feedforward=1024 on (8, 128, 256)).
+(the transformer layer: d_model=256, nhead=4, dim_feedforward=1024 on (8, 128, 256)).
 Dropout is 0 so that the graphs are deterministic.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ from .schedules import Schedule
 
 def __getattr__(name: str):
     """``stax.__version__``: the installed distribution's, as `stax --version` prints it; read on
-    first use, as reading package metadata costs about 15 ms of a new process."""
+    first use, as reading package metadata slows the start of a new process."""
     if name != "__version__":
         raise AttributeError(f"module 'stax' has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version

@@ -1,13 +1,12 @@
 """numpy's BLAS on one thread while a compiled program calls it (the extern kernels of 8.5).
 
 A multi-threaded BLAS (OpenBLAS, MKL) leaves its helper threads spinning for a while after each
-call, on the cores that the next generated kernel's OpenMP team needs: on two cores a training
-step of ``norm_net_train`` took 112 ms with two BLAS threads and 7 ms with one, and
-``transformer_train`` 221 ms and 88 ms.  Within the call the thread count is 1 (``stax.matmul``
-runs a large matmul's gemm calls on the OpenMP team instead); the caller's setting comes back
-when the last concurrent call ends.  OpenBLAS (pthreads build) takes the setting only from the
-first thread that ever set it: a compiled program called from another thread then runs with
-the BLAS's own thread count, correct but with the contention above.
+call, on the cores that the next generated kernel's OpenMP team needs, which then waits for
+them (training steps with matmuls between kernels suffer most).  Within the call the thread
+count is 1 (``stax.matmul`` runs a large matmul's gemm calls on the OpenMP team instead); the
+caller's setting comes back when the last concurrent call ends.  OpenBLAS (pthreads build)
+takes the setting only from the first thread that ever set it: a compiled program called from
+another thread then runs with the BLAS's own thread count, correct but with the contention above.
 """
 from __future__ import annotations
 

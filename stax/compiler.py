@@ -163,7 +163,7 @@ class CompiledFunction:
     schedule: Schedule | None = None  # every decision it was built from (``schedule.save(path)``)
 
     #: calling the function calls ``_call`` (the compiled call, else the Python wrapper) with no
-    #: Python frame between: a method forwarding the arguments cost about 100 ns of a 0.6 us call
+    #: Python frame between: a method forwarding the arguments is a large part of a small call
     __call__ = property(operator.attrgetter("_call"))
     __signature__ = _CallSignature()
 
@@ -386,7 +386,7 @@ def strategy_name(spec: Any) -> str:
 
 
 def _stax_version() -> str:
-    from . import __getattr__ as package_attribute  # read lazily: package metadata costs a new process ~15 ms
+    from . import __getattr__ as package_attribute  # read lazily: package metadata slows a new process
     return package_attribute("__version__")
 
 

@@ -51,7 +51,7 @@ ISA_LEVELS = {
 @functools.cache
 def _cpu_flags() -> frozenset[str]:
     """The first CPU's flags, reading no further (the kernel writes the file as it is read, every
-    CPU's part at a cost: the whole file took 0.26 ms here, its first 4 KiB 0.09)."""
+    CPU's part at a cost)."""
     try:
         with open("/proc/cpuinfo", buffering=4096) as cpuinfo:
             for line in cpuinfo:
@@ -120,15 +120,13 @@ def compile_flags(isa: Isa) -> list[str]:
     with AVX2 or AVX-512 turns a scalar loop's guarded loads (``c ? p[i] : -0.0f``, a ``cat``'s
     padding) into masked loads whose mask it folds to all false, so they read zeros
     (tests/regressions/cat_of_a_row_min_guarded_load.json); the kernels' own vector loops guard
-    their loads with ``stax::vload_guarded`` and lose nothing measurable (same process, medians of
-    9, with and without the flag: conv 3x3 + ReLU at (8, 16, 32, 32) 4.60 and 4.63 ms, a padded
-    1024 x 1000 add 0.247 and 0.258 ms)."""
+    their loads with ``stax::vload_guarded``, so the flag costs them nothing."""
     return ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
             "-fno-tree-loop-if-convert", "-Wno-psabi", f"-DSTAX_W={isa.width}", *isa.flags]
 
 
 #: the OpenMP entry points GCC lowers the kernels' constructs to, which the kernels take from
-#: stax_parallel.cpp's pool instead of libgomp (whose regions cost 0.9 us each; see that file)
+#: stax_parallel.cpp's pool instead of libgomp (whose regions cost more; experiments.bench_regions)
 PARALLEL_ENTRY_POINTS = ("GOMP_parallel", "GOMP_parallel_loop_nonmonotonic_dynamic", "GOMP_parallel_loop_dynamic",
                          "GOMP_barrier", "GOMP_single_start", "GOMP_loop_nonmonotonic_dynamic_start",
                          "GOMP_loop_nonmonotonic_dynamic_next", "GOMP_loop_dynamic_start", "GOMP_loop_dynamic_next",
@@ -141,10 +139,10 @@ def _gcc_flags(isa: Isa) -> list[str]:
 
 
 def _toolchain_key(isa: Isa) -> str:
-    """What a build depends on besides its source: the runtime headers (read once per process:
-    0.3 ms, and they do not change under a running compiler), the flags, the Python whose headers
-    it includes (its version and installation: asking sysconfig for their directory costs 2 ms,
-    so a cache hit does not) and the compiler."""
+    """What a build depends on besides its source: the runtime headers (read once per process: they
+    do not change under a running compiler), the flags, the Python whose headers it includes (its
+    version and installation, so a cache hit need not ask sysconfig for their directory) and the
+    compiler."""
     return "\0".join([_headers_text(), " ".join(compile_flags(isa) + LINK_FLAGS), sys.version, sys.base_prefix,
                       _compiler_version()])
 
@@ -156,7 +154,7 @@ def _headers_text() -> str:
 
 def precompiled_headers(isa: Isa, header: str) -> Path:
     """A directory holding the runtime headers and the precompiled ``header`` for these flags
-    (a build then takes about 0.25 s instead of 1 s); each ``.gch`` is built once, atomically."""
+    (a build then skips parsing the headers); each ``.gch`` is built once, atomically."""
     key = hashlib.sha256(_toolchain_key(isa).encode()).hexdigest()[:16]
     directory = cache_dir() / "pch" / key
     gch, failed = directory / f"{header}.gch", directory / f"{header}.failed"

@@ -3,8 +3,8 @@
 A fusion strategy is an object with a ``name`` and ``solve(FusionProblem) -> FusionResult``; an
 order strategy has ``solve(OrderProblem) -> OrderResult`` (the protocols ``FusionStrategy`` and
 ``OrderStrategy``).  A result's ``status`` is a ``Status`` and its ``info`` a ``FusionInfo`` or
-``OrderInfo`` (a strategy may return strings and a dict: they are converted and checked).  Strategies are found by name in
-registries filled from Python entry points (groups ``stax.fusion`` and ``stax.order``), so a
+``OrderInfo`` (a strategy may return strings and a dict: they are converted and checked).
+Strategies are found by name in registries filled from Python entry points (groups ``stax.fusion`` and ``stax.order``), so a
 package can add one without editing stax; ``import stax`` itself never imports OR-Tools.
 A plain function ``problem -> partition`` (or ``-> order``) is accepted too.
 
@@ -170,8 +170,7 @@ def _group_entry_points(group: str) -> dict[str, Any]:
 @functools.cache
 def _own_entry_points() -> tuple[Any, ...]:
     """The entry points stax's own distribution declares: reading one package's metadata is
-    quick, so the built-in strategies resolve without scanning every installed package (about
-    10 ms a group in a new process here)."""
+    quick, so the built-in strategies resolve without scanning every installed package."""
     try:
         return tuple(distribution("stax").entry_points)
     except PackageNotFoundError:
@@ -249,7 +248,7 @@ def check_time_limit(value: Any, where: str) -> float:
 def strategy_signature(factory: Callable[..., Any]) -> inspect.Signature | None:
     """The parameters ``factory`` takes, or None when there is no signature to read.  A class
     defining neither ``__init__`` nor ``__new__`` takes none: read so directly, as inspect would
-    parse object's text signature (7 of the 15 ms of a warm compile in a new process)."""
+    parse object's text signature, a large part of a warm compile in a new process."""
     if isinstance(factory, type) and factory.__init__ is object.__init__ and factory.__new__ is object.__new__:
         return inspect.Signature()
     try:

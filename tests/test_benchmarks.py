@@ -127,3 +127,13 @@ def test_the_timing_agreement_compares_cells_pass_by_pass():
     lines = summary(both.reset_index())
     assert lines[0].startswith("3 cells: medians within 0.8-1.25x 33%, fastest batches 67%")
     assert "  noisy in a pass True: 1 cells, medians 100%, fastest batches 100%" in lines
+
+
+def test_the_tuning_benchmark_times_a_threshold_that_changes_the_code():
+    """The split-reduction threshold on a tall column sum: never splitting generates other C++,
+    timed against the default in the same rounds."""
+    from experiments.bench_tuning import CASES, measure
+    case = next(c for c in CASES if c.threshold == "split_min_rows" and c.shapes == ((65536, 32),))
+    [row] = measure(case, rounds=1, scale=0.05)
+    assert row["value"] == "never" and row["default"] == 256
+    assert isinstance(row["over default"], float) and math.isfinite(row["over default"]) and row["default us"] > 0

@@ -3,7 +3,7 @@ function per kernel, taking the kernel's arrays and returning whether the error 
 
 When the wrapper (seed 8.5) only checks inputs, allocates from the caching allocator and calls
 kernels, the unit also has ``graph_set_up``, which makes the graph's compiled call: the
-wrapper's work, line for line, without the interpreter (the issue's lean call path).  It takes
+wrapper's work, line for line, without the interpreter.  It takes
 an input only if it is exactly a numpy array of the compiled dtype, shape and strides (writable
 when the graph updates it), passed by position; any other call, whatever the reason (arrays
 passed by name among them), goes to the Python wrapper, which explains or accepts it.

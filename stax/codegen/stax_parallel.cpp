@@ -6,7 +6,7 @@
 // functions below and never libgomp; other libraries of the process keep libgomp.
 //
 // Why a pool: libgomp calls futex wake at both barriers of every region even when its threads
-// spin (an empty two-thread region: 0.9 us on an AVX2 host, 1.1-1.2 us on an AVX-512 host).
+// spin (experiments.bench_regions times an empty region on both runtimes).
 // Why chunks claimed dynamically: with a static schedule a region hands half its iterations to a
 // pool thread, and when another process runs on that thread's core the caller waits until the
 // thread is scheduled again (milliseconds).  Here each worksharing loop is cut into chunks

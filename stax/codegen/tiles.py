@@ -141,14 +141,14 @@ class Tiles:
                 and strips >= knobs.strips_per_thread * self.threads and buffer <= knobs.strip_buffer_bytes)
 
     def _strips(self, depth: int, tiles_u: int | str, tile_u: str, whole_v: int) -> list[str]:
-        """The register tiles in strips of Tuning.strip_rows rows along u: each transposed read's strip
+        """The register tiles in strips of ``Tuning.strip_rows`` rows along u: each transposed read's strip
         transposed, tile by tile, into a per-thread buffer (``stax::thread_scratch``, kept from
         call to call), whose rows are a cache line longer than the strip's width (the rows of a
         power-of-two width would share cache sets, as the transposed reads' do); then the rows
         of the strip computed as vector loops over v, reading the buffer, their large outputs
-        written with non-temporal stores (see Tuning.stream_min_bytes).  The strided reads go
-        together and every other access streams whole rows (x + y.T at 4096 in strips of 64 rows:
-        14.7 and 16.8 ms against 18.2 and 19.6 in 64 x 64 blocks; see Tuning.strip_rows)."""
+        written with non-temporal stores (see ``Tuning.stream_min_bytes``).  The strided reads go
+        together and every other access streams whole rows (experiments.bench_tuning and
+        bench_transposed time strips against blocks)."""
         f, w = self.frame, self.width
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]

@@ -6,8 +6,7 @@
   (``DEFAULT_FUSION_RULE``), also lets a pointwise node's loop be split where a reduction's
   outer loops end (TorchInductor's CPU backend re-splits such loops): example 7.2's flat ``exp``
   over (8192,) then joins the row reductions over (64 | 128), one pass over the input where the
-  seed's rule materializes ``exp`` (measured faster, issue 8; both are in
-  ``experiments/bench_suite.py``).
+  seed's rule materializes ``exp`` (``experiments/bench_suite.py`` times both).
 - Propositions 7.2/7.3: a consumer may join its producer only when, in the common loop frame,
   every read of the producer's buffer uses exactly the producer's write index (distance 0: the
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old

@@ -36,9 +36,10 @@ parallel.  When they are too few (a 1-D scan), the pass is blocked through assoc
 thread reduces its chunk, one thread scans the chunk totals (exclusive), then each thread runs
 its chunk from its offset (reduce-then-scan: the fused consumers see final values in one pass).
 
-``BlockKernel`` is written here; the methods of the split-reduction, scan and tiled forms are in
-``split_reduction.py``, ``scans.py`` and ``tiles.py``, the thresholds that choose among the forms
-in ``tuning.py``.
+``BlockKernel``, the shared builder, and the vector, outer-vector and scalar loops are written
+here; the split-reduction, scan and tiled forms are classes of their own (``split_reduction.py``,
+``scans.py``, ``tiles.py``) that emit through the builder, one ``Emission`` (``kernel_parts.py``)
+holding what a generation decides; the thresholds that choose among the forms are in ``tuning.py``.
 """
 from __future__ import annotations
 
@@ -51,8 +52,9 @@ from ..indexing import Index, contiguous_strides, linear_index
 from ..ir import ComputedBuffer, Expr, Load, Op, loads, walk
 from ..lowering import EXPENSIVE_OPS, substitute
 from ..scheduler.frame import Frame, make_frame
-from .exprs import BodyPrinter, PrintState, lane_type, literal, reduction_identity
-from .kernel_parts import LoadContext, Member, access_kind, accumulator, fold, guard_condition, local_array, with_line_head
+from .exprs import BodyPrinter, lane_type, literal, reduction_identity
+from .kernel_parts import (Emission, LoadContext, Member, access_kind, accumulator, fold, guard_condition, local_array,
+                           with_line_head)
 from .scans import BlockedScan
 from .split_reduction import SplitReduction
 from .tiles import Tiles
@@ -83,14 +85,16 @@ class Kernel:
         return written in self.writes_at and self.reads_at.get(read) == {(written, self.writes_at[written])}
 
 
-class BlockKernel(SplitReduction, BlockedScan, Tiles):
-    """Generates the C++ function of one block (the split-reduction, scan and tiled forms' methods
-    live in modules of their own)."""
+class BlockKernel:
+    """The shared kernel builder of one block: its analysis (frame, members, pointers, what it
+    streams) and the loops, passes and stores every form emits with; the split-reduction, scan
+    and tiled forms are units of their own (``split``, ``scan``, ``tiles``) that emit through it."""
 
     def __init__(self, name: str, members: list[tuple[str, ComputedBuffer]], internal: set[str],
                  storage: dict[str, str], width: int, threads: int, counting: bool = False,
                  sequential: bool = False, *, tuning: Tuning):
         self.name, self.width, self.threads, self.tuning = name, width, threads, tuning
+        self.split, self.scan, self.tiles = SplitReduction(self), BlockedScan(self), Tiles(self)
         self.counting = counting  # emit the counting build's loads and stores (stax_count.h)
         self.frame: Frame = make_frame([b for _, b in members])
         ranges = self.frame.var_ranges
@@ -121,10 +125,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         self.dtypes = {ld.buffer: ld.dtype for m in self.members for ld in loads(m.body)}
         self.dtypes |= {storage.get(m.buf.name, m.buf.name): m.buf.dtype for m in self.members}
         self.streamed = self._streamed_outputs(reads)
-        self.fenced = False  # set by region_body when the streamed outputs are stored by vectors
-        self.transposed_values: dict[Load, str] = {}  # a tile's transposed rows (tiled-vector form)
-        self.strip_rows = False  # set while a strip's rows stream (tiled-vector form, in strips)
-        self.state = PrintState()
+        self.emit = Emission()  # the current generation's state (region_body)
 
     # --- access classification ----------------------------------------------------------------
     def _memory_reads(self) -> tuple[set[str], str | None]:
@@ -155,12 +156,12 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
     def _external_loads(self, member: Member) -> list[Load]:
         return [ld for ld in loads(member.body) if ld.buffer not in self.produced]
 
-    def _memory_loads(self, member: Member) -> list[Load]:
+    def memory_loads(self, member: Member) -> list[Load]:
         return [ld for ld in loads(member.body) if ld.buffer not in self.produced or ld.buffer in self.memory_read]
 
     def _vectorizable(self, var: str, members: list[Member], with_store: bool) -> bool:
         for m in members:
-            for ld in self._memory_loads(m):
+            for ld in self.memory_loads(m):
                 if self._vector_stride(ld, var) is None or not self._lane_guards(ld, var):
                     return False
             if with_store and not m.internal and access_kind(m.store, var) != "contiguous":
@@ -199,7 +200,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             if self._vectorizable(last, self.members, with_store=True):
                 return "vector", last
             if in_order and len(f.outer) >= 2 and all(m.store.is_affine_in(last) for m in self.members):
-                return ("tiled-vector", last) if self._transposed_loads() is not None else ("tiled", None)
+                return ("tiled-vector", last) if self.tiles.transposed_loads() is not None else ("tiled", None)
             return "scalar", None
         inner_last = f.inner_vars[-1]
         looped = [m for m in self.members if m.inner]
@@ -211,35 +212,35 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         # rows shorter than a vector (a convolution's kernel width): across neighbouring outputs
         if in_order and f.outer and f.outer[-1] >= self.width and not pointwise_rows and \
                 self._vectorizable(f.outer_vars[-1], self.members, with_store=True):
-            return ("split-reduction" if self._splits_rows() else "outer-vector"), f.outer_vars[-1]
+            return ("split-reduction" if self.split.applies() else "outer-vector"), f.outer_vars[-1]
         return ("vector", inner_last) if inner_vector else ("scalar", None)
 
     # --- emission -------------------------------------------------------------------------------
     def region_body(self) -> tuple[int, list[str]]:
         """Algorithm 8.1's parallel depth, and the statements of this block inside a parallel region
-        (per-thread rows, then the loop nests with their ``omp for``)."""
-        self.state = PrintState()
-        self.form, vvar = self.choose_form()
+        (per-thread rows, then the loop nests with their ``omp for``), in a new ``Emission``: the
+        form and whether its streamed stores need a fence are decided first."""
+        form, vvar = ("blocked-scan", None) if self.scan.applies() else self.choose_form()
         f = self.frame
+        fenced = bool(self.streamed) and ((form == "vector" and bool(f.inner))
+                                          or (form == "tiled-vector" and self.tiles.in_strips()))
+        self.emit = Emission(form, fenced)
         depth = 0 if self.sequential_reason else parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
         stack = self.tuning.stack_array_max_bytes
         body = [local_array(dtype, f"{name}_row", prod(f.inner), stack) for name, dtype in self.scratch_rows.items()]
         body += [local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape), stack)
                  for m in self.members if m.buf.name in self.carried]
-        if self._blocked_scan():
-            self.form = "blocked-scan"
-            return 1, body + self._blocked_scan_body()
-        if self.form == "split-reduction":
-            return 1, body + self._split_reduction_body(vvar)
-        self.fenced = bool(self.streamed) and ((self.form == "vector" and bool(f.inner))
-                                               or (self.form == "tiled-vector" and self._in_strips()))
-        if self.form == "tiled":
-            body += self._tiled(depth)
-        elif self.form == "tiled-vector":
-            body += self._tiled_vector(depth)
+        if form == "blocked-scan":
+            return 1, body + self.scan.body()
+        if form == "split-reduction":
+            return 1, body + self.split.body(vvar)
+        if form == "tiled":
+            body += self.tiles.tiled(depth)
+        elif form == "tiled-vector":
+            body += self.tiles.tiled_vector(depth)
         else:
-            body += self._outer_loops(self.form, vvar, depth)
-        if self.fenced:  # non-temporal stores are visible to other threads after a fence
+            body += self.outer_loops(form, vvar, depth)
+        if fenced:  # non-temporal stores are visible to other threads after a fence
             body += ["stax::store_fence();"] + (["#pragma omp barrier"] if depth > 0 else [])
         return depth, body
 
@@ -261,9 +262,9 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
     def shared_lines(self) -> list[str]:
         """Declarations at function scope, shared by the threads (the blocked scan's chunk totals,
         the split reduction's partial results)."""
-        if self.form == "split-reduction":
-            return self._partial_declarations()
-        return self._chunk_declarations() if self._blocked_scan() else []
+        if self.emit.form == "split-reduction":
+            return self.split.shared_lines()
+        return self.scan.shared_lines() if self.scan.applies() else []
 
     def comment(self) -> list[str]:
         lines = [f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
@@ -287,7 +288,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         (kept in a per-thread row buffer, in cache, whether or not the row is also stored for
         other kernels); a reader in the same pass takes the value from a local."""
         rows = {}
-        phases = self._phases(self.members)
+        phases = self.phases(self.members)
         for i, phase in enumerate(phases):
             later = {ld.buffer for p in phases[i + 1:] for m in p for ld in loads(m.body)}
             for m in phase:
@@ -296,21 +297,21 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                     rows[m.buf.name] = m.buf.dtype
         return rows
 
-    def _loop(self, var: str, start: str, stop: str, step: int = 1) -> str:
+    def loop(self, var: str, start: str, stop: str, step: int = 1) -> str:
         inc = f"{var} += {step}" if step != 1 else f"{var} += 1"
         return f"for (int64_t {var} = {start}; {var} < {stop}; {inc})"
 
-    def _outer_loops(self, form: str, vvar: str | None, depth: int) -> list[str]:
+    def outer_loops(self, form: str, vvar: str | None, depth: int) -> list[str]:
         f = self.frame
         vars_, ranges = f.outer_vars, list(f.outer)
         vector_outer = form == "vector" and not f.inner or form in ("outer-vector", "split-reduction")
         if not vector_outer:
-            return self._nest(vars_, ranges, depth, lambda ind: self._point(form, vvar, ind, outer_vector=False))
+            return self.nest(vars_, ranges, depth, lambda ind: self.point(form, vvar, ind, outer_vector=False))
         # the last outer loop is strip-mined: a vector nest (in the outer-vector form first one of
         # several vectors per step) and a scalar tail nest
         n = ranges[-1]
         lanes = self._outer_lanes() if form == "outer-vector" else 1
-        line = self._line_start(vvar, n, [ld for m in self.members for ld in self._external_loads(m)]) \
+        line = self.line_start(vvar, n, [ld for m in self.members for ld in self._external_loads(m)]) \
             if lanes > 1 else None
         if line is not None:  # the first lines' elements before the vectors, as a scalar head
             head = f"{vvar}_head"
@@ -324,13 +325,13 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                       ((0, wide_end, lanes), (wide_end, main_end, 1), (main_end, n, 0)) if stop > start]
         lines: list[str] = []
         for start, stop, count in pieces:
-            lines += self._nest(vars_, ranges, depth,
-                                lambda ind, c=count: self._point("vector" if c else "scalar", vvar if c else None,
+            lines += self.nest(vars_, ranges, depth,
+                                lambda ind, c=count: self.point("vector" if c else "scalar", vvar if c else None,
                                                                  ind, outer_vector=c > 0, lanes=max(c, 1)),
                                 bounds={vars_[-1]: (start, stop, count * self.width or 1)})
         return with_line_head(vvar, line, lines)
 
-    def _line_start(self, var: str, n: int, candidates: list[Load]) -> str | None:
+    def line_start(self, var: str, n: int, candidates: list[Load]) -> str | None:
         """A pointer whose cache-line alignment every row read along ``var`` shares: the row
         start of a load among ``candidates`` read contiguously along ``var`` whose other strides
         are whole lines (a column walk down a matrix, the transposed operand of a tile).  Its
@@ -372,7 +373,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                 self.produced.add(name)
         return members
 
-    def _nest(self, vars_: list[str], ranges: list[int], depth: int, body,
+    def nest(self, vars_: list[str], ranges: list[int], depth: int, body,
               bounds: dict[str, tuple[int, int, int]] | None = None) -> list[str]:
         """A loop nest over ``vars_`` (``bounds`` gives some of them a start, stop and step)."""
         lines: list[str] = []
@@ -381,10 +382,10 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             chunk = chunk_iterations([(bounds or {}).get(v, (0, r, 1)) for v, r in zip(vars_[:depth], ranges[:depth])],
                                      self.threads, self.tuning.chunks_per_thread)
             lines.append(f"#pragma omp for{f' collapse({depth})' if depth > 1 else ''} schedule(dynamic, {chunk})"
-                         f"{' nowait' if self.fenced else ''}")
+                         f"{' nowait' if self.emit.fenced else ''}")
         for v, r in zip(vars_, ranges):
             start, stop, step = (bounds or {}).get(v, (0, r, 1))
-            lines.append(ind + self._loop(v, str(start), str(stop), step))
+            lines.append(ind + self.loop(v, str(start), str(stop), step))
             lines.append(ind + "{")
             ind += "    "
         lines += body(ind)
@@ -396,7 +397,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         return lines
 
     # --- one outer point ----------------------------------------------------------------------------
-    def _phases(self, members: list[Member]) -> list[list[Member]]:
+    def phases(self, members: list[Member]) -> list[list[Member]]:
         """Members grouped into passes over the inner loop: consecutive inner-loop members share
         one pass unless one needs a reduction finished earlier in the same pass; a member
         without an inner loop is a step of its own (one pass per row: the sum and the max of
@@ -429,30 +430,30 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             later |= names
         return earliest
 
-    def _point(self, form: str, vvar: str | None, ind: str, outer_vector: bool, lanes: int = 1) -> list[str]:
+    def point(self, form: str, vvar: str | None, ind: str, outer_vector: bool, lanes: int = 1) -> list[str]:
         """Code for every member at one outer point (or ``lanes`` x W neighbouring points when
         outer_vector)."""
         lines: list[str] = []
         if self.scans:
             identity = {m.name: literal(reduction_identity(m.buf.scan, m.buf.dtype), m.buf.dtype, False)
                         for m in self.scans}
-            self._scan_pass(self.members, identity, "0", str(self.frame.inner[0]), True, ind, lines)
+            self.scan.scan_pass(self.members, identity, "0", str(self.frame.inner[0]), True, ind, lines)
             return lines
         ctx = LoadContext()
-        point_printer = self._printer(outer_vector, vvar, ctx, lines, ind)
-        phases = self._phases(self._lane_members(vvar, lanes))
+        point_printer = self.printer(outer_vector, vvar, ctx, lines, ind)
+        phases = self.phases(self._lane_members(vvar, lanes))
         passes = [phase for phase in phases if phase[0].inner]
         prefetching, prefetch = None, []  # the pass that prefetches, and its (address, dtype) rows
         if form == "vector" and not outer_vector and passes:
             prefetching, prefetch = ((passes[1], self._next_point_rows(passes[0], vvar)) if len(passes) > 1
                                      else (passes[0], self._rows_ahead(passes[0], vvar)))
-        if outer_vector and self.form == "vector":  # a strip-mined pointwise loop: one vector a step
+        if outer_vector and self.emit.form == "vector":  # a strip-mined pointwise loop: one vector a step
             lines += [f"{ind}__builtin_prefetch({address}, 0, 2);" for address, _ in
                       self._rows_ahead([m for phase in phases for m in phase], vvar)]
         for phase in phases:
             lines.append(f"{ind}// {', '.join(dict.fromkeys(m.name for m in phase))}")
-            if phase[0].inner and self.form == "split-reduction":
-                self._combine_parts(phase, outer_vector, ind, lines, ctx)
+            if phase[0].inner and self.emit.form == "split-reduction":
+                self.split.combine_parts(phase, outer_vector, ind, lines, ctx)
                 continue
             if phase[0].inner:
                 self._inner_pass(phase, form, vvar, ind, lines, ctx, outer_vector,
@@ -463,12 +464,12 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             if guard:  # a smaller member of a shape frame; read back from memory, never from a local
                 lines += [f"{ind}if ({' && '.join(guard)})", ind + "{"]
                 inner_lines: list[str] = []
-                value = self._printer(outer_vector, vvar, ctx, inner_lines, ind + "    ")(m.body)
-                self._store(m, value, outer_vector, vvar, ind + "    ", inner_lines)
+                value = self.printer(outer_vector, vvar, ctx, inner_lines, ind + "    ")(m.body)
+                self.store(m, value, outer_vector, vvar, ind + "    ", inner_lines)
                 lines += inner_lines + [ind + "}"]
                 continue
             value = point_printer(m.body)
-            self._store(m, value, outer_vector, vvar, ind, lines)
+            self.store(m, value, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = value
             ctx.local[m.buf.name] = value
             if outer_vector:
@@ -508,20 +509,20 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                     rows[f"{self._pointer(ld.buffer)} + {ahead}"] = ld.dtype
         return list(rows.items()) if rows and expensive_ops(members) >= len(rows) else []
 
-    def _printer(self, vector: bool, vvar: str | None, ctx: LoadContext | list[LoadContext], lines: list[str],
+    def printer(self, vector: bool, vvar: str | None, ctx: LoadContext | list[LoadContext], lines: list[str],
                  ind: str) -> BodyPrinter:
         """A printer of one lane, or of one lane per context of ``ctx`` (lane k a vector further
         along ``vvar`` than lane k - 1)."""
         def lane_load(local: LoadContext, lane: int) -> Callable[[Load], str]:
             def load(ld: Load) -> str:
-                if ld in self.transposed_values:
-                    return self.transposed_values[ld]
+                if ld in self.emit.transposed_values:
+                    return self.emit.transposed_values[ld]
                 if ld.buffer in self.produced:
                     return self._internal_value(ld, vector, vvar, local, lane)
-                return self._load_text(ld, vector, vvar)
+                return self.load_text(ld, vector, vvar)
             return load
         contexts = ctx if isinstance(ctx, list) else [ctx]
-        return BodyPrinter(vector, [lane_load(c, lane) for lane, c in enumerate(contexts)], lines, ind, self.state)
+        return BodyPrinter(vector, [lane_load(c, lane) for lane, c in enumerate(contexts)], lines, ind, self.emit.state)
 
     def _lane_shift(self, vvar: str | None, lane: int) -> dict[str, Index]:
         """The point of lane ``lane`` of an unrolled vector loop: ``vvar`` a vector per lane further."""
@@ -538,7 +539,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             element = f"{name}_carried[{ld.index}]"
             return element if kind == "scalar" else f"stax::splat<{lane_type(ld.dtype)}>({element})"
         if name in self.memory_read:
-            return self._load_text(ld, vector, vvar)
+            return self.load_text(ld, vector, vvar)
         if name in ctx.local:
             return ctx.local[name]
         if name in ctx.point:
@@ -560,7 +561,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         """The kernel parameter holding ``buffer``'s storage."""
         return self.pointer[self.storage.get(buffer, buffer)]
 
-    def _load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
+    def load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
         if ld.guard:  # padding: memory is read only where the guard holds
             lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables()]  # tested lane by lane
             points = [(e, n) for e, n in ld.guard if (e, n) not in lanes]  # the same for every lane
@@ -570,7 +571,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                 inner = (f"stax::vload_guarded{f'<{stride}>' if stride > 1 else ''}({self._pointer(ld.buffer)} + "
                          f"{ld.index}, {literal(ld.other, ld.dtype, False)}, {{{tests}}})")
             else:
-                inner = self._load_text(replace(ld, guard=()), vector, vvar)
+                inner = self.load_text(replace(ld, guard=()), vector, vvar)
             if not points:
                 return inner
             return f"({guard_condition(points, self.frame.var_ranges)} ? {inner} : {literal(ld.other, ld.dtype, vector)})"
@@ -587,7 +588,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         cast = "(int8_t)" if ld.dtype == "bool" else ""
         return f"stax::splat<{lane_type(ld.dtype)}>({cast}{element})"
 
-    def _store(self, m: Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str],
+    def store(self, m: Member, value: str, vector: bool, vvar: str | None, ind: str, lines: list[str],
                row_pass: bool = False) -> None:
         if m.buf.name in self.carried:
             target = f"{m.buf.name}_carried"
@@ -602,7 +603,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             line = (f"stax::count_vstore({ptr} + {m.store}, {value}, {slot})" if vector
                     else f"stax::count_store({ptr}, {m.store}, {value}, {slot})")
         else:
-            streams = (row_pass or self.strip_rows) and storage in self.streamed
+            streams = (row_pass or self.emit.strip_rows) and storage in self.streamed
             write = "stax::vstore_stream" if streams else "stax::vstore"
             line = f"{write}({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
         lines.append(f"{ind}{line};")
@@ -616,7 +617,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
         f = self.frame
         lines: list[str] = []
         for v, r in zip(f.inner_vars[:-1], f.inner[:-1]):
-            lines += [ind + self._loop(v, "0", str(r)), ind + "{"]
+            lines += [ind + self.loop(v, "0", str(r)), ind + "{"]
             ind += "    "
         last, n = f.inner_vars[-1], f.inner[-1]
         pieces: list[tuple[int, int, int, bool, int]] = []  # start, stop, step, vector, copies
@@ -635,16 +636,16 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                 opening, closing = blocks
                 block = self.tuning.sum_block
                 inner, whole = ind + "    ", lo + (hi - lo) // block * block
-                for head, start, stop in ((self._loop(f"{last}_block", str(lo), str(whole), block), f"{last}_block",
+                for head, start, stop in ((self.loop(f"{last}_block", str(lo), str(whole), block), f"{last}_block",
                                            f"{last}_block + {block}"), ("", str(whole), str(hi))):
                     if start == stop:
                         continue
                     lines += [ind + head, ind + "{"] if head else [ind + "{"]
-                    lines += [*(inner + t for t in opening), inner + self._loop(last, start, stop), inner + "{"]
+                    lines += [*(inner + t for t in opening), inner + self.loop(last, start, stop), inner + "{"]
                     emit_body(inner + "    ", vec_loop, lines, copies)
                     lines += [inner + "}", *(inner + t for t in closing), ind + "}"]
                 continue
-            lines += [ind + self._loop(last, str(lo), str(hi), step), ind + "{"]
+            lines += [ind + self.loop(last, str(lo), str(hi), step), ind + "{"]
             emit_body(ind + "    ", vec_loop, lines, copies)
             lines.append(ind + "}")
         for _ in f.inner_vars[:-1]:
@@ -689,7 +690,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                    and m.buf.reduction == "sum" and is_floating(m.buf.dtype)} \
             if self.frame.inner[-1] > self.tuning.sum_block else set()
         for m in reductions:
-            acc[m.buf.name] = self.state.fresh("tmp_acc")
+            acc[m.buf.name] = self.emit.state.fresh("tmp_acc")
             kind, init = accumulator(m.buf, outer_vector)
             lines.append(f"{ind}{'double' if m.buf.name in wide else kind} {acc[m.buf.name]} = {init};")
             vector_kind, vector_init = accumulator(m.buf, True)
@@ -706,10 +707,10 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                         out.append(f"{bind}__builtin_prefetch({address}{f' + {offset}' if offset else ''}, 0, 2);")
             contexts = [ctx.inner() for _ in range(lanes)]
             shifts = [self._lane_shift(vvar, lane) for lane in range(lanes)]
-            printer = self._printer(vector, vvar, contexts, out, bind)
+            printer = self.printer(vector, vvar, contexts, out, bind)
             # one element per accumulator and step here: Welford's 1 / n from the row index, once
             row_index = self._row_index()
-            inverse = {} if inner_vector else {m.buf.dtype: self.state.fresh("tmp_inv") for m in phase
+            inverse = {} if inner_vector else {m.buf.dtype: self.emit.state.fresh("tmp_inv") for m in phase
                                                if m.buf.reduction == "m2"}
             out += [f"{bind}const {CPP_TYPE[t]} {name} = {CPP_TYPE[t]}(1) / {CPP_TYPE[t]}({row_index} + 1);"
                     for t, name in inverse.items()]
@@ -725,7 +726,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
                         out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
                         continue
                     at_lane = replace(m, store=m.store.subs(shift, ranges)) if shift else m
-                    self._store(at_lane, value, vec_loop, vvar, bind, out, row_pass=not outer_vector)
+                    self.store(at_lane, value, vec_loop, vvar, bind, out, row_pass=not outer_vector)
                     contexts[lane].local[m.buf.name] = value
                     if m.buf.name in rows:
                         row = f"{m.buf.name}_row"
@@ -747,7 +748,7 @@ class BlockKernel(SplitReduction, BlockedScan, Tiles):
             if op == "m2":
                 lines.append(f"{ind}const auto {name}_m2 = stax::result({name});")
                 name += "_m2"
-            self._store(m, name, outer_vector, vvar, ind, lines)
+            self.store(m, name, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = name
             if outer_vector:
                 ctx.vector_point.add(m.buf.name)
@@ -830,8 +831,8 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
             reads_at.setdefault(key, set()).update(value)
         writes_at.update(w)
     return Kernel(name, [m.name for b in blocks for m in b.members], [m.buf.name for b in blocks for m in b.members],
-                  params, "\n".join(lines), "+".join(b.form for b in blocks),
-                  any(b.state.uses_error_flag for b in blocks), None, param_types, reads_at, writes_at,
+                  params, "\n".join(lines), "+".join(b.emit.form for b in blocks),
+                  any(b.emit.state.uses_error_flag for b in blocks), None, param_types, reads_at, writes_at,
                   generators=list(blocks), depths=tuple(depth for depth, _ in bodies))
 
 

@@ -2,13 +2,14 @@
 is read in, and small pieces of C++ text."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from ..dtypes import CPP_TYPE, ITEMSIZE
 from ..indexing import Index
-from ..ir import ComputedBuffer, Expr
-from .exprs import literal, reduction_identity
+from ..ir import ComputedBuffer, Expr, Load
+from .exprs import PrintState, literal, reduction_identity
 
 
 @dataclass
@@ -33,6 +34,29 @@ class LoadContext:
 
     def inner(self) -> "LoadContext":
         return LoadContext(self.point, self.vector_point, {})
+
+
+@dataclass
+class Emission:
+    """The state of one generation of a block's statements (``BlockKernel.region_body`` starts a
+    new one): the form chosen, whether its streamed stores end with a fence, the printer's names
+    and error flag; while a tile or a strip's rows are printed (``reading``), the loads its
+    registers or buffer answer and whether those rows stream."""
+
+    form: str = ""
+    fenced: bool = False
+    state: PrintState = field(default_factory=PrintState)
+    transposed_values: dict[Load, str] = field(default_factory=dict)
+    strip_rows: bool = False
+
+    @contextmanager
+    def reading(self, transposed_values: dict[Load, str], strip_rows: bool = False) -> Iterator[None]:
+        """Print the enclosed points with ``transposed_values`` answering those loads."""
+        self.transposed_values, self.strip_rows = transposed_values, strip_rows
+        try:
+            yield
+        finally:
+            self.transposed_values, self.strip_rows = {}, False
 
 
 def with_line_head(var: str, line: str | None, lines: list[str]) -> list[str]:

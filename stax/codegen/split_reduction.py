@@ -4,6 +4,7 @@ results of its own; a loop over the outputs then combines them and runs the bloc
 from __future__ import annotations
 
 from math import prod
+from typing import TYPE_CHECKING
 
 from ..dtypes import CPP_TYPE, ITEMSIZE
 from ..indexing import Index, contiguous_strides, linear_index
@@ -13,48 +14,56 @@ from .exprs import literal, reduction_identity
 from .kernel_parts import LoadContext, Member, accumulator, fold, local_array
 from .tuning import parallel_depth
 
+if TYPE_CHECKING:
+    from .cpp import BlockKernel
+
 
 class SplitReduction:
-    """The split-reduction form's methods of :class:`~stax.codegen.cpp.BlockKernel`."""
+    """The split-reduction form of one block: whether it applies, the per-thread partial results
+    (``shared_lines``), the chunks' pass and the combining loops (``body``).  It reads the
+    block's analysis and emits through its ``kernel`` builder."""
 
-    def _splits_rows(self) -> bool:
+    def __init__(self, kernel: BlockKernel):
+        self.kernel = kernel
+
+    def applies(self) -> bool:
         """Whether a block of the outer-vector form runs as a split reduction (see Tuning.split_min_rows):
         one pass of reductions, first in the block (its epilogue reads the combined results)."""
-        f = self.frame
-        phases = self._phases(self.members)
+        f = self.kernel.frame
+        phases = self.kernel.phases(self.kernel.members)
         passes = [p for p in phases if p[0].inner]
         if len(passes) != 1 or phases[0] is not passes[0] or any(m.buf.dtype == "bool" for m in passes[0]):
             return False
         itemsize = max((ITEMSIZE[ld.dtype] for m in passes[0] for ld in loads(m.body)), default=1)
         columns, rows = prod(f.outer), prod(f.inner)
         partial = columns * sum(ITEMSIZE[m.buf.dtype] * len(self._partial_arrays(m)) for m in passes[0])
-        few_strips = columns * itemsize < 2 * self.threads * self.tuning.outer_vector_bytes
-        knobs = self.tuning
-        return (rows >= knobs.split_min_rows and f.inner[0] >= self.threads and partial <= knobs.split_partial_bytes
+        few_strips = columns * itemsize < 2 * self.kernel.threads * self.kernel.tuning.outer_vector_bytes
+        knobs = self.kernel.tuning
+        return (rows >= knobs.split_min_rows and f.inner[0] >= self.kernel.threads and partial <= knobs.split_partial_bytes
                 and (few_strips or columns * rows * itemsize >= knobs.stream_min_bytes))
 
-    def _partial_declarations(self) -> list[str]:
+    def shared_lines(self) -> list[str]:
         """The partial results' arrays, at function scope (shared by the threads): one slice per
         chunk, each starting on a cache line."""
         lines = []
-        for m in self.members:
+        for m in self.kernel.members:
             for array in self._partial_arrays(m):
-                memory, size = f"{array}_memory", self.threads * self._part_stride(m.buf.dtype)
-                lines += [local_array(m.buf.dtype, memory, size + self.tuning.cache_line // ITEMSIZE[m.buf.dtype],
-                                      self.tuning.stack_array_max_bytes),
+                memory, size = f"{array}_memory", self.kernel.threads * self._part_stride(m.buf.dtype)
+                lines += [local_array(m.buf.dtype, memory, size + self.kernel.tuning.cache_line // ITEMSIZE[m.buf.dtype],
+                                      self.kernel.tuning.stack_array_max_bytes),
                           f"{CPP_TYPE[m.buf.dtype]}* const {array} = {memory}.get() + stax::line_head({memory}.get());"]
         return lines
 
     def _outer_flat(self) -> Index:
         """The outer point's position in a split reduction's partial results."""
-        f = self.frame
+        f = self.kernel.frame
         return linear_index([Index.var(v) for v in f.outer_vars], contiguous_strides(f.outer))
 
     def _part_stride(self, dtype: str) -> int:
         """Elements from one chunk's partial results to the next: the outer points rounded up to
         whole cache lines (the results start on a line), so that two threads never write one line."""
-        per_line = self.tuning.cache_line // ITEMSIZE[dtype]
-        return -(-prod(self.frame.outer) // per_line) * per_line
+        per_line = self.kernel.tuning.cache_line // ITEMSIZE[dtype]
+        return -(-prod(self.kernel.frame.outer) // per_line) * per_line
 
     def _partial_arrays(self, m: Member) -> list[str]:
         """A split reduction's arrays of partial results of ``m``, one slice per chunk: its
@@ -65,20 +74,20 @@ class SplitReduction:
 
     def _chunk_rows(self, c: int) -> int:
         """Inner points (rows) chunk ``c`` of a split reduction reduces."""
-        f, chunks = self.frame, self.threads
+        f, chunks = self.kernel.frame, self.kernel.threads
         return ((c + 1) * f.inner[0] // chunks - c * f.inner[0] // chunks) * prod(f.inner[1:])
 
-    def _split_reduction_body(self, vvar: str) -> list[str]:
+    def body(self, vvar: str) -> list[str]:
         """Chunk ``c`` of the first inner loop's rows reduces, in memory order, into partial
         results ``<buf>_parts[c]`` (as many chunks as threads, each claimed by whichever thread comes
         first, so a late thread's chunk runs on another; all of them on the calling thread when
         the kernel opens no parallel region), Tuning.split_row_step rows a step; m2 keeps its running
         means beside them and counts the rows seen.  Then the outer loops combine the chunks'
-        results and run the epilogue (``_point``), in parallel where Algorithm 8.1 says."""
-        f = self.frame
-        chunks, rows, size = self.threads, f.inner[0], prod(f.outer)
-        reductions = [m for m in self.members if m.inner]
-        lines = ["#pragma omp for schedule(dynamic, 1)", self._loop("c", "0", str(chunks)), "{",
+        results and run the epilogue (``point``), in parallel where Algorithm 8.1 says."""
+        f = self.kernel.frame
+        chunks, rows, size = self.kernel.threads, f.inner[0], prod(f.outer)
+        reductions = [m for m in self.kernel.members if m.inner]
+        lines = ["#pragma omp for schedule(dynamic, 1)", self.kernel.loop("c", "0", str(chunks)), "{",
                  f"    const int64_t lo = c * {rows} / {chunks}, hi = (c + 1) * {rows} / {chunks};"]
         lines += ["    int64_t seen = 0;"] if any(m.buf.reduction == "m2" for m in reductions) else []
         for m in reductions:
@@ -86,26 +95,26 @@ class SplitReduction:
             for array in self._partial_arrays(m):
                 lines += [f"    {CPP_TYPE[m.buf.dtype]}* {array}_chunk = {array} + c * {self._part_stride(m.buf.dtype)};",
                           f"    std::fill_n({array}_chunk, {size}, {identity});"]
-        step = self.tuning.split_row_step
+        step = self.kernel.tuning.split_row_step
         stepped = f"lo + (hi - lo) / {step} * {step}"
         lines += self._split_rows(reductions, vvar, "lo", stepped, step)
         lines += self._split_rows(reductions, vvar, stepped, "hi", 1)
         lines.append("}")
-        depth = parallel_depth(f.outer, self.threads, size)
-        combine = self._outer_loops(self.form, vvar, depth)
+        depth = parallel_depth(f.outer, self.kernel.threads, size)
+        combine = self.kernel.outer_loops(self.kernel.emit.form, vvar, depth)
         return lines + (combine if depth > 0 else ["#pragma omp single", "{", *("    " + t for t in combine), "}"])
 
     def _split_rows(self, reductions: list[Member], vvar: str, first: str, last: str, step: int) -> list[str]:
         """Rows ``first`` to ``last`` of a split reduction's chunk, ``step`` at a time: the
         elements of the step's rows update each column's partial results, loaded and stored once."""
-        f = self.frame
+        f = self.kernel.frame
         flat, ranges, row = self._outer_flat(), f.var_ranges, f.inner_vars[0]
         welford = [m for m in reductions if m.buf.reduction == "m2"]
         inner = [(row, first, last, step)] + [(v, "0", str(r), 1) for v, r in zip(f.inner_vars[1:], f.inner[1:])]
         outer = [(v, "0", str(r), 1) for v, r in zip(f.outer_vars[:-1], f.outer[:-1])]
         lines, ind = [], "    "
         for v, start, stop, by in inner + outer:
-            lines += [ind + self._loop(v, start, stop, by), ind + "{"]
+            lines += [ind + self.kernel.loop(v, start, stop, by), ind + "{"]
             ind += "    "
             if welford and v == inner[-1][0]:  # new rows: Welford's 1 / n of each
                 for m in welford:
@@ -114,12 +123,12 @@ class SplitReduction:
                     lines.append(f"{ind}const {dtype} {m.buf.name}_inv[] = {{{inverses}}};")
                 lines.append(f"{ind}seen += {step};")
         n = f.outer[-1]
-        main_end = n - n % self.width
+        main_end = n - n % self.kernel.width
         for start, stop, vector in ((0, main_end, True), (main_end, n, False)):
             if stop <= start:
                 continue
-            lines += [ind + self._loop(vvar, str(start), str(stop), self.width if vector else 1), ind + "{"]
-            printer = self._printer(vector, vvar, LoadContext(), lines, ind + "    ")
+            lines += [ind + self.kernel.loop(vvar, str(start), str(stop), self.kernel.width if vector else 1), ind + "{"]
+            printer = self.kernel.printer(vector, vvar, LoadContext(), lines, ind + "    ")
             for m in reductions:
                 values = [printer(m.body if k == 0 else substitute(m.body, {row: Index.var(row) + k}, ranges))
                           for k in range(step)]
@@ -136,7 +145,7 @@ class SplitReduction:
             lines.append(ind + "}")
         return lines
 
-    def _combine_parts(self, phase: list[Member], vector: bool, ind: str, lines: list[str], ctx: LoadContext) -> None:
+    def combine_parts(self, phase: list[Member], vector: bool, ind: str, lines: list[str], ctx: LoadContext) -> None:
         """A split reduction's results at the current outer point: its chunks' partial results
         combined, stored and kept for the epilogue."""
         flat = self._outer_flat()
@@ -148,12 +157,12 @@ class SplitReduction:
             if m.buf.reduction == "m2":  # Welford states of the chunks, merged
                 state = accumulator(m.buf, vector)[0]
                 values = [f"{state}{{{read(m.buf.name + '_means', c)}, {read(m.buf.name + '_parts', c)}, "
-                          f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.threads)]
+                          f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.kernel.threads)]
             else:
-                values = [read(f"{m.buf.name}_parts", c) for c in range(self.threads)]
-            name = self.state.fresh("tmp_acc")
+                values = [read(f"{m.buf.name}_parts", c) for c in range(self.kernel.threads)]
+            name = self.kernel.emit.state.fresh("tmp_acc")
             lines.append(f"{ind}const auto {name} = stax::result({fold(m.buf.reduction, values)});")
-            self._store(m, name, vector, None, ind, lines)
+            self.kernel.store(m, name, vector, None, ind, lines)
             ctx.point[m.buf.name] = name
             if vector:
                 ctx.vector_point.add(m.buf.name)

@@ -6,24 +6,33 @@ block's loop streams over whole rows."""
 from __future__ import annotations
 
 from math import prod
+from typing import TYPE_CHECKING
 
 from ..dtypes import ITEMSIZE
 from ..ir import Load
 from .exprs import lane_type
 from .kernel_parts import access_kind, with_line_head
 
+if TYPE_CHECKING:
+    from .cpp import BlockKernel
+
 
 class Tiles:
-    """The tiled forms' methods of :class:`~stax.codegen.cpp.BlockKernel`."""
+    """The tiled forms of one block: B x B scalar tiles (``tiled``) and W x W register tiles,
+    in blocks or in strips (``tiled_vector``).  It reads the block's analysis and emits through
+    its ``kernel`` builder."""
 
-    def _tiled(self, depth: int) -> list[str]:
+    def __init__(self, kernel: BlockKernel):
+        self.kernel = kernel
+
+    def tiled(self, depth: int) -> list[str]:
         """2-D tiling of the two innermost outer loops (8.2)."""
-        f = self.frame
+        f = self.kernel.frame
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
         tiles = [f"{u}_tile", f"{v}_tile"]
         outer_vars = vars_[:-2] + tiles
-        tile = self.tuning.tile
+        tile = self.kernel.tuning.tile
         tile_ranges = ranges[:-2] + [-(-ranges[-2] // tile), -(-ranges[-1] // tile)]
 
         def body(ind: str) -> list[str]:
@@ -31,22 +40,22 @@ class Tiles:
                      ind + "{",
                      ind + f"    for (int64_t {v} = {v}_tile * {tile}; {v} < std::min<int64_t>({v}_tile * {tile} + {tile}, {ranges[-1]}); {v} += 1)",
                      ind + "    {"]
-            lines += self._point("scalar", None, ind + "        ", outer_vector=False)
+            lines += self.kernel.point("scalar", None, ind + "        ", outer_vector=False)
             lines += [ind + "    }", ind + "}"]
             return lines
-        return self._nest(outer_vars, tile_ranges, depth, body)
+        return self.kernel.nest(outer_vars, tile_ranges, depth, body)
 
-    def _transposed_loads(self) -> list[Load] | None:
+    def transposed_loads(self) -> list[Load] | None:
         """The loads a W x W tile transposes in registers (strided along the last outer variable,
         contiguous along the one before), or None when the block cannot run in such tiles."""
-        f = self.frame
+        f = self.kernel.frame
         u, v = f.outer_vars[-2], f.outer_vars[-1]
-        if min(f.outer[-2:]) < self.width or any(access_kind(m.store, v) != "contiguous" for m in self.members
+        if min(f.outer[-2:]) < self.kernel.width or any(access_kind(m.store, v) != "contiguous" for m in self.kernel.members
                                                    if not m.internal):
             return None
         transposed = []
-        for m in self.members:
-            for ld in self._memory_loads(m):
+        for m in self.kernel.members:
+            for ld in self.kernel.memory_loads(m):
                 if any({u, v} & e.variables() for e, _ in ld.guard):  # padding: scalar tiles test it per point
                     return None
                 if access_kind(ld.index, v) != "strided":
@@ -56,19 +65,19 @@ class Tiles:
                 transposed.append(ld)
         return list(dict.fromkeys(transposed))
 
-    def _tiled_vector(self, depth: int) -> list[str]:
+    def tiled_vector(self, depth: int) -> list[str]:
         """W x W tiles of the two innermost outer loops (8.2) whose transposed reads are W vector
         loads along the first of them, transposed in registers: every access is a vector access.
         The tiles run in Tuning.vector_tile_block blocks; the rows and columns past the last whole tile
         run in scalar nests."""
-        f, w = self.frame, self.width
+        f, w = self.kernel.frame, self.kernel.width
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
         whole_v = ranges[-1] - ranges[-1] % w
-        per_block = self.tuning.vector_tile_block // w
+        per_block = self.kernel.tuning.vector_tile_block // w
         # the tiles along u start where the transposed rows start a cache line, after a scalar head:
         # their bounds are then C++ expressions of the head, else numbers
-        line = self._line_start(u, ranges[-2], self._transposed_loads())
+        line = self.kernel.line_start(u, ranges[-2], self.transposed_loads())
         if line:
             first_u, tiles_u = f"{u}_head", f"({ranges[-2]} - {u}_head) / {w}"
             end_u, blocks_u = f"{first_u} + {tiles_u} * {w}", f"({tiles_u} + {per_block - 1}) / {per_block}"
@@ -80,15 +89,14 @@ class Tiles:
 
         def tile(ind: str) -> list[str]:
             lines, values = [], {}
-            for ld in self._transposed_loads():
+            for ld in self.transposed_loads():
                 name, loaded = self._register_tile(ld, tile_u, ind)
                 values[ld] = f"{name}[lane]"
                 lines += loaded
             lines += [f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
                       f"{ind}    const int64_t {u} = {tile_u} + lane, {v} = {v}_tile * {w};"]
-            self.transposed_values = values
-            lines += self._point("vector", v, ind + "    ", outer_vector=True)
-            self.transposed_values = {}
+            with self.kernel.emit.reading(values):
+                lines += self.kernel.point("vector", v, ind + "    ", outer_vector=True)
             return lines + [ind + "}"]
 
         def block(ind: str) -> list[str]:
@@ -101,44 +109,44 @@ class Tiles:
             return lines + [ind[:-4] + "}", ind[:-8] + "}"]
 
         def scalar(ind: str) -> list[str]:
-            return self._point("scalar", None, ind, outer_vector=False)
-        if self._in_strips():
+            return self.kernel.point("scalar", None, ind, outer_vector=False)
+        if self.in_strips():
             lines = self._strips(depth, tiles_u, tile_u, whole_v)
         else:
             blocks = vars_[:-2] + [f"{u}_block", f"{v}_block"]
-            lines = self._nest(blocks, ranges[:-2] + [blocks_u, -(-whole_v // self.tuning.vector_tile_block)], depth, block)
+            lines = self.kernel.nest(blocks, ranges[:-2] + [blocks_u, -(-whole_v // self.kernel.tuning.vector_tile_block)], depth, block)
         if whole_v < ranges[-1]:
-            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (first_u, end_u, 1), v: (whole_v, ranges[-1], 1)})
+            lines += self.kernel.nest(vars_, ranges, depth, scalar, bounds={u: (first_u, end_u, 1), v: (whole_v, ranges[-1], 1)})
         if line:
-            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (0, first_u, 1)})
+            lines += self.kernel.nest(vars_, ranges, depth, scalar, bounds={u: (0, first_u, 1)})
         if line or end_u < ranges[-2]:
-            lines += self._nest(vars_, ranges, depth, scalar, bounds={u: (end_u, ranges[-2], 1)})
+            lines += self.kernel.nest(vars_, ranges, depth, scalar, bounds={u: (end_u, ranges[-2], 1)})
         return with_line_head(u, line, lines)
 
     def _register_tile(self, ld: Load, tile_u: str, ind: str) -> tuple[str, list[str]]:
         """The W vectors of transposed read ``ld`` at the tile (``tile_u``, ``v_tile``), loaded
         along u and transposed in registers: their array's name, and the statements."""
-        f, w = self.frame, self.width
+        f, w = self.kernel.frame, self.kernel.width
         u, v = f.outer_vars[-2], f.outer_vars[-1]
-        name = self.state.fresh("tmp_rows")
+        name = self.kernel.emit.state.fresh("tmp_rows")
         return name, [f"{ind}stax::vec<{lane_type(ld.dtype)}> {name}[{w}];",
                       f"{ind}for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "{",
                       f"{ind}    const int64_t {u} = {tile_u}, {v} = {v}_tile * {w} + lane;",
-                      f"{ind}    {name}[lane] = {self._load_text(ld, True, u)};", ind + "}",
+                      f"{ind}    {name}[lane] = {self.kernel.load_text(ld, True, u)};", ind + "}",
                       f"{ind}stax::transpose({name});"]
 
-    def _in_strips(self) -> bool:
+    def in_strips(self) -> bool:
         """Whether the register tiles run in strips: a transposed input of at least
         Tuning.stream_min_bytes (below it, the blocks' reads are cached and strips gain nothing), at
         least Tuning.strips_per_thread strips a thread, and strip buffers of at most Tuning.strip_buffer_bytes
         (rows so long that they would not stay in the caches keep the blocks)."""
-        outer = self.frame.outer
-        loads = self._transposed_loads()
-        strips = prod(outer[:-2]) * (outer[-2] // self.tuning.strip_rows)
-        buffer = sum(self.tuning.strip_rows * outer[-1] * ITEMSIZE[ld.dtype] for ld in loads)
-        knobs = self.tuning
+        outer = self.kernel.frame.outer
+        loads = self.transposed_loads()
+        strips = prod(outer[:-2]) * (outer[-2] // self.kernel.tuning.strip_rows)
+        buffer = sum(self.kernel.tuning.strip_rows * outer[-1] * ITEMSIZE[ld.dtype] for ld in loads)
+        knobs = self.kernel.tuning
         return (any(prod(outer[-2:]) * ITEMSIZE[ld.dtype] >= knobs.stream_min_bytes for ld in loads)
-                and strips >= knobs.strips_per_thread * self.threads and buffer <= knobs.strip_buffer_bytes)
+                and strips >= knobs.strips_per_thread * self.kernel.threads and buffer <= knobs.strip_buffer_bytes)
 
     def _strips(self, depth: int, tiles_u: int | str, tile_u: str, whole_v: int) -> list[str]:
         """The register tiles in strips of ``Tuning.strip_rows`` rows along u: each transposed read's strip
@@ -149,22 +157,22 @@ class Tiles:
         written with non-temporal stores (see ``Tuning.stream_min_bytes``).  The strided reads go
         together and every other access streams whole rows (experiments.bench_tuning and
         bench_transposed time strips against blocks)."""
-        f, w = self.frame, self.width
+        f, w = self.kernel.frame, self.kernel.width
         vars_, ranges = f.outer_vars, list(f.outer)
         u, v = vars_[-2], vars_[-1]
-        per_strip = self.tuning.strip_rows // w
+        per_strip = self.kernel.tuning.strip_rows // w
         strips_u = (f"(({tiles_u}) + {per_strip - 1}) / {per_strip}" if isinstance(tiles_u, str)
                     else -(-tiles_u // per_strip))
         first_tile = f"{u}_strip * {per_strip}"
         last_tile = f"std::min<int64_t>({first_tile} + {per_strip}, {tiles_u})"
-        loads = self._transposed_loads()
-        strides = {ld: whole_v + self.tuning.cache_line // ITEMSIZE[ld.dtype] for ld in loads}
+        loads = self.transposed_loads()
+        strides = {ld: whole_v + self.kernel.tuning.cache_line // ITEMSIZE[ld.dtype] for ld in loads}
         offsets, total = {}, 0
         for ld in loads:
             offsets[ld] = total
-            line = self.tuning.cache_line
-            total += -(-self.tuning.strip_rows * strides[ld] * ITEMSIZE[ld.dtype] // line) * line
-        buffers = {ld: self.state.fresh("strip") for ld in loads}
+            line = self.kernel.tuning.cache_line
+            total += -(-self.kernel.tuning.strip_rows * strides[ld] * ITEMSIZE[ld.dtype] // line) * line
+        buffers = {ld: self.kernel.emit.state.fresh("strip") for ld in loads}
         declared = ["char* const strip_scratch = stax::thread_scratch(" + str(total) + ");"]
         declared += [f"{lane_type(ld.dtype)}* const {buffers[ld]} = reinterpret_cast<{lane_type(ld.dtype)}*>"
                      f"(strip_scratch + {offsets[ld]});" for ld in loads]
@@ -188,11 +196,9 @@ class Tiles:
                       f"{ind}    for (int64_t lane = 0; lane < {w}; lane += 1)", ind + "    {",
                       f"{ind}        for (int64_t {v}_tile = 0; {v}_tile < {whole_v // w}; {v}_tile += 1)", ind + "        {",
                       f"{ind}            const int64_t {u} = {tile_u} + lane, {v} = {v}_tile * {w};"]
-            self.transposed_values = {ld: f"stax::vload({buffers[ld]} + {row_in_strip(ld, 'lane')} + {v})"
-                                      for ld in loads}
-            self.strip_rows = True
-            lines += self._point("vector", v, ind + "            ", outer_vector=True)
-            self.transposed_values, self.strip_rows = {}, False
+            strip_values = {ld: f"stax::vload({buffers[ld]} + {row_in_strip(ld, 'lane')} + {v})" for ld in loads}
+            with self.kernel.emit.reading(strip_values, strip_rows=True):
+                lines += self.kernel.point("vector", v, ind + "            ", outer_vector=True)
             return lines + [ind + "        }", ind + "    }", ind + "}"]
         strip_vars = vars_[:-2] + [f"{u}_strip"]
-        return declared + self._nest(strip_vars, ranges[:-2] + [strips_u], min(depth, len(strip_vars)), strip)
+        return declared + self.kernel.nest(strip_vars, ranges[:-2] + [strips_u], min(depth, len(strip_vars)), strip)

@@ -1,6 +1,6 @@
 // The Python entry points of a compiled graph: each kernel is exposed as a METH_FASTCALL
 // function taking its buffers (numpy arrays, through the buffer protocol), so a call costs a
-// few hundred nanoseconds instead of ctypes' marshalling (issue: lean call path); a graph whose
+// few hundred nanoseconds instead of ctypes' marshalling; a graph whose
 // wrapper only allocates and calls kernels also gets a compiled call doing the wrapper's work.
 #pragma once
 #define PY_SSIZE_T_CLEAN
@@ -37,7 +37,7 @@ inline void release_buffers(int n, Py_buffer* views) {
 void drop_objects(PyObject** objects, int n);
 // The data of the arrays a call has taken: its inputs, which the caller holds for the call, and
 // its buffers, which ``Owned`` holds (read from the array objects, not exported through the
-// buffer protocol, whose export and release cost about 130 ns an array).
+// buffer protocol, whose export and release cost more than the call's own work).
 template <int N> struct Views {
   void* data[N > 0 ? N : 1] = {};
   void* buf(int i) const { return data[i]; }

@@ -252,7 +252,7 @@ inline vec<float> div_invariant(vec<float> x, vec<float> d) {
 // relative error (experiments/fit_math.py; five fused multiply-adds where Cephes' expf takes
 // eight).  Within 1.64e-7 relative of exp on every normal result (1.85e-7 without fused
 // multiply-adds), the same relative error on subnormal ones (at most 1.41 units of 2^-149), by
-// experiments/check_math.py; numpy 2.4's own float32 exp is within 2.1e-7 on this machine.
+// experiments/check_math.py.
 // When every lane has |x| <= 86.9 (softmax's x - max, almost always), each result is normal and
 // 2^n is added to the polynomial's exponent bits; otherwise x is clamped to [-104, 89] (beyond,
 // the result is 0 or infinity; NaN passes through) and 2^n is applied in two halves, so that
@@ -356,8 +356,7 @@ template <typename T> inline T v_sigmoid(T x) { return 1 / (1 + v_exp(-x)); }
 template <typename T> inline T v_max(T a, T b) { return (a > b) | (a != a) ? a : b; }
 template <typename T> inline T v_min(T a, T b) { return (a < b) | (a != a) ? a : b; }
 // float vectors: x86's max and min are a > b ? a : b and a < b ? a : b, b when either is NaN, so
-// only a NaN a needs a blend; the same results, bit for bit, in three instructions instead of
-// four (amax and softmax at 64 x 128, same process, alternating: 0.95 to 0.97 of their time)
+// only a NaN a needs a blend; the same results, bit for bit, in three instructions instead of four
 #if defined(__AVX512F__) && STAX_W == 16
 inline vec<float> v_max(vec<float> a, vec<float> b) {
   return (vec<float>)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)a, (__m512)a, _CMP_UNORD_Q),

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from instances.dags import fusion_problem, layered_dag, series_parallel_dag
+from stax.errors import InvalidScheduleError
 from stax.memory.orders import original_order
 from stax.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem, quotient_graph
 from stax.scheduler.greedy import FusionGroups, GreedyFusion, compare_scores, score
@@ -128,20 +129,43 @@ def test_peak_guard_zero_never_raises_the_kernel_peak(problem):
     assert kernel_peak(problem, result.partition) <= kernel_peak(problem, [(n,) for n in problem.nodes])
 
 
+def picked_merges(groups: FusionGroups, picks):
+    """For each pick (i, j): two current groups a and b, and the groups with them merged; the
+    caller decides whether to merge them in ``groups``."""
+    for i, j in picks:
+        current = groups.groups()
+        if len(current) < 2:
+            return
+        a = current[i % len(current)]
+        b = [g for g in current if g != a][j % (len(current) - 1)]
+        yield a, b, [g for g in current if g not in (a, b)] + [a + b]
+
+
 @settings(max_examples=40, deadline=None)
 @given(problems(max_nodes=40), st.lists(st.tuples(st.integers(0, 999), st.integers(0, 999)), max_size=40))
 def test_ancestor_cycle_test_agrees_with_the_quotient_graph(problem, picks):
     groups, dag = FusionGroups(problem), problem.dag()
-    for i, j in picks:
-        current = groups.groups()
-        if len(current) < 2:
-            break
-        a = current[i % len(current)]
-        b = [g for g in current if g != a][j % (len(current) - 1)]
-        merged = [g for g in current if g not in (a, b)] + [a + b]
+    for a, b, merged in picked_merges(groups, picks):
         cycle = not nx.is_directed_acyclic_graph(quotient_graph(dag, merged))
         assert groups.creates_cycle(a, b) == cycle
         if not cycle:
+            groups.merge(a, b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(max_nodes=30), st.lists(st.tuples(st.integers(0, 999), st.integers(0, 999)), max_size=30))
+def test_legality_of_a_merge_is_the_problems_validator(problem, picks):
+    """Greedy's legality holds no preference: a merge is legal exactly when the partition it makes
+    passes FusionProblem.validate (Definition 7.3), which every strategy's result must pass."""
+    groups = FusionGroups(problem)
+    for a, b, merged in picked_merges(groups, picks):
+        try:
+            problem.validate(merged)
+            valid = True
+        except InvalidScheduleError:
+            valid = False
+        assert (groups.why_illegal(a, b) is None) == valid
+        if valid:
             groups.merge(a, b)
 
 

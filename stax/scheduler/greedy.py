@@ -1,7 +1,8 @@
 """Fusion strategies on a FusionProblem: no fusion, and the greedy Algorithm 7.1.
 
-Legality (``GreedyFusion.can_fuse``) is kept apart from preference (``score``), as
-TorchInductor keeps ``can_fuse`` apart from ``score_fusion``; every rejected pair is recorded
+Legality (``FusionGroups.why_illegal``, the problem's rules) is kept apart from preference
+(``score``, and the vetoes of ``GreedyFusion.why_not_preferred``), as TorchInductor keeps
+``can_fuse`` apart from ``score_fusion``; every rejected pair is recorded
 with a ``WhyNoFuse`` reason (TorchInductor's), as typed events (``stax.scheduler.events``).
 
 Choices the seed leaves open:
@@ -115,6 +116,22 @@ class FusionGroups:
                     stack.append(above)
         return False
 
+    def why_illegal(self, a: Group, b: Group) -> NotFused | None:
+        """Legality of merging two groups under the problem's rules (Definition 7.3: no
+        forbidden pair, the kernel limits, an acyclic quotient by Proposition 7.1): None, or why
+        not.  Any strategy that merges groups may call it; it holds no preference."""
+        for x in a:
+            clash = next((y for y in b if y in self.forbidden[x]), None)
+            if clash is not None:
+                return NotFused(a, b, WhyNoFuse.FORBIDDEN, self.forbidden[x][clash])
+        if len(a) + len(b) > self.problem.max_nodes:
+            return NotFused(a, b, WhyNoFuse.TOO_MANY_NODES)
+        if len(self.buffers[a] | self.buffers[b]) > self.problem.max_buffers:
+            return NotFused(a, b, WhyNoFuse.TOO_MANY_BUFFERS)
+        if self.creates_cycle(a, b):
+            return NotFused(a, b, WhyNoFuse.CYCLE)
+        return None
+
     def kernel_peak(self, merging: tuple[Group, Group] | None = None) -> int:
         """Peak (Definition 7.5) of the kernels in their original-like order, optionally after a merge."""
         if merging is None and self._peak is not None:
@@ -184,20 +201,14 @@ class GreedyFusion:
                            "max_peak_growth": max_peak_growth}
 
     def can_fuse(self, groups: FusionGroups, a: Group, b: Group) -> NotFused | None:
-        """Legality of merging two groups: None, or why not."""
-        problem = groups.problem
-        for x in a:
-            clash = next((y for y in b if y in groups.forbidden[x]), None)
-            if clash is not None:
-                return NotFused(a, b, WhyNoFuse.FORBIDDEN, groups.forbidden[x][clash])
-        if len(a) + len(b) > problem.max_nodes:
-            return NotFused(a, b, WhyNoFuse.TOO_MANY_NODES)
-        if len(groups.buffers[a] | groups.buffers[b]) > problem.max_buffers:
-            return NotFused(a, b, WhyNoFuse.TOO_MANY_BUFFERS)
+        """Whether Algorithm 7.1 merges two groups: None, or why not (legality, then the
+        preference vetoes ``min_shared_bytes`` and ``max_peak_growth``)."""
+        return groups.why_illegal(a, b) or self.why_not_preferred(groups, a, b)
+
+    def why_not_preferred(self, groups: FusionGroups, a: Group, b: Group) -> NotFused | None:
+        """The heuristic vetoes of this strategy's parameters on a legal merge: None, or which."""
         if sum(groups.size[name] for name in groups.shared(a, b)) < self.min_shared_bytes:
             return NotFused(a, b, WhyNoFuse.SHARED_BYTES_BELOW_THRESHOLD)
-        if groups.creates_cycle(a, b):
-            return NotFused(a, b, WhyNoFuse.CYCLE)
         if self.max_peak_growth is not None and \
                 groups.kernel_peak((a, b)) > (1 + self.max_peak_growth) * groups.kernel_peak():
             return NotFused(a, b, WhyNoFuse.PEAK_GROWTH, f"{self.max_peak_growth:.0%}")

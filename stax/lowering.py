@@ -107,8 +107,7 @@ class Lowering:
         sources = []
         for name in node.inputs:
             view = self.graph.nodes[name]
-            if view.op == "permute" and len(view.shape) >= 2 and self._only_matmuls_read(name) and \
-                    tuple(view.attr("dims")[-2:]) == (len(view.shape) - 1, len(view.shape) - 2) and \
+            if self._is_transpose(view) and self._only_matmuls_read(name) and \
                     self.graph.nodes[view.inputs[0]].op in g.ELEMENTWISE_OPS:
                 sources.append(view.inputs[0])
         return sources

@@ -238,7 +238,8 @@ def parallel_stats() -> dict[str, int]:
     (run by a region's caller beyond its even share, because a pool thread was late) and late
     joins (a pool thread that came to a region after its caller had finished it, and returned),
     chunks shared (run by pool threads), stragglers (regions whose caller waited on its pool
-    threads longer than it worked: one lost its core) and solo regions (run by their caller alone
+    threads longer than it worked, on chunks that ran over four times slower than its own: one lost
+    its core) and solo regions (run by their caller alone
     for a while after a straggler, the straggler rule; not counted as alone)."""
     names = ("pooled", "alone", "threads", "sleeps", "taken_back", "late", "shared", "stragglers", "solo")
     counts = (ctypes.c_int64 * len(names))()

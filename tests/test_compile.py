@@ -433,13 +433,14 @@ def test_matmul(isa, dtype, check):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_on_the_openmp_team_equals_numpy(dtype, monkeypatch):
     """stax.matmul.parallel_matmul calls the BLAS gemm from every thread of an OpenMP loop (rows of
-    one matrix, or the batch), also with operands stored transposed; shapes it does not cover (a
-    broadcast batch, small products) are np.matmul's."""
+    one matrix, or of its columns when it is wider than tall, or the batch), also with operands
+    stored transposed; shapes it does not cover (a broadcast batch, small products) are np.matmul's."""
     from stax import matmul
 
     rng = np.random.default_rng(40)
     cases = [((300, 70), (70, 90)), ((3, 50, 64), (64, 40)), ((5, 64, 33), (5, 33, 48)), ((1, 130, 64), (1, 64, 7)),
-             ((2, 3, 40, 20), (2, 3, 20, 30)), ((4, 40, 20), (1, 20, 30)), ((6, 5), (5, 4))]
+             ((2, 3, 40, 20), (2, 3, 20, 30)), ((4, 40, 20), (1, 20, 30)), ((6, 5), (5, 4)),
+             ((30, 64), (64, 300)), ((1, 20, 64), (1, 64, 130))]
     for (shape_a, shape_b), transposed in itertools.product(cases, [(False, False), (True, False), (False, True),
                                                                      (True, True)]):
         a, b = rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
@@ -451,10 +452,12 @@ def test_matmul_on_the_openmp_team_equals_numpy(dtype, monkeypatch):
     if matmul._team_gemm(dtype) is None:
         pytest.skip("numpy's BLAS has no CBLAS gemm that threadpoolctl finds; np.matmul is used")
     monkeypatch.setattr(matmul.np, "matmul", None)  # the team path must not fall back
-    a, b = rng.standard_normal((256, 96)).astype(dtype), rng.standard_normal((96, 80)).astype(dtype)
-    out = np.empty((256, 80), dtype)
-    matmul.parallel_matmul(a, b, out=out, threads=2)
-    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    for (m, n), transposed in itertools.product([(256, 80), (40, 300)], [(False, False), (True, True)]):
+        a, b = rng.standard_normal((m, 96)).astype(dtype), rng.standard_normal((96, n)).astype(dtype)
+        stored = [np.ascontiguousarray(x.T) if t else x for x, t in zip((a, b), transposed)]
+        out = np.full((m, n), np.nan, dtype)
+        matmul.parallel_matmul(*stored, out=out, threads=2, transposed=transposed)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4, err_msg=f"{m}x{n} {transposed}")
 
 
 def test_extern_matmuls_run_blas_on_one_thread_and_restore_it():

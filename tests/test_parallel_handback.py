@@ -298,3 +298,25 @@ def test_with_the_rule_off_a_straggler_is_counted_and_the_pool_kept(counting, ho
                                     lambda s: s[1]["stragglers"] > s[0]["stragglers"],
                                     "no stalled region counted a straggler")
     assert after["solo"] == before["solo"] and after["pooled"] == before["pooled"] + 2
+
+
+@pytest.mark.parametrize("waited, worked, chunks, member_chunks, member_worked, straggler", [
+    (36.0, 35.0, 1, 2, 71.0, False),      # the pool thread had two chunks to the caller's one, at its pace
+    (250.0, 140.0, 15, 9, 300.0, False),  # 3.6 times the caller's time a chunk: under STRAGGLER_SLOWDOWN
+    (1880.0, 490.0, 1, 1, 2280.0, True),  # the same chunk took the pool thread 4.7 times as long
+    (50.0, 10.0, 3, 0, 0.0, True),        # a member that held no chunk kept the caller waiting
+    (50.0, 10.0, 0, 1, 55.0, True),       # the caller ran nothing: no pace to compare with
+    (15.0, 5.0, 1, 1, 20.0, False),       # a wait under STRAGGLER_FLOOR_SECONDS
+    (30.0, 40.0, 1, 1, 200.0, False),     # the caller worked longer than it waited
+])
+def test_a_straggler_is_a_member_slower_than_the_caller_a_chunk(waited, worked, chunks, member_chunks,
+                                                                member_worked, straggler):
+    """The straggler rule's test (times in us): the caller waited longer than it worked, on pool
+    threads that ran their chunks more than STRAGGLER_SLOWDOWN (4) times slower than it ran its own;
+    an uneven split of chunks run at the same pace is no straggler (it sent two-thread code solo on
+    a quiet machine)."""
+    from stax.runtime import load_runtime
+
+    test = load_runtime().stax_parallel_test_is_straggler
+    test.argtypes = [ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int64, ctypes.c_double]
+    assert bool(test(waited, worked, chunks, member_chunks, member_worked)) is straggler

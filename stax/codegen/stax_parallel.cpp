@@ -69,9 +69,11 @@
 // away (the caller cannot run a claimed chunk again: it may have written half its outputs), and so
 // does one that joined and holds none (it reads the region's data until it leaves, (4)).  The
 // straggler rule bounds how often: the caller times its waits (at barriers and at the end), and
-// when it waited longer than it worked (and longer than STRAGGLER_FLOOR_SECONDS), the regions of
-// the next SOLO_MIN_SECONDS run on their caller alone, as a team of one (the pool untouched, so
-// (1)-(4) hold trivially); the window grows while stragglers recur, up to SOLO_MAX_SECONDS, and
+// when it waited longer than it worked (and longer than STRAGGLER_FLOOR_SECONDS) on pool threads
+// that took over STRAGGLER_SLOWDOWN times its own time a chunk (a thread that only had more chunks,
+// an uneven split, ran at the caller's pace), the regions of the next SOLO_MIN_SECONDS run on their
+// caller alone, as a team of one (the pool untouched, so (1)-(4) hold trivially); the window grows
+// while the pool, tried again, fails within as long as it was left out, up to SOLO_MAX_SECONDS, and
 // the first region after it tries the pool again.  The rule changes which regions use the pool,
 // never how a pooled region runs.  A caller waiting longer than it worked stops spinning and
 // sleeps: its idle core is where the kernel may move the thread it waits for.
@@ -135,13 +137,14 @@ const double YIELD_AFTER_SECONDS = 2e-5;
 std::atomic<int64_t> sleeps{0};  // waits that ended asleep
 const int MAX_TEAM = 256;
 // The straggler rule: a region whose caller waited for pool threads longer than it worked (and
-// longer than STRAGGLER_FLOOR_SECONDS) had a member that lost its core; the regions of the next
+// longer than STRAGGLER_FLOOR_SECONDS), on members that took over STRAGGLER_SLOWDOWN times the
+// caller's time a chunk, had a member that lost its core; the regions of the next
 // SOLO_MIN_SECONDS run on their caller alone, and that window grows SOLO_GROWTH-fold (up to
-// SOLO_MAX_SECONDS) while stragglers come back within STRAGGLER_RECENT_SECONDS of each other: under
-// a lasting co-runner the pool is tried a few times a second, and a false alarm on a quiet
-// machine costs one short window.
-const double STRAGGLER_FLOOR_SECONDS = 2e-5;
-const double SOLO_MIN_SECONDS = 1e-2, SOLO_MAX_SECONDS = 0.2, STRAGGLER_RECENT_SECONDS = 5.0;
+// SOLO_MAX_SECONDS) while the next straggler comes within a window's length of the last window's
+// end: under a lasting co-runner the pool is tried a few times a second, and a rare straggler on a
+// quiet machine (a core taken for a moment by the host or an interrupt) costs one short window.
+const double STRAGGLER_FLOOR_SECONDS = 2e-5, STRAGGLER_SLOWDOWN = 4;
+const double SOLO_MIN_SECONDS = 1e-2, SOLO_MAX_SECONDS = 0.2;
 const int64_t SOLO_GROWTH = 4;
 const uint32_t STEPS = 64;                   // claim words: steps a slow member may lag behind
 const uint64_t MAX_CHUNKS = uint64_t(1) << 31;  // chunks of one loop (the claim word's low half)
@@ -221,6 +224,7 @@ struct Region {
   Loop loop;                                // GOMP_parallel_loop_*: the region starts in this loop
   alignas(64) Word<uint64_t> members;       // region number << 32 | CLOSED | joined << 16 | inside
   alignas(64) Word<uint64_t> done;          // chunks run and counted (at barriers and on leaving)
+  std::atomic<int64_t> member_ticks{0};     // pool threads' time inside, less their barrier waits
   Claim claims[STEPS];
 };
 
@@ -235,11 +239,12 @@ struct Pool {
   std::atomic<int64_t> taken_back{0};        // chunks the caller ran beyond its even share
   std::atomic<int64_t> late{0};              // handed regions that were over when a thread woke
   std::atomic<int64_t> shared{0};            // chunks run by pool threads
-  std::atomic<int64_t> stragglers{0};        // regions whose caller waited longer than it worked
+  std::atomic<int64_t> stragglers{0};        // regions whose caller waited on a straggler (is_straggler)
   std::atomic<int64_t> solo{0};              // regions run on their caller alone by the straggler rule
   // The straggler rule's state (steady clock, ns), read and written only by the pool's holder,
   // and both clocks at its first pooled region (ticks are converted over the time since).
-  int64_t solo_until = 0, solo_ns = 0, last_straggler = 0, first_ns = 0, first_ticks = 0;
+  // solo_until: the current window's end (0 once the pool is tried again); window_end: the last one's.
+  int64_t solo_until = 0, solo_ns = 0, window_end = 0, first_ns = 0, first_ticks = 0;
   // Test hooks, on lines of their own (pool threads read them in every region).
   alignas(64) Word<uint32_t> hold;           // pool threads wait before joining
   std::atomic<int64_t> delay_us{0};          // random delay before joining, up to this
@@ -260,7 +265,7 @@ struct Member {
   bool local_left = false;   // outside a pooled region: the loop's one chunk not yet handed out
   bool asked_team = false;   // this thread asked for its team in this region
   int tid = 0, size = 1;
-  int64_t waited = 0;        // the caller's waits at barriers, in ticks (the straggler rule)
+  int64_t waited = 0;        // waits at barriers, in ticks (the straggler rule)
 };
 thread_local Member me;
 
@@ -304,11 +309,8 @@ void barrier() {
   const uint64_t expected = me.expected;  // (3): every chunk of the steps this thread met has run
   const auto ready = [expected](uint64_t v) { return v >= expected; };
   Word<uint64_t>& done = me.region->done;
-  if (me.tid != 0 || ready(done.value.load(std::memory_order_acquire))) {
-    done.wait_until(ready, me.region->spin);
-    return;
-  }
-  const int64_t start = ticks();  // the caller waits: the straggler rule counts it
+  if (ready(done.value.load(std::memory_order_acquire))) return;
+  const int64_t start = ticks();  // the straggler rule counts waits apart from work
   done.wait_until(ready, me.region->spin);
   me.waited += ticks() - start;
 }
@@ -398,9 +400,11 @@ void serve(Slot* slot) {
       continue;
     }
     spin = r.spin;
+    const int64_t joined_at = ticks();
     enter(r, slot->tid);
     r.fn(r.data);
     count_ran();
+    r.member_ticks.fetch_add(ticks() - joined_at - me.waited, std::memory_order_relaxed);  // before leaving (4)
     me = Member{};
     r.members.add(uint64_t(-1));  // (4): leaves; the caller may be waiting for no member to be left
   }
@@ -438,18 +442,26 @@ double ns_per_tick() {
   return elapsed < 1000000 ? 0 : double(elapsed) / double(std::max<int64_t>(1, ticks() - pool.first_ticks));
 }
 
-// The straggler rule: the caller of a region waited `waited` ns for its pool threads after
-// working `worked` ns itself; when that was a straggler, run the next regions alone for a while.
-void judge(double waited, double worked) {
-  if (waited <= 1e9 * STRAGGLER_FLOOR_SECONDS || waited <= worked) return;
+// Whether the caller of a region, which waited `waited` ns for its pool threads after running
+// `chunks` chunks in `worked` ns itself, while the pool threads ran `member_chunks` chunks in
+// `member_worked` ns, waited on a straggler (members that only had more of the work, at the
+// caller's pace, are none).
+bool is_straggler(double waited, double worked, uint64_t chunks, uint64_t member_chunks, double member_worked) {
+  if (waited <= 1e9 * STRAGGLER_FLOOR_SECONDS || waited <= worked) return false;
+  return chunks == 0 || member_chunks == 0 ||
+         member_worked * double(chunks) > STRAGGLER_SLOWDOWN * worked * double(member_chunks);
+}
+
+// The straggler rule (the arguments are is_straggler's): run the next regions alone for a while.
+void judge(double waited, double worked, uint64_t chunks, uint64_t member_chunks, double member_worked) {
+  if (!is_straggler(waited, worked, chunks, member_chunks, member_worked)) return;
   pool.stragglers.fetch_add(1, std::memory_order_relaxed);  // counted with the rule off too
   if (!pool.straggler_rule.load(std::memory_order_relaxed)) return;
   const int64_t now = now_ns();
-  const bool recent = pool.solo_ns > 0 && double(now - pool.last_straggler) < 1e9 * STRAGGLER_RECENT_SECONDS;
-  pool.solo_ns = recent ? std::min(SOLO_GROWTH * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS))
+  const bool recurring = pool.solo_ns > 0 && now - pool.window_end < pool.solo_ns;
+  pool.solo_ns = recurring ? std::min(SOLO_GROWTH * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS))
                         : int64_t(1e9 * SOLO_MIN_SECONDS);
-  pool.last_straggler = now;
-  pool.solo_until = now + pool.solo_ns;
+  pool.window_end = pool.solo_until = now + pool.solo_ns;
 }
 
 // The caller's side of a region on the pool (which it holds): open, hand over, run, close.
@@ -458,6 +470,7 @@ void run_pooled(void (*fn)(void*), void* data, int size, bool spin, const Loop& 
   r.loop = loop;
   for (uint32_t j = 0; j < pool.used; ++j) r.claims[j].word.store(0, std::memory_order_relaxed);
   r.done.value.store(0, std::memory_order_relaxed);
+  r.member_ticks.store(0, std::memory_order_relaxed);
   r.whole_team.store(false, std::memory_order_relaxed);
   r.fn = fn;
   r.data = data;
@@ -489,7 +502,9 @@ void run_pooled(void (*fn)(void*), void* data, int size, bool spin, const Loop& 
       r.members.value.fetch_or(CLOSED, std::memory_order_seq_cst);
     }
     r.members.wait_until([](uint64_t m) { return inside(m) == 0; }, spin, most);
-    if (tick > 0) judge(tick * double(mine.waited + ticks() - ran), worked);
+    if (tick > 0)
+      judge(tick * double(mine.waited + ticks() - ran), worked, mine.ran, mine.expected - mine.ran,
+            tick * double(r.member_ticks.load(std::memory_order_relaxed)));
   }
   pool.used = std::min(mine.step, STEPS);
   const uint64_t share = (mine.expected + size - 1) / size;
@@ -620,6 +635,10 @@ void stax_parallel_stats(int64_t* out) {
 void stax_parallel_test_hold(int held) { pool.hold.publish(held != 0); }
 void stax_parallel_test_delay(int64_t most_us) { pool.delay_us.store(most_us, std::memory_order_relaxed); }
 void stax_parallel_test_stall(int64_t us) { pool.stall_us.store(us, std::memory_order_relaxed); }
+int stax_parallel_test_is_straggler(double waited_us, double worked_us, int64_t chunks, int64_t member_chunks,
+                                    double member_worked_us) {
+  return is_straggler(1e3 * waited_us, 1e3 * worked_us, uint64_t(chunks), uint64_t(member_chunks), 1e3 * member_worked_us);
+}
 void stax_parallel_test_straggler_rule(int on) { pool.straggler_rule.store(on != 0, std::memory_order_relaxed); }
 
 }  // extern "C"

@@ -462,8 +462,8 @@ def test_matmul_on_the_openmp_team_equals_numpy(dtype, monkeypatch):
 
 def test_extern_matmuls_run_blas_on_one_thread_and_restore_it():
     """Helper BLAS threads left spinning after a matmul would take the next kernel's cores: the
-    wrapper runs each extern with one BLAS thread, and the caller's setting comes back after the
-    call, also when calls nest."""
+    wrapper runs with one BLAS thread, set once for the whole call whatever its externs, and the
+    caller's setting comes back after the call, also when calls nest."""
     from threadpoolctl import ThreadpoolController, threadpool_limits
 
     from stax.blas_threads import one_blas_thread
@@ -472,8 +472,9 @@ def test_extern_matmuls_run_blas_on_one_thread_and_restore_it():
         return {lib["num_threads"] for lib in ThreadpoolController().info() if lib["user_api"] == "blas"}
 
     a, b = sample((64, 32), seed=38), sample((32, 16), seed=39)
-    compiled = stax.compile(lambda x, y: (x @ y).relu(), a, b)
-    assert "with one_blas_thread():" in compiled.wrapper_source
+    compiled = stax.compile(lambda x, y: (x @ y).relu() @ y.t(), a, b)
+    assert compiled.wrapper_source.count("parallel_matmul(") == 2
+    assert compiled.wrapper_source.count("with one_blas_thread():") == 1
     with threadpool_limits(limits=2, user_api="blas"):
         if not blas_threads():
             pytest.skip("numpy has no BLAS library that threadpoolctl can see")
@@ -483,7 +484,7 @@ def test_extern_matmuls_run_blas_on_one_thread_and_restore_it():
                 assert blas_threads() == {1}
             assert blas_threads() == {1}
         assert blas_threads() == {2}
-        np.testing.assert_allclose(compiled(a, b), np.maximum(a @ b, 0), rtol=1e-5)
+        np.testing.assert_allclose(compiled(a, b), np.maximum(a @ b, 0) @ b.T, rtol=1e-5, atol=1e-5)
         assert blas_threads() == {2}
 
 

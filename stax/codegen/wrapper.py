@@ -144,6 +144,11 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
         lines.append(f"        assert_size_stride({inp.name}, {parameter!r}, {inp.shape}, {inp.strides}, "
                      f"'{inp.dtype}', {inp.name in plan.mutated_inputs})")
     lines.append(f"    live = peak = {memory.pool_size}  # bytes held")
+    if any(kernel.extern for kernel in plan.steps):  # numpy's BLAS on one thread for the whole call, set once
+        lines.append("    with one_blas_thread():")
+        body_start = len(lines)
+    else:
+        body_start = None
     created: set[str] = set()
     for kernel, (first, last) in zip(plan.steps, plan.spans):
         deferred = []
@@ -161,7 +166,7 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
             inputs = ", ".join(f"{i}.reshape({v!r})" if v else i for i, v in zip(ext["inputs"], views))
             call = (f"parallel_matmul({inputs}, {attrs}out={ext['output']}, threads={ext['threads']})"
                     if ext["op"] == "matmul" else f"np.{ext['op']}({inputs}, {attrs}out={ext['output']})")
-            lines += ["    with one_blas_thread():", f"        {call}"]
+            lines.append(f"    {call}")
         else:
             call = f"{kernel.name}({', '.join(kernel.params)})"
             if kernel.uses_error_flag:
@@ -174,6 +179,8 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     lines.append("    memory.record(peak)")
     returned = ", ".join(plan.outputs)
     lines.append(f"    return {returned}" if len(plan.outputs) == 1 else f"    return ({returned})")
+    if body_start is not None:
+        lines[body_start:] = ["    " + line for line in lines[body_start:]]
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,7 @@ reductions (variances, norms, log-sum-exp too) over one dim, several dims or all
 ``keepdim``, argmax, argmin and ``max(dim)``'s indices, casts, comparisons and ``where``, constant
 powers (stax.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``,
 integer ``//`` and truncating division (division by zero included), in-place updates of inputs and intermediates,
-``matmul`` (an extern kernel), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
+``matmul`` (an extern kernel) and sums of matmuls (one accumulating extern, stax.matmul_sums), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
 tails, sizes 0 and 1, and now and then a long first dim.  Inputs may be contiguous, transposed,
 flipped, strided or broadcast.
 
@@ -133,6 +133,17 @@ def _permuted(x: stax.Tensor, seed: int) -> stax.Tensor:
     order = list(range(x.ndim))
     random.Random(seed).shuffle(order)
     return x.permute(order)
+
+
+def _sum_of_products(x: stax.Tensor, form: int) -> stax.Tensor:
+    """Products of ``x`` and its transpose added (stax.matmul_sums folds them into one accumulating
+    extern): plain, one transposed into place (``(x (x - 1)^T)^T``), one transposed twice, and a
+    third term."""
+    xt = x.transpose(-1, -2)
+    total = x.matmul(xt) + (x * 2).matmul(xt) if form == 0 else \
+        x.matmul(xt) + x.matmul((x - 1).transpose(-1, -2)).transpose(-1, -2) if form == 1 else \
+        (x * 3).matmul(xt).transpose(-1, -2).transpose(-1, -2) + x.matmul(xt)
+    return total + x.matmul(xt * 2) if form == 2 else total
 
 
 def _split(x: stax.Tensor, dim: int, factor: int) -> stax.Tensor:
@@ -266,6 +277,7 @@ OPS: dict[str, Op] = {
                lambda rng, args: (*_one_dim()(rng, args), rng.random() < 0.5), weight=0.3),
     "softmax": Op(1, lambda x, dim: x.float().softmax(dim), _one_dim(), weight=0.4),
     "matmul": Op(2, lambda x, y: x.matmul(y), weight=0.4),
+    "matmul_sum": Op(1, _sum_of_products, _choice(0, 1, 2), weight=0.8),
     "transpose": Op(1, lambda x, a, b: x.transpose(a, b), _two_dims, weight=0.8),
     "permute": Op(1, _permuted, _choice(1, 2, 3, 4), weight=0.4),
     "split": Op(1, _split, lambda rng, args: (rng.randrange(max(args[0].ndim, 1)), rng.choice((2, 3))), weight=0.4),
@@ -451,9 +463,9 @@ class _Walk:
 
 #: ops whose results are well defined and finite for any input: no integer division (a zero
 #: divisor raises), no mean or log-sum-exp (NaN and -inf over an empty tensor), no tensor power;
-#: scatter_reduce is left out so that the sweeps' programs of a seed stay the ones measured
+#: scatter_reduce and matmul_sum are left out so that the sweeps' programs of a seed stay the ones measured
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
-                                                        "scatter_reduce"))
+                                                        "scatter_reduce", "matmul_sum"))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

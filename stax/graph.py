@@ -27,6 +27,8 @@ Ops and their attributes:
   input gradient.
 - ``matmul``: an extern call on 2-D or batched 3-D operands, or a 2-D left operand times a
   batched 3-D right one (seed 7.1: whole-buffer dependency).
+- ``matmul_sum``: inputs ``(a_1, b_1, a_2, b_2, ...)``, the extern call ``sum_i a_i @ b_i``; made
+  by ``stax.matmul_sums`` before lowering, never traced.
 
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
 to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
@@ -47,7 +49,7 @@ REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin", "m2"})
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
 VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
-EXTERN_OPS = frozenset({"matmul"})
+EXTERN_OPS = frozenset({"matmul", "matmul_sum"})
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from .errors import UnsupportedError
 from .indexing import Index, contiguous_strides, floordiv, linear_index, mod
 from .ir import (Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads,
                  reduction_identity, walk)
+from .matmul_sums import fold_matmul_sums
 from .simplify import simplify
 from .variance import one_pass_variances
 
@@ -322,7 +323,7 @@ class Lowering:
         """Every use of ``name`` is a matmul operand, directly or through views (``w.t().t()``)."""
         users = self.users[name]
         return bool(users) and name not in self.graph.outputs and name not in self.graph.mutations.values() and \
-            all(self.graph.nodes[u].op == "matmul" or self.graph.nodes[u].op in g.VIEW_OPS and self._only_matmuls_read(u)
+            all(self.graph.nodes[u].op in g.EXTERN_OPS or self.graph.nodes[u].op in g.VIEW_OPS and self._only_matmuls_read(u)
                 for u in users)
 
     def _in_place_storage(self, value: TensorValue) -> tuple[TensorValue, bool] | None:
@@ -481,9 +482,10 @@ def guarded(load: Load, guard: Sequence[tuple[Index, int]], other, ranges: dict[
 
 def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram:
     """Lower a traced graph to loop IR (see the module docstring for the rules), its constant
-    powers first simplified (``stax.simplify``) and two-pass variances that would re-read memory
-    made one pass (``stax.variance``)."""
-    graph = simplify(graph)
+    powers first simplified (``stax.simplify``), its sums of matmuls made one accumulating call
+    (``stax.matmul_sums``) and two-pass variances that would re-read memory made one pass
+    (``stax.variance``)."""
+    graph = fold_matmul_sums(simplify(graph))
     if cost_model.cached_pass_bytes is not None:
         graph = one_pass_variances(graph, cost_model.cached_pass_bytes)
     return Lowering(graph, cost_model).run()

@@ -6,7 +6,8 @@ use every core, the BLAS ``gemm`` is called from every thread of an OpenMP paral
 on its share of the rows or columns (or of the batch): the team that runs the kernels is the only one.
 It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's wheels bundle it);
 otherwise, and for shapes it does not cover (broadcast batches), it is ``np.matmul`` on one
-BLAS thread.
+BLAS thread.  ``matmul_sum`` adds several products into one output, each gemm after the first
+accumulating into it (``beta = 1``; a ``matmul_sum`` node of ``stax.matmul_sums``).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from .runtime import build, load, native_isa
 PARALLEL_MATMUL_MIN = 1 << 16
 
 _SOURCE = r"""
-// gemm from every thread of an OpenMP team (stax/matmul.py): C = A B, row-major, contiguous.
+// gemm from every thread of an OpenMP team (stax/matmul.py): C = A B + beta C, row-major, contiguous.
 #include <cstdint>
 template <typename I, typename T>
 using gemm_fn = void (*)(int, int, int, I, I, I, T, const T*, I, const T*, I, T, T*, I);
@@ -33,7 +34,7 @@ using gemm_fn = void (*)(int, int, int, I, I, I, T, const T*, I, const T*, I, T,
 // would otherwise be read once a part).
 template <typename I, typename T>
 static void team_gemm(void* fn, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n, int64_t k,
-                      int64_t a_step, int64_t b_step, int ta, int tb, int threads) {
+                      int64_t a_step, int64_t b_step, int ta, int tb, int threads, T beta) {
   auto gemm = reinterpret_cast<gemm_fn<I, T>>(fn);
   const int64_t parts = batch >= threads ? 1 : threads;
   const bool by_rows = m >= n;
@@ -48,13 +49,13 @@ static void team_gemm(void* fn, const T* a, const T* b, T* c, int64_t batch, int
     T* c_part = c + p * m * n + (by_rows ? lo * n : lo);
     // CblasRowMajor; CblasNoTrans (111) or CblasTrans (112)
     gemm(101, ta ? 112 : 111, tb ? 112 : 111, I(by_rows ? hi - lo : m), I(by_rows ? n : hi - lo), I(k), T(1), a_part,
-         I(ta ? m : k), b_part, I(tb ? k : n), T(0), c_part, I(n));
+         I(ta ? m : k), b_part, I(tb ? k : n), beta, c_part, I(n));
   }
 }
 #define STAX_GEMM(name, I, T) \
   extern "C" void name(void* fn, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n, int64_t k, \
-                       int64_t a_step, int64_t b_step, int ta, int tb, int threads) { \
-    team_gemm<I, T>(fn, a, b, c, batch, m, n, k, a_step, b_step, ta, tb, threads); }
+                       int64_t a_step, int64_t b_step, int ta, int tb, int threads, T beta) { \
+    team_gemm<I, T>(fn, a, b, c, batch, m, n, k, a_step, b_step, ta, tb, threads, beta); }
 STAX_GEMM(stax_gemm_f32_i32, int32_t, float)
 STAX_GEMM(stax_gemm_f64_i32, int32_t, double)
 STAX_GEMM(stax_gemm_f32_i64, int64_t, float)
@@ -83,11 +84,12 @@ def _team_gemm(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
 
 
 def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
-                    transposed: tuple[bool, bool] = (False, False)) -> None:
-    """``np.matmul(a, b, out=out)`` for contiguous operands, where a ``transposed`` operand holds
-    its matrix transposed (``w`` for ``x @ w.t()``); on ``threads`` OpenMP threads when the BLAS
-    is reachable and ``b`` is one matrix or has ``out``'s batch (``a`` has it too, or is one
-    matrix broadcast over the batch: a convolution's weight times each image's columns)."""
+                    transposed: tuple[bool, bool] = (False, False), accumulate: bool = False) -> None:
+    """``np.matmul(a, b, out=out)`` for contiguous operands, or ``out += a @ b`` when
+    ``accumulate``, where a ``transposed`` operand holds its matrix transposed (``w`` for
+    ``x @ w.t()``); on ``threads`` OpenMP threads when the BLAS is reachable and ``b`` is one
+    matrix or has ``out``'s batch (``a`` has it too, or is one matrix broadcast over the batch: a
+    convolution's weight times each image's columns)."""
     left, right = (x.swapaxes(-1, -2) if t else x for x, t in zip((a, b), transposed))
     flat = b.ndim == 2 and a.ndim == 2
     batched = b.ndim == out.ndim >= 3 and a.ndim in (2, b.ndim) and a.shape[:-2] in ((), b.shape[:-2]) and \
@@ -96,12 +98,29 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
     team = _team_gemm(str(out.dtype)) if out.dtype in (np.float32, np.float64) else None
     if team is None or threads < 2 or not (flat or batched) or out.size * k < PARALLEL_MATMUL_MIN or \
             not all(x.flags.c_contiguous for x in (a, b, out)) or a.dtype != out.dtype or b.dtype != out.dtype:
-        np.matmul(left, right, out=out)
+        if accumulate:
+            out += np.matmul(left, right)
+        else:
+            np.matmul(left, right, out=out)
         return
     entry, gemm = team
     batch = 1 if flat else math.prod(out.shape[:-2])
+    beta = (ctypes.c_float if out.dtype == np.float32 else ctypes.c_double)(1.0 if accumulate else 0.0)
     entry(ctypes.c_void_p(gemm), ctypes.c_void_p(a.ctypes.data), ctypes.c_void_p(b.ctypes.data),
           ctypes.c_void_p(out.ctypes.data), ctypes.c_int64(batch), ctypes.c_int64(m), ctypes.c_int64(n),
           ctypes.c_int64(k), ctypes.c_int64(0 if flat or a.ndim == 2 else m * k), ctypes.c_int64(0 if flat else k * n),
           ctypes.c_int(transposed[0]),
-          ctypes.c_int(transposed[1]), ctypes.c_int(threads))
+          ctypes.c_int(transposed[1]), ctypes.c_int(threads), beta)
+
+
+def matmul_sum(*operands: np.ndarray, out: np.ndarray, threads: int, transposed: tuple[bool, ...] = ()) -> None:
+    """``out = a_1 @ b_1 + a_2 @ b_2 + ...`` for ``operands = (a_1, b_1, a_2, b_2, ...)``, each
+    product as ``parallel_matmul``'s (``transposed`` holds one flag an operand), the first writing
+    ``out`` and the others accumulating into it."""
+    flags = transposed or (False,) * len(operands)
+    for i in range(0, len(operands), 2):
+        parallel_matmul(operands[i], operands[i + 1], out, threads, (flags[i], flags[i + 1]), accumulate=i > 0)
+
+
+#: the extern ops of the graph (``stax.graph.EXTERN_OPS``) and the calls that run them
+EXTERN_CALLS = {"matmul": parallel_matmul, "matmul_sum": matmul_sum}

@@ -17,6 +17,7 @@ import numpy as np
 
 from .compiler import CompiledFunction, generate_kernels, translation_unit
 from .problems import block_index
+from .matmul import EXTERN_CALLS
 from .runtime import build, load
 
 
@@ -66,7 +67,12 @@ def count_traffic(compiled: CompiledFunction, *arrays: np.ndarray) -> list[Kerne
         params = [storage[p] for p in kernel.params]
         if kernel.extern:
             ext = kernel.extern
-            getattr(np, ext["op"])(*(storage[i] for i in ext["inputs"]), **ext.get("attrs", {}), out=storage[ext["output"]])
+            operands = [storage[i].reshape(v) if v else storage[i] for i, v in
+                        zip(ext["inputs"], ext.get("views") or [None] * len(ext["inputs"]))]
+            if ext["op"] in EXTERN_CALLS:
+                EXTERN_CALLS[ext["op"]](*operands, **ext.get("attrs", {}), out=storage[ext["output"]], threads=1)
+            else:
+                getattr(np, ext["op"])(*operands, **ext.get("attrs", {}), out=storage[ext["output"]])
             read = sum(storage[i].nbytes for i in dict.fromkeys(ext["inputs"]))
             rows.append(KernelTraffic(kernel.name, *modeled[kernel.name], read, storage[ext["output"]].nbytes))
             continue

@@ -24,7 +24,7 @@ import numpy as np
 from ..blas_threads import one_blas_thread
 from ..dtypes import nbytes
 from ..errors import CallError, KernelError
-from ..matmul import parallel_matmul
+from ..matmul import EXTERN_CALLS
 from ..ir import InputBuffer
 from ..memory.allocator import CachingAllocator, allocator
 from ..memory.plan import MemoryPlan
@@ -164,8 +164,8 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
             attrs = "".join(f"{k}={v!r}, " for k, v in ext.get("attrs", {}).items())
             views = ext.get("views") or [None] * len(ext["inputs"])
             inputs = ", ".join(f"{i}.reshape({v!r})" if v else i for i, v in zip(ext["inputs"], views))
-            call = (f"parallel_matmul({inputs}, {attrs}out={ext['output']}, threads={ext['threads']})"
-                    if ext["op"] == "matmul" else f"np.{ext['op']}({inputs}, {attrs}out={ext['output']})")
+            call = (f"{EXTERN_CALLS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']}, threads={ext['threads']})"
+                    if ext["op"] in EXTERN_CALLS else f"np.{ext['op']}({inputs}, {attrs}out={ext['output']})")
             lines.append(f"    {call}")
         else:
             call = f"{kernel.name}({', '.join(kernel.params)})"
@@ -209,7 +209,7 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
         "np": np, "ndarray": np.ndarray, **{d: np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")},
         "memory": tracker, "pool_view": pool_view,
         "bind_arguments": bind_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
-        "one_blas_thread": one_blas_thread, "parallel_matmul": parallel_matmul,
+        "one_blas_thread": one_blas_thread, **{call.__name__: call for call in EXTERN_CALLS.values()},
     }
     allocated = {meta for name, meta in plan.buffer_meta.items() if memory.storage[name].kind == "alloc"}
     namespace.update({site_name(*kind): allocator.site(*kind) for kind in allocated})

@@ -21,7 +21,8 @@ spread between orders within a row rather than across rows.
 its forward pass and its training step compile (and agree with eager torch: the largest
 absolute error of the step's outputs and updated buffers), the training step's median time by
 stax, TorchInductor and eager torch at one and two threads (each compiled for that many, timed
-in alternating rounds so that a shared machine's changing load falls on all three alike), the
+in alternating rounds so that a shared machine's changing load falls on all three alike, each
+after a pause in which the threads of the one timed before go to sleep), the
 kernels of each compiler, and the peak of stax's ``best`` order next to the exact optimum.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ import argparse
 import logging
 import re
 import statistics
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -112,6 +114,10 @@ def print_table(rows: list[tuple[str, dict, dict]]) -> None:
 
 THREADS = (1, 2)
 ROUNDS = 3  # alternating timing rounds of stax, Inductor and eager per thread count
+#: a pause before each timing: the runtime timed before has threads that spin for a while after
+#: its last call (torch's OpenMP team) and would take the next one's cores (stax's pool then runs
+#: solo for up to 0.2 s, its straggler rule's longest window)
+SETTLE_SECONDS = 0.25
 
 
 def _largest_error(program: TorchProgram, outputs: Any, arguments: list[np.ndarray]) -> float:
@@ -168,6 +174,7 @@ def zoo_row(model: ZooModel) -> dict[str, Any]:
             samples: dict[str, list[float]] = {name: [] for name in calls}
             for _ in range(ROUNDS):
                 for name, call in calls.items():
+                    time.sleep(SETTLE_SECONDS)
                     samples[name].append(time_call(call, repeat=3))
             row.update({f"{name}_{threads}": statistics.median(times) for name, times in samples.items()})
     finally:

@@ -96,9 +96,11 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
         b.shape[:-2] == out.shape[:-2]
     m, k, n = left.shape[-2], left.shape[-1], out.shape[-1]
     team = _team_gemm(str(out.dtype)) if out.dtype in (np.float32, np.float64) else None
-    if team is None or threads < 2 or not (flat or batched) or out.size * k < PARALLEL_MATMUL_MIN or \
-            not all(x.flags.c_contiguous for x in (a, b, out)) or a.dtype != out.dtype or b.dtype != out.dtype:
-        if accumulate:
+    if out.size * k < PARALLEL_MATMUL_MIN:
+        threads = 1
+    if team is None or not (flat or batched) or not all(x.flags.c_contiguous for x in (a, b, out)) or \
+            a.dtype != out.dtype or b.dtype != out.dtype or (threads < 2 and not accumulate):
+        if accumulate:  # no gemm to accumulate with: the product, then its sum
             out += np.matmul(left, right)
         else:
             np.matmul(left, right, out=out)

@@ -2,6 +2,8 @@
 compiled sums equal the reference evaluation of the traced program."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -101,19 +103,27 @@ def test_random_sums_of_products_equal_the_reference(data):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_sum_accumulates_on_the_openmp_team(dtype, monkeypatch):
     """stax.matmul.matmul_sum: the first gemm writes the output, the next ones add to it (beta = 1),
-    with operands stored transposed too, wide and tall products alike."""
+    with operands stored transposed too, wide and tall products alike, on one thread too."""
     from stax import matmul
 
     if matmul._team_gemm(dtype) is None:
         pytest.skip("numpy's BLAS has no CBLAS gemm that threadpoolctl finds; np.matmul is used")
-    monkeypatch.setattr(matmul.np, "matmul", None)  # the team path must not fall back
+    real, calls = np.matmul, []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(matmul.np, "matmul", counted)
     rng = np.random.default_rng(4)
-    for m, k, n in [(40, 96, 300), (256, 32, 80)]:
+    for (m, k, n), threads in itertools.product([(40, 96, 300), (256, 32, 80)], [1, 2]):
         pairs = [(rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype))
                  for _ in range(3)]
         flags = (True, False, False, True, True, True)
         stored = [np.ascontiguousarray(x.T) if t else x for x, t in zip((x for p in pairs for x in p), flags)]
         out = np.full((m, n), np.nan, dtype)
-        matmul.matmul_sum(*stored, out=out, threads=2, transposed=flags)
-        want = sum(a.astype(np.float64) @ b for a, b in pairs)
-        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4, err_msg=f"{m}x{k}x{n}")
+        calls.clear()
+        matmul.matmul_sum(*stored, out=out, threads=threads, transposed=flags)
+        # on one thread the first product is numpy's; every accumulating one is a gemm with beta = 1
+        assert len(calls) == (1 if threads == 1 else 0)
+        want = sum(real(a.astype(np.float64), b) for a, b in pairs)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4, err_msg=f"{m}x{k}x{n}, {threads} threads")

@@ -282,9 +282,21 @@ class Lowering:
 
     def _matmul_reads_in_place(self, node: g.Node, value: TensorValue) -> bool:
         """A view read only by matmuls (directly or through other views), which take its storage
-        as it is, with a transpose flag, or as a reshaped array."""
+        as it is, with a transpose flag, or as a reshaped array; but a transpose that two or more
+        products take as their right operand is stored once (``_shared_right_transpose``)."""
         return node.op in g.VIEW_OPS and self._only_matmuls_read(node.name) and (
-            self._in_place_storage(value) is not None or node.op == "reshape" or self._is_transpose(node))
+            self._in_place_storage(value) is not None or node.op == "reshape" or self._is_transpose(node)) and \
+            not self._shared_right_transpose(node)
+
+    def _shared_right_transpose(self, node: g.Node) -> bool:
+        """``w.t()`` as the right operand of two or more products (a recurrent weight, once a step):
+        BLAS multiplies a few rows by a right operand stored transposed well below its rate with
+        the operand stored as it is read (``experiments.bench_gemm_layouts``), so the transpose is
+        stored once for all of them."""
+        if not self._is_transpose(node):
+            return False
+        readers = [self.graph.nodes[u] for u in self.users[node.name]]
+        return sum(r.op in g.EXTERN_OPS and node.name in r.inputs[1::2] for r in readers) >= 2
 
     @staticmethod
     def _is_transpose(node: g.Node) -> bool:

@@ -460,6 +460,18 @@ def test_matmul_on_the_openmp_team_equals_numpy(dtype, monkeypatch):
         np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4, err_msg=f"{m}x{n} {transposed}")
 
 
+def test_a_transpose_that_several_products_take_on_the_right_is_stored_once(check):
+    """``x_t @ w.t()`` at every step of a recurrence: BLAS runs a few rows times an operand stored
+    transposed well below its rate (experiments.bench_gemm_layouts), so ``w.t()`` is stored once
+    and every product reads it as it is; one product keeps reading ``w`` in place, transposed."""
+    xs, w = sample((4, 8, 16), seed=41), sample((24, 16), seed=42)
+    shared = check(lambda xs, w: sum((xs[t] @ w.t()).tanh() for t in range(4)), xs, w)
+    assert shared.wrapper_source.count("parallel_matmul(") == 4
+    assert "transposed=" not in shared.wrapper_source
+    single = check(lambda xs, w: (xs[0] @ w.t()).tanh(), xs, w)
+    assert single.wrapper_source.count("transposed=(False, True)") == 1
+
+
 def test_extern_matmuls_run_blas_on_one_thread_and_restore_it():
     """Helper BLAS threads left spinning after a matmul would take the next kernel's cores: the
     wrapper runs with one BLAS thread, set once for the whole call whatever its externs, and the

@@ -172,19 +172,40 @@ def zoo_row(model: ZooModel) -> dict[str, Any]:
                      "eager": model.eager_training()}
             row["generated"] = metrics.generated_kernel_count
             samples: dict[str, list[float]] = {name: [] for name in calls}
+            before_steal = _cpu_ticks()
             for _ in range(ROUNDS):
                 for name, call in calls.items():
                     time.sleep(SETTLE_SECONDS)
                     samples[name].append(time_call(call, repeat=3))
             row.update({f"{name}_{threads}": statistics.median(times) for name, times in samples.items()})
+            row[f"steal_{threads}"] = _steal_fraction(before_steal, _cpu_ticks())
     finally:
         torch.set_num_threads(before)
     return row
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """The machine's CPU time so far, stolen and in all, in clock ticks (Linux's /proc/stat), or None."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def _steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
+    """The share of the CPU time between two readings that the hypervisor gave other machines (a
+    virtual machine's noise that no process here causes), NaN where it cannot be read."""
+    if before is None or after is None or after[1] <= before[1]:
+        return float("nan")
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
     times = "".join(f" {c + str(t):>11}" for t in THREADS for c in ("stax", "inductor", "eager"))
-    print(f"{'module':<20} {'fwd':>3} {'train':>5} {'max error':>9}{times} {'ratio1':>6} {'ratio2':>6} "
+    steals = "".join(f" {'steal' + str(t):>6}" for t in THREADS)
+    print(f"{'module':<20} {'fwd':>3} {'train':>5} {'max error':>9}{times} {'ratio1':>6} {'ratio2':>6}{steals} "
           f"{'kernels':>9} {'peak best':>9} {'optimum':>9}")
     for name, row in rows:
         forward = "yes" if "forward_error" in row else "no"
@@ -195,14 +216,16 @@ def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
         cells = "".join(f" {row[c + '_' + str(t)] * 1e6:11.0f}" for t in THREADS for c in ("stax", "inductor", "eager"))
         ratios = " ".join(f"{row[f'stax_{t}'] / row[f'inductor_{t}']:6.2f}" for t in THREADS)
         optimum = f"{row['peak_exact'] / MIB:.2f}{'' if row['exact_status'] == 'optimal' else '?'}"
-        print(f"{name:<20} {forward:>3} {'yes':>5} {error:9.1e}{cells} {ratios} "
+        steals = "".join(f" {100 * row[f'steal_{t}']:5.1f}%" for t in THREADS)
+        print(f"{name:<20} {forward:>3} {'yes':>5} {error:9.1e}{cells} {ratios}{steals} "
               f"{row['kernels']:>4}/{row['generated']:<4} {row['peak_best'] / MIB:9.2f} {optimum:>9}")
 
 
 def run_zoo(names: list[str], small: bool) -> None:
     rows = [(name, zoo_row(ZOO[name](small))) for name in names]
     print("training step (loss and every parameter's gradient; batch norms update their running statistics): "
-          "median us at 1 and 2 threads; ratio = stax / Inductor; kernels = stax fused blocks / Inductor generated "
+          "median us at 1 and 2 threads; ratio = stax / Inductor; steal = the share of CPU time the hypervisor "
+          "gave other machines while that thread count was timed (noise no process here causes); kernels = stax fused blocks / Inductor generated "
           "kernels; peaks in MiB of stax's best order and the exact optimum (? = not proven). "
           "Max error: largest absolute difference from eager torch (outputs and updated buffers, forward and step)")
     print_zoo(rows)

@@ -77,6 +77,12 @@ class Node:
         return n
 
 
+def is_transpose(node: Node) -> bool:
+    """A ``permute`` that swaps the last two dims (``w.t()``, ``x.transpose(-1, -2)``)."""
+    dims = node.attr("dims") if node.op == "permute" else None
+    return dims is not None and len(dims) >= 2 and dims == tuple(range(len(dims) - 2)) + (len(dims) - 1, len(dims) - 2)
+
+
 @dataclass
 class Graph:
     """A traced program; ``nodes`` is in topological order."""

@@ -108,7 +108,7 @@ class Lowering:
         sources = []
         for name in node.inputs:
             view = self.graph.nodes[name]
-            if self._is_transpose(view) and self._only_matmuls_read(name) and \
+            if g.is_transpose(view) and self._only_matmuls_read(name) and \
                     self.graph.nodes[view.inputs[0]].op in g.ELEMENTWISE_OPS:
                 sources.append(view.inputs[0])
         return sources
@@ -285,7 +285,7 @@ class Lowering:
         as it is, with a transpose flag, or as a reshaped array; but a transpose that two or more
         products take as their right operand is stored once (``_shared_right_transpose``)."""
         return node.op in g.VIEW_OPS and self._only_matmuls_read(node.name) and (
-            self._in_place_storage(value) is not None or node.op == "reshape" or self._is_transpose(node)) and \
+            self._in_place_storage(value) is not None or node.op == "reshape" or g.is_transpose(node)) and \
             not self._shared_right_transpose(node)
 
     def _shared_right_transpose(self, node: g.Node) -> bool:
@@ -293,15 +293,10 @@ class Lowering:
         BLAS multiplies a few rows by a right operand stored transposed well below its rate with
         the operand stored as it is read (``experiments.bench_gemm_layouts``), so the transpose is
         stored once for all of them."""
-        if not self._is_transpose(node):
+        if not g.is_transpose(node):
             return False
         readers = [self.graph.nodes[u] for u in self.users[node.name]]
         return sum(r.op in g.EXTERN_OPS and node.name in r.inputs[1::2] for r in readers) >= 2
-
-    @staticmethod
-    def _is_transpose(node: g.Node) -> bool:
-        dims = node.attr("dims") if node.op == "permute" else None
-        return dims is not None and len(dims) >= 2 and dims == tuple(range(len(dims) - 2)) + (len(dims) - 1, len(dims) - 2)
 
     def _reshaped_storage(self, name: str) -> TensorValue | None:
         """A reshape read by matmuls only, as its source's contiguous buffer read in the reshape's
@@ -324,7 +319,7 @@ class Lowering:
         """A matmul operand that is a reshape, or a transpose of one, read in place (see
         ``_reshaped_storage``), and whether it is transposed."""
         node = self.graph.nodes[name]
-        transposed = self._is_transpose(node)
+        transposed = g.is_transpose(node)
         value = self._reshaped_storage(node.inputs[0] if transposed else name)
         return None if value is None else (value, transposed)
 

@@ -23,11 +23,6 @@ from . import graph as g
 _BLAS_DTYPES = frozenset({"float32", "float64"})
 
 
-def _swaps_last_two(node: g.Node) -> bool:
-    dims = node.attr("dims") if node.op == "permute" else None
-    return dims is not None and len(dims) >= 2 and dims == tuple(range(len(dims) - 2)) + (len(dims) - 1, len(dims) - 2)
-
-
 class _Folder:
     """Builds the rewritten graph in program order; ``pairs`` holds each matmul-like node's
     products as operand pairs."""
@@ -65,7 +60,7 @@ class _Folder:
             terms = [self._terms(i, name, node) for i in node.inputs]
             return [p for pairs, _ in terms for p in pairs], [leaf for _, leaves in terms for leaf in leaves]
         swaps, outer = 0, name  # permutes swapping the last two dims, each read only by the next
-        while _swaps_last_two(self.nodes[outer]) and self._sole_reader(self.nodes[outer].inputs[0], outer):
+        while g.is_transpose(self.nodes[outer]) and self._sole_reader(self.nodes[outer].inputs[0], outer):
             swaps, outer = swaps + 1, self.nodes[outer].inputs[0]
         inner = self.nodes[outer]
         if swaps and inner.op == "matmul" and all(len(self.nodes[i].shape) == len(inner.shape) for i in inner.inputs):

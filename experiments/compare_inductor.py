@@ -22,7 +22,7 @@ its forward pass and its training step compile (and agree with eager torch: the 
 absolute error of the step's outputs and updated buffers), the training step's median time by
 stax, TorchInductor and eager torch at one and two threads (each compiled for that many, timed
 in alternating rounds so that a shared machine's changing load falls on all three alike, each
-after a pause in which the threads of the one timed before go to sleep), the
+after a pause longer than stax's longest solo window), the
 kernels of each compiler, and the peak of stax's ``best`` order next to the exact optimum.
 """
 from __future__ import annotations
@@ -114,9 +114,9 @@ def print_table(rows: list[tuple[str, dict, dict]]) -> None:
 
 THREADS = (1, 2)
 ROUNDS = 3  # alternating timing rounds of stax, Inductor and eager per thread count
-#: a pause before each timing: the runtime timed before has threads that spin for a while after
-#: its last call (torch's OpenMP team) and would take the next one's cores (stax's pool then runs
-#: solo for up to 0.2 s, its straggler rule's longest window)
+#: a pause before each timing, longer than the straggler rule's longest solo window (0.2 s): a
+#: straggler that what ran before caused (another runtime's threads finishing, the host taking a
+#: core) does not send the next runtime's timing solo
 SETTLE_SECONDS = 0.25
 
 

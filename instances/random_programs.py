@@ -140,10 +140,11 @@ def _sum_of_products(x: stax.Tensor, form: int) -> stax.Tensor:
     extern): plain, one transposed into place (``(x (x - 1)^T)^T``), one transposed twice, and a
     third term."""
     xt = x.transpose(-1, -2)
-    total = x.matmul(xt) + (x * 2).matmul(xt) if form == 0 else \
-        x.matmul(xt) + x.matmul((x - 1).transpose(-1, -2)).transpose(-1, -2) if form == 1 else \
-        (x * 3).matmul(xt).transpose(-1, -2).transpose(-1, -2) + x.matmul(xt)
-    return total + x.matmul(xt * 2) if form == 2 else total
+    if form == 0:
+        return x.matmul(xt) + (x * 2).matmul(xt)
+    if form == 1:
+        return x.matmul(xt) + x.matmul((x - 1).transpose(-1, -2)).transpose(-1, -2)
+    return (x * 3).matmul(xt).transpose(-1, -2).transpose(-1, -2) + x.matmul(xt) + x.matmul(xt * 2)
 
 
 def _split(x: stax.Tensor, dim: int, factor: int) -> stax.Tensor:

@@ -9,7 +9,7 @@ so a program round-trips through JSON (regression files) and a shrinker can drop
 arguments among the live proxy tensors, tries it, and keeps it only if the front end accepts it
 (so every program is valid by construction, whatever the mix of dtypes, broadcasting, views
 and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
-broadcasting, transposes, permutes, reshapes, slices, selects and expands, constant padding
+broadcasting, transposes, permutes, reshapes, slices, selects and expands, interleaving, constant padding
 (guarded loads) and reflect, replicate and circular padding, concatenation, sliding windows and flips,
 indexing by tensors (gather, scatter, scatter_add, scatter_reduce, index_select, slice_scatter),
 reductions (variances, norms, log-sum-exp too) over one dim, several dims or all, with and without
@@ -161,6 +161,16 @@ def _merge(x: stax.Tensor, dim: int) -> stax.Tensor:
     return x.reshape(x.shape[:d] + (x.shape[d] * x.shape[d + 1],) + x.shape[d + 2:])
 
 
+def _interleave(x: stax.Tensor, y: stax.Tensor, phases: int) -> stax.Tensor:
+    """``x`` and ``y`` (``x`` flipped when the shapes differ; ``x`` again for three phases)
+    interleaved along the last dim, ``out[..., phases * i + r]`` the r-th of them at ``i``: the
+    reads of a strided convolution's input gradient placing its phases (stax.codegen.interleave)."""
+    if x.ndim == 0:
+        raise StaxError("interleave needs a dim")
+    parts = [x, y if y.shape == x.shape else x.flip(-1), x][:phases]
+    return nn.cat([p.unsqueeze(-1) for p in parts], -1).reshape(x.shape[:-1] + (phases * x.shape[-1],))
+
+
 def _slice(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
     return x[(slice(None),) * dim + (slice(start, None, step),)]
 
@@ -294,6 +304,7 @@ OPS: dict[str, Op] = {
     "unfold": Op(1, lambda x, dim, size, step: x.unfold(dim, size, step), _unfold_params, weight=0.6),
     "flip": Op(1, lambda x, dim: x.flip(dim), _one_dim(), weight=0.3),
     "cat": Op(2, lambda x, y, dim: nn.cat([x, y], dim), _one_dim(), weight=0.5),
+    "interleave": Op(2, _interleave, _choice(2, 3), weight=1.2),
     "gather": Op(2, _gather, _one_dim(), weight=0.3),
     "scatter": Op(3, _scatter, lambda rng, args: (*_one_dim()(rng, args), False), weight=0.2),
     "scatter_add": Op(3, _scatter, lambda rng, args: (*_one_dim()(rng, args), True), weight=0.2),
@@ -464,9 +475,10 @@ class _Walk:
 
 #: ops whose results are well defined and finite for any input: no integer division (a zero
 #: divisor raises), no mean or log-sum-exp (NaN and -inf over an empty tensor), no tensor power;
-#: scatter_reduce and matmul_sum are left out so that the sweeps' programs of a seed stay the ones measured
+#: scatter_reduce, matmul_sum and interleave are left out so that the sweeps' programs of a seed
+#: stay the ones measured
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
-                                                        "scatter_reduce", "matmul_sum"))
+                                                        "scatter_reduce", "matmul_sum", "interleave"))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

@@ -24,6 +24,7 @@ from hypothesis import given, settings, strategies as st
 import stax
 from stax import nn
 from stax.codegen.cpp import without_final_barrier
+from stax.conv_gemm import ConvForm
 from stax.codegen.tuning import Tuning
 from stax.compiler import Options, compile_graph
 from stax.errors import BuildError, CallError, KernelError, ShapeError, StaxError, UnsupportedError
@@ -196,6 +197,17 @@ def test_casts(isa, check):
     l = sample((4, 37), "int64", -1000, 1000, seed=16)
     p = sample((4, 37), "bool", seed=17)
     check(fn, x, d, i, l, p)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_float_an_integer_cannot_hold_casts_to_its_minimum(isa, check, dtype):
+    """NaN, infinities and out-of-range floats cast to int32 and int64 give the type's minimum,
+    as numpy's astype on x86; a C++ cast of them is undefined, and cast back to a float the
+    compiler folded it into a truncation that kept NaN."""
+    special = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1e19, -1e19, 2.5, -2.5, 0.0]
+    x = np.resize(np.array(special, dtype), (3, 37))
+    with np.errstate(invalid="ignore"):
+        check(lambda a: (a.int(), a.long(), a + a.int(), a + a.long()), x)
 
 
 def test_method_aliases_compositions_and_inplace_variants(isa, check):
@@ -601,6 +613,22 @@ def test_kernel_forms(check):
     assert _forms(check(lambda a, m: a * m.t(), x, sample((24, 40), "bool", seed=53), isa="avx2")) == ["tiled"]
     assert _forms(check(lambda a: a * 2 + 1, x, isa="none")) == ["scalar"]
     assert _forms(check(lambda a: a.sum(0), x, isa="none")) == ["scalar"]
+
+
+@pytest.mark.parametrize("stride, q, dtype", [(2, 21, "float32"), (3, 20, "float64"), (2, 8, "float32")])
+def test_interleaved_form_runs_the_phases_of_a_strided_input_gradient(isa, check, stride, q, dtype):
+    """A stride-s convolution's input gradient reads its last variable v as v // s and v % s:
+    the interleaved form computes each phase v % s and interleaves the phases in registers
+    (whole vectors of q = v // s, then scalar points of each phase; 8 q's are scalar points
+    only at both widths, 21 and 20 leave a tail at both)."""
+    def fn(g, w, x):
+        gx = nn.conv2d_input_grad(g, w, x.shape, stride, 1, form=ConvForm.DIRECT)
+        return gx.where(x > 0, 0.0) * 2
+    x = sample((2, 3, 5, stride * q), dtype, seed=54)
+    w = sample((4, 3, 3, 3), dtype, seed=55)
+    g = sample((2, 4, (5 + 2 - 3) // stride + 1, (stride * q + 2 - 3) // stride + 1), dtype, seed=56)
+    forms = _forms(check(fn, g, w, x, rtol=1e-5, atol=1e-5))
+    assert ("interleaved" in forms) == (isa != "none"), forms
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])

@@ -18,6 +18,9 @@ Kernel forms (8.3), chosen from the access pattern:
 - ``tiled-vector``: pointwise blocks with transposed reads run in W x W tiles whose transposed
   rows are loaded as W vectors and transposed in registers (8.2); scalar nests past the last tile;
 - ``tiled``: the same blocks in B x B scalar tiles when that does not apply (bool reads);
+- ``interleaved``: pointwise blocks that read their last variable ``v`` as ``v // s`` and
+  ``v % s`` (a strided convolution's input gradient) run each phase ``v % s`` as vectors and
+  interleave them in registers (``interleave.py``);
 - ``scalar``: everything else (and the ``none`` ISA level).
 
 Sequential blocks (Proposition 7.3 (1), ``dependence="sequential"``): when a member reads a
@@ -37,8 +40,8 @@ thread reduces its chunk, one thread scans the chunk totals (exclusive), then ea
 its chunk from its offset (reduce-then-scan: the fused consumers see final values in one pass).
 
 ``BlockKernel``, the shared builder, and the vector, outer-vector and scalar loops are written
-here; the split-reduction, scan and tiled forms are classes of their own (``split_reduction.py``,
-``scans.py``, ``tiles.py``) that emit through the builder, one ``Emission`` (``kernel_parts.py``)
+here; the split-reduction, scan, tiled and interleaved forms are classes of their own
+(``split_reduction.py``, ``scans.py``, ``tiles.py``, ``interleave.py``) that emit through the builder, one ``Emission`` (``kernel_parts.py``)
 holding what a generation decides; the thresholds that choose among the forms are in ``tuning.py``.
 """
 from __future__ import annotations
@@ -55,6 +58,7 @@ from ..scheduler.frame import Frame, make_frame
 from .exprs import BodyPrinter, lane_type, literal, reduction_identity
 from .kernel_parts import (Emission, LoadContext, Member, access_kind, accumulator, fold, guard_condition, local_array,
                            with_line_head)
+from .interleave import Interleaved
 from .scans import BlockedScan
 from .split_reduction import SplitReduction
 from .tiles import Tiles
@@ -95,6 +99,7 @@ class BlockKernel:
                  sequential: bool = False, *, tuning: Tuning):
         self.name, self.width, self.threads, self.tuning = name, width, threads, tuning
         self.split, self.scan, self.tiles = SplitReduction(self), BlockedScan(self), Tiles(self)
+        self.interleave = Interleaved(self)
         self.counting = counting  # emit the counting build's loads and stores (stax_count.h)
         self.frame: Frame = make_frame([b for _, b in members])
         ranges = self.frame.var_ranges
@@ -159,7 +164,7 @@ class BlockKernel:
     def memory_loads(self, member: Member) -> list[Load]:
         return [ld for ld in loads(member.body) if ld.buffer not in self.produced or ld.buffer in self.memory_read]
 
-    def _vectorizable(self, var: str, members: list[Member], with_store: bool) -> bool:
+    def vectorizable(self, var: str, members: list[Member], with_store: bool) -> bool:
         for m in members:
             for ld in self.memory_loads(m):
                 if self._vector_stride(ld, var) is None or not self._lane_guards(ld, var):
@@ -197,21 +202,23 @@ class BlockKernel:
         in_order = self.sequential_reason is None  # tiles and outer vectors reorder the points
         if not f.inner:
             last = f.outer_vars[-1]
-            if self._vectorizable(last, self.members, with_store=True):
+            if self.vectorizable(last, self.members, with_store=True):
                 return "vector", last
+            if self.interleave.divisor() is not None:
+                return "interleaved", last
             if in_order and len(f.outer) >= 2 and all(m.store.is_affine_in(last) for m in self.members):
                 return ("tiled-vector", last) if self.tiles.transposed_loads() is not None else ("tiled", None)
             return "scalar", None
         inner_last = f.inner_vars[-1]
         looped = [m for m in self.members if m.inner]
         pointwise_rows = [m for m in looped if not m.buf.reduction]
-        inner_vector = self._vectorizable(inner_last, looped, with_store=False) and \
+        inner_vector = self.vectorizable(inner_last, looped, with_store=False) and \
             all(m.internal or access_kind(m.store, inner_last) == "contiguous" for m in pointwise_rows)
         if inner_vector and f.inner[-1] >= self.width:
             return "vector", inner_last
         # rows shorter than a vector (a convolution's kernel width): across neighbouring outputs
         if in_order and f.outer and f.outer[-1] >= self.width and not pointwise_rows and \
-                self._vectorizable(f.outer_vars[-1], self.members, with_store=True):
+                self.vectorizable(f.outer_vars[-1], self.members, with_store=True):
             return ("split-reduction" if self.split.applies() else "outer-vector"), f.outer_vars[-1]
         return ("vector", inner_last) if inner_vector else ("scalar", None)
 
@@ -238,6 +245,8 @@ class BlockKernel:
             body += self.tiles.tiled(depth)
         elif form == "tiled-vector":
             body += self.tiles.tiled_vector(depth)
+        elif form == "interleaved":
+            body += self.interleave.body(depth)
         else:
             body += self.outer_loops(form, vvar, depth)
         if fenced:  # non-temporal stores are visible to other threads after a fence
@@ -361,17 +370,22 @@ class BlockKernel:
         if lanes == 1:
             return self.members
         ranges = self.frame.var_ranges
-        names = [{m.buf.name: f"{m.buf.name}_lane{lane}" for m in self.members} for lane in range(lanes)]
-        members = []
+        copies = [self.member_copies({vvar: Index.var(vvar) + lane * self.width}, f"_lane{lane}", ranges)
+                  for lane in range(lanes)]
+        return [copy[i] for i in range(len(self.members)) for copy in copies]
+
+    def member_copies(self, mapping: dict[str, Index], suffix: str, ranges: dict[str, int]) -> list[Member]:
+        """The members at the point ``mapping`` gives (variables substituted, simplified with
+        ``ranges``), each buffer renamed with ``suffix`` so that the copies' values stay apart."""
+        names = {m.buf.name: f"{m.buf.name}{suffix}" for m in self.members}
+        copies = []
         for m in self.members:
-            for lane in range(lanes):
-                shift = {vvar: Index.var(vvar) + lane * self.width}
-                name = names[lane][m.buf.name]
-                members.append(Member(m.name, replace(m.buf, name=name), substitute(m.body, shift, ranges, names[lane]),
-                                       m.store.subs(shift, ranges), m.internal, m.inner))
-                self.storage[name] = self.storage.get(m.buf.name, m.buf.name)
-                self.produced.add(name)
-        return members
+            name = names[m.buf.name]
+            copies.append(Member(m.name, replace(m.buf, name=name), substitute(m.body, mapping, ranges, names),
+                                 m.store.subs(mapping, ranges), m.internal, m.inner))
+            self.storage[name] = self.storage.get(m.buf.name, m.buf.name)
+            self.produced.add(name)
+        return copies
 
     def nest(self, vars_: list[str], ranges: list[int], depth: int, body,
               bounds: dict[str, tuple[int, int, int]] | None = None) -> list[str]:

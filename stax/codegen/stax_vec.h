@@ -111,6 +111,23 @@ template <typename T> inline void vstore_stream(T* p, vec<T> v) {
   vstore(p, v);
 }
 inline void vstore_stream(bool* p, vec<int8_t> v) { vstore(p, v); }
+// The S vectors v interleaved into S * W consecutive elements, p[i * S + r] = v[r][i] (the
+// interleaved form's store of S phases).  Two vectors are two shuffles; more, lane by lane.
+template <typename M, int Half, size_t... J> constexpr M interleave_mask(std::index_sequence<J...>) {
+  return M{(J / 2 + Half * STAX_W / 2 + (J % 2) * STAX_W)...};
+}
+template <typename T, typename V, typename... Rest> inline void vstore_interleaved(T* p, V first, Rest... rest) {
+  const V v[] = {first, rest...};
+  constexpr int S = 1 + sizeof...(Rest);
+  if constexpr (S == 2 && STAX_W >= 2) {
+    typedef decltype(first < first) mask;
+    vstore(p, __builtin_shuffle(v[0], v[1], interleave_mask<mask, 0>(std::make_index_sequence<STAX_W>())));
+    vstore(p + STAX_W, __builtin_shuffle(v[0], v[1], interleave_mask<mask, 1>(std::make_index_sequence<STAX_W>())));
+  } else {
+    for (int i = 0; i < STAX_W; ++i)
+      for (int r = 0; r < S; ++r) p[i * S + r] = v[r][i];
+  }
+}
 // Orders this thread's non-temporal stores before the stores and barriers that follow.
 inline void store_fence() {
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -398,8 +415,29 @@ template <typename T> inline T logical_or(T a, T b) { return a | b; }
 template <typename T> inline T logical_xor(T a, T b) { return a ^ b; }
 
 // --- casts -----------------------------------------------------------------------------------------
-template <typename To, typename From> inline To cast(From x) { return static_cast<To>(x); }
-template <typename To, typename V> inline vec<To> vcast(V x) { return __builtin_convertvector(x, vec<To>); }
+// A float cast to an integer type it does not fit (NaN, +-inf, out of range) is undefined in C++,
+// and the compiler may fold float(int(x)) into trunc(x), which keeps NaN; such lanes get the
+// type's minimum, x86's conversion result that numpy's astype gives too.
+template <typename To, typename From> inline constexpr bool float_to_int = std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>;
+template <typename To, typename From> inline To cast(From x) {
+  if constexpr (float_to_int<To, From>) {
+    constexpr From low = From(std::numeric_limits<To>::min());  // -2^(bits - 1), exact
+    return x >= low && x < -low ? static_cast<To>(x) : std::numeric_limits<To>::min();
+  } else {
+    return static_cast<To>(x);
+  }
+}
+template <typename To, typename V> inline vec<To> vcast(V x) {
+  typedef std::remove_reference_t<decltype(x[0])> From;
+  if constexpr (float_to_int<To, From>) {
+    constexpr From low = From(std::numeric_limits<To>::min());
+    const auto fits = x >= low & x < -low;
+    const vec<To> converted = __builtin_convertvector(fits ? x : V{}, vec<To>);
+    return __builtin_convertvector(fits, vec<To>) ? converted : splat<To>(std::numeric_limits<To>::min());
+  } else {
+    return __builtin_convertvector(x, vec<To>);
+  }
+}
 template <typename T> inline bool cast_bool(T x) { return x != 0; }
 template <typename V> inline vec<int8_t> vcast_bool(V x) { return as_bool(x != 0); }
 

@@ -403,7 +403,22 @@ template <typename T> inline auto cmp_gt(T a, T b) { return as_bool(a > b); }
 template <typename T> inline auto cmp_ge(T a, T b) { return as_bool(a >= b); }
 template <typename T> inline auto cmp_eq(T a, T b) { return as_bool(a == b); }
 template <typename T> inline auto cmp_ne(T a, T b) { return as_bool(a != b); }
-template <typename T> inline T select(bool c, T a, T b) { return c ? a : b; }
+// A scalar float select by masks, without a branch: a data-dependent condition (a ReLU's mask)
+// is as often true as false, and a branch on it mispredicts at every other element.
+template <typename T> inline T select(bool c, T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    typedef std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t> bits;
+    bits x, y, mask = -bits(c);
+    std::memcpy(&x, &a, sizeof x);
+    std::memcpy(&y, &b, sizeof y);
+    const bits r = (x & mask) | (y & ~mask);
+    T out;
+    std::memcpy(&out, &r, sizeof out);
+    return out;
+  } else {
+    return c ? a : b;
+  }
+}
 template <typename V> inline V select(vec<int8_t> c, V a, V b) {
   typedef decltype(a < b) mask;
   return __builtin_convertvector(c, mask) != 0 ? a : b;

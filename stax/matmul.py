@@ -6,7 +6,8 @@ use every core, the BLAS ``gemm`` is called from every thread of an OpenMP paral
 on its share of the rows or columns (or of the batch): the team that runs the kernels is the only one.
 It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's wheels bundle it);
 otherwise, and for shapes it does not cover (broadcast batches), it is ``np.matmul`` on one
-BLAS thread.  ``matmul_sum`` adds several products into one output, each gemm after the first
+BLAS thread.  Products of few rows by a long matrix (a convolution's weight by its columns) run
+on ``stax.narrow_gemm``'s kernel instead, which reads the long matrix in place.  ``matmul_sum`` adds several products into one output, each gemm after the first
 accumulating into it (``beta = 1``; a ``matmul_sum`` node of ``stax.matmul_sums``).
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 
 import numpy as np
 
+from . import narrow_gemm
 from .runtime import build, load, native_isa
 
 #: a matmul with fewer multiply-adds runs on the calling thread (a parallel region costs a few us)
@@ -98,6 +100,9 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
     team = _team_gemm(str(out.dtype)) if out.dtype in (np.float32, np.float64) else None
     if out.size * k < PARALLEL_MATMUL_MIN:
         threads = 1
+    if narrow_gemm.applies(a, b, out, transposed):
+        narrow_gemm.narrow_matmul(a, b, out, threads, transposed, accumulate)
+        return
     if team is None or not (flat or batched) or not all(x.flags.c_contiguous for x in (a, b, out)) or \
             a.dtype != out.dtype or b.dtype != out.dtype or (threads < 2 and not accumulate):
         if accumulate:  # no gemm to accumulate with: the product, then its sum

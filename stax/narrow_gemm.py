@@ -1,0 +1,185 @@
+"""A float32 GEMM for products of few rows by a long matrix, read in place (seed 8.5's library call,
+written for the shape a convolution's GEMM form has).
+
+A convolution's GEMM multiplies a weight of a few dozen rows (the output channels) by a column
+matrix of ``batch * OH * OW`` columns.  A BLAS copies the whole column matrix into its packed
+layout first, which costs about as much as the product when the rows are few.  This kernel
+reads the column matrix where it is: each tile of 8 rows by two vectors of columns keeps its
+sums in registers over a block of ``KC`` rows of the long matrix, whose lines the first row tile
+of a panel prefetches two panels ahead.  A weight gradient (the output gradient times the
+columns read transposed) runs as its transpose, the columns' rows times the gradient's transpose.  ``python -m experiments.bench_gemm_layouts`` times it against the BLAS.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+
+import numpy as np
+
+from .runtime import Isa, build, load, native_isa
+
+#: the kernel takes products of at most this many rows (its row tiles are re-read per panel) ...
+MAX_ROWS = 64
+#: ... of at least this many columns and multiply-adds (below them the BLAS's small-matrix path
+#: is faster)
+MIN_COLUMNS = 256
+MIN_MACS = 1 << 20
+
+_SOURCE = r"""
+// C = A B (+ C when add): A m x k, B k x n (a batch of them, one C each), row-major, contiguous.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+typedef float vf __attribute__((vector_size(STAX_W * sizeof(float))));
+static inline vf load(const float* p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
+static inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+constexpr int64_t PANEL = 2 * STAX_W;  // a tile's columns
+constexpr int64_t KC = 256;            // rows of B a tile reads per block (its lines stay in L1)
+constexpr int64_t AHEAD = 2 * PANEL;   // the first row tile of a panel prefetches this far along B's rows
+
+// MR rows x V vectors of C over kc rows of B (and columns of A, whose rows are lda apart).
+template <int MR, int V>
+static void tile(const float* a, int64_t lda, const float* b, int64_t n, float* c, int64_t kc, bool add, bool fetch) {
+  vf acc[MR][V] = {};
+  if (add)
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < V; ++v) acc[i][v] = load(c + i * n + v * STAX_W);
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* row = b + p * n;
+    if (fetch)
+      for (int v = 0; v < V; ++v) __builtin_prefetch(row + AHEAD + v * STAX_W);
+    vf bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = load(row + v * STAX_W);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const vf ai = a[i * lda + p] - vf{};
+      for (int v = 0; v < V; ++v) acc[i][v] += ai * bv[v];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < V; ++v) store(c + i * n + v * STAX_W, acc[i][v]);
+}
+
+template <int V>
+static void rows(int64_t mr, const float* a, int64_t lda, const float* b, int64_t n, float* c, int64_t kc, bool add,
+                 bool fetch) {
+  switch (mr) {
+    case 8: tile<8, V>(a, lda, b, n, c, kc, add, fetch); break;
+    case 4: tile<4, V>(a, lda, b, n, c, kc, add, fetch); break;
+    case 2: tile<2, V>(a, lda, b, n, c, kc, add, fetch); break;
+    default: tile<1, V>(a, lda, b, n, c, kc, add, fetch); break;
+  }
+}
+
+// the rows of the tile starting at row m0: 8, or the largest of 4, 2, 1 that fits
+static inline int64_t tile_rows(int64_t m, int64_t m0) {
+  const int64_t left = m - m0;
+  return left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+}
+
+// columns lo..hi of one product
+static void columns(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, int64_t lo, int64_t hi,
+                    bool add) {
+  const int64_t panels_end = lo + (hi - lo) / PANEL * PANEL;
+  const int64_t vector_end = panels_end + (hi - panels_end) / STAX_W * STAX_W;
+  for (int64_t k0 = 0; k0 < k; k0 += KC) {
+    const int64_t kc = std::min(KC, k - k0);
+    const bool accumulate = add || k0 > 0;
+    for (int64_t j = lo; j < vector_end; j += j < panels_end ? PANEL : STAX_W)
+      for (int64_t m0 = 0, mr; m0 < m; m0 += mr) {
+        mr = tile_rows(m, m0);
+        const float* tile_a = a + m0 * k + k0;
+        if (j < panels_end)
+          rows<2>(mr, tile_a, k, b + k0 * n + j, n, c + m0 * n + j, kc, accumulate, m0 == 0);
+        else
+          rows<1>(mr, tile_a, k, b + k0 * n + j, n, c + m0 * n + j, kc, accumulate, false);
+      }
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = vector_end; j < hi; ++j) {
+      float s = add ? c[i * n + j] : 0.0f;
+      for (int64_t p = 0; p < k; ++p) s += a[i * k + p] * b[p * n + j];
+      c[i * n + j] = s;
+    }
+}
+
+// dst (cols x rows) = src (rows x cols) transposed, plus dst when add, in 8 x 8 blocks
+static void transpose(const float* src, float* dst, int64_t rows, int64_t cols, bool add) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 8)
+    for (int64_t j0 = 0; j0 < cols; j0 += 8)
+      for (int64_t j = j0; j < std::min(j0 + 8, cols); ++j)
+        for (int64_t i = i0; i < std::min(i0 + 8, rows); ++i)
+          dst[j * rows + i] = (add ? dst[j * rows + i] : 0.0f) + src[i * cols + j];
+}
+
+extern "C" void stax_narrow_gemm(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
+                                 int64_t k, int threads, int add) {
+  // each product split into `threads` parts of whole panels when the batch is shorter than the team
+  const int64_t parts = batch >= threads ? 1 : threads, panels = n / PANEL;
+  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+  for (int64_t task = 0; task < batch * parts; ++task) {
+    const int64_t t = task / parts, part = task % parts;
+    const int64_t lo = panels * part / parts * PANEL, hi = part + 1 == parts ? n : panels * (part + 1) / parts * PANEL;
+    columns(a, b + t * k * n, c + t * m * n, m, n, k, lo, hi, add);
+  }
+}
+
+// C (m x n) = A (m x k) B^T (+ C when add), B stored as n x k: C^T = B A^T, whose long operand B
+// the kernel reads in place, with A^T and the product transposed around it
+extern "C" void stax_narrow_gemm_bt(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
+                                    int threads, int add) {
+  std::unique_ptr<float[]> at(new float[k * m]), product(new float[n * m]);
+  transpose(a, at.get(), m, k, false);
+  stax_narrow_gemm(b, at.get(), product.get(), 1, n, m, k, threads, 0);
+  transpose(product.get(), c, n, m, add);
+}
+"""
+
+
+@functools.cache
+def _entries(isa: Isa) -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
+    library = load(build(_SOURCE, isa))
+    for entry in (library.stax_narrow_gemm, library.stax_narrow_gemm_bt):
+        entry.restype = None
+    return library.stax_narrow_gemm, library.stax_narrow_gemm_bt
+
+
+def _plain(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    return all(x.dtype == np.float32 and x.flags.c_contiguous for x in (a, b, out)) and native_isa().width > 1
+
+
+def applies(a: np.ndarray, b: np.ndarray, out: np.ndarray, transposed: tuple[bool, bool]) -> bool:
+    """Whether ``narrow_matmul`` takes ``a @ b`` into ``out`` (float32, contiguous, on a CPU with
+    vectors): ``a`` one matrix of at most MAX_ROWS rows, ``b`` stored as read, one matrix or
+    ``out``'s batch of them, of at least MIN_COLUMNS columns and MIN_MACS multiply-adds; or a
+    weight gradient, ``a`` (M x N, M at most MAX_ROWS and whole vectors) times ``b`` stored as
+    (K x N), a convolution's columns read transposed."""
+    if not _plain(a, b, out) or transposed[0] or a.ndim != 2:
+        return False
+    m, k, n = a.shape[0], a.shape[1], out.shape[-1]
+    if m > MAX_ROWS or m * k * n < MIN_MACS:
+        return False
+    if transposed[1]:
+        return b.ndim == 2 and m % native_isa().width == 0
+    return b.ndim == out.ndim and b.shape[:-2] == out.shape[:-2] and n >= MIN_COLUMNS
+
+
+def narrow_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int, transposed: tuple[bool, bool],
+                  accumulate: bool = False, isa: Isa | None = None) -> None:
+    """``out = a @ b`` (``out += a @ b`` when ``accumulate``) where ``applies``, on ``threads``
+    OpenMP threads, each on a share of the batch or of the columns, by the kernel built for
+    ``isa`` (default: the CPU's widest).  A weight gradient runs transposed, ``out.T = b @ a.T``:
+    the long rows of ``b`` are then the rows the kernel reads in place, and ``a.T`` (a few
+    vectors wide) the matrix it streams."""
+    plain, by_transpose = _entries(isa or native_isa())
+    m, k = a.shape
+    batch = 1 if transposed[1] else math.prod(out.shape[:-2])
+    pointers = [ctypes.c_void_p(x.ctypes.data) for x in (a, b, out)]
+    sizes = [ctypes.c_int64(m), ctypes.c_int64(out.shape[-1]), ctypes.c_int64(k)]
+    flags = [ctypes.c_int(threads), ctypes.c_int(accumulate)]
+    if transposed[1]:
+        by_transpose(*pointers, *sizes, *flags)
+    else:
+        plain(*pointers, ctypes.c_int64(batch), *sizes, *flags)

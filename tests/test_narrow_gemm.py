@@ -1,0 +1,65 @@
+"""The narrow GEMM (stax.narrow_gemm) against numpy's product in float64: both its forms (a few
+rows times a long matrix; a weight gradient, the long matrix read transposed), accumulating or
+not, batched, on one and two threads, at each vector width this CPU runs, with row, column and
+depth tails."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from stax import narrow_gemm
+from stax.matmul import parallel_matmul
+from stax.runtime import ISA_LEVELS, runs_here
+
+WIDTHS = [name for name in ("avx2", "avx512") if runs_here(ISA_LEVELS[name])]
+
+
+def _run(a, b, out, threads, weight_gradient, accumulate, isa):
+    start = out.copy()
+    narrow_gemm.narrow_matmul(a, b, out, threads, (False, weight_gradient), accumulate, ISA_LEVELS[isa])
+    want = a.astype(np.float64) @ (b.T if weight_gradient else b).astype(np.float64) + (start if accumulate else 0)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("isa", WIDTHS)
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 64), k=st.integers(1, 700), n=st.integers(256, 1200), batch=st.sampled_from([(), (3,)]),
+       threads=st.sampled_from([1, 2]), accumulate=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_a_few_rows_times_a_long_matrix(isa, m, k, n, batch, threads, accumulate, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal(batch + (k, n), dtype=np.float32)
+    _run(a, b, rng.standard_normal(batch + (m, n), dtype=np.float32), threads, False, accumulate, isa)
+
+
+@pytest.mark.parametrize("isa", WIDTHS)
+@settings(max_examples=15, deadline=None)
+@given(vectors=st.integers(1, 4), k=st.integers(1, 400), n=st.integers(1, 3000), threads=st.sampled_from([1, 2]),
+       accumulate=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_a_weight_gradient_reads_the_columns_transposed(isa, vectors, k, n, threads, accumulate, seed):
+    rng = np.random.default_rng(seed)
+    m = vectors * ISA_LEVELS[isa].width
+    a = rng.standard_normal((m, n), dtype=np.float32)
+    columns = rng.standard_normal((k, n), dtype=np.float32)
+    _run(a, columns, rng.standard_normal((m, k), dtype=np.float32), threads, True, accumulate, isa)
+
+
+def test_the_extern_takes_the_shapes_of_a_convolution_and_leaves_the_rest_to_the_blas():
+    """A 3x3 convolution's GEMMs at 32 channels over 8 x 16 x 16 outputs go to the narrow kernel
+    (forward and weight gradient); a square product, a float64 one and a transposed left operand
+    do not; each result matches numpy's."""
+    rng = np.random.default_rng(7)
+    weight, columns = rng.standard_normal((32, 288), dtype=np.float32), rng.standard_normal((288, 2048), dtype=np.float32)
+    grad = rng.standard_normal((32, 2048), dtype=np.float32)
+    square = rng.standard_normal((512, 512), dtype=np.float32)
+    cases = [(weight, columns, (False, False), True), (grad, columns, (False, True), True),
+             (square, square, (False, False), False), (weight.astype(np.float64), columns.astype(np.float64),
+                                                       (False, False), False),
+             (columns, columns, (True, False), False)]
+    for a, b, transposed, narrow in cases:
+        left, right = (x.T if t else x for x, t in zip((a, b), transposed))
+        out = np.empty((left.shape[0], right.shape[1]), a.dtype)
+        assert narrow_gemm.applies(a, b, out, transposed) == narrow, (a.shape, b.shape, transposed)
+        parallel_matmul(a, b, out, 2, transposed)
+        np.testing.assert_allclose(out, left.astype(np.float64) @ right, rtol=1e-4, atol=1e-3)

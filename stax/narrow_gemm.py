@@ -116,13 +116,22 @@ static void transpose(const float* src, float* dst, int64_t rows, int64_t cols, 
 
 extern "C" void stax_narrow_gemm(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
                                  int64_t k, int threads, int add) {
-  // each product split into `threads` parts of whole panels when the batch is shorter than the team
-  const int64_t parts = batch >= threads ? 1 : threads, panels = n / PANEL;
+  // each product split into `threads` parts when the batch is shorter than the team: of whole
+  // panels, or of whole row tiles when the panels are fewer than two a part (a weight gradient's)
+  const int64_t parts = batch >= threads ? 1 : threads, panels = n / PANEL, tiles = m / 8;
+  const bool by_rows = panels < 2 * parts;
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
   for (int64_t task = 0; task < batch * parts; ++task) {
-    const int64_t t = task / parts, part = task % parts;
-    const int64_t lo = panels * part / parts * PANEL, hi = part + 1 == parts ? n : panels * (part + 1) / parts * PANEL;
-    columns(a, b + t * k * n, c + t * m * n, m, n, k, lo, hi, add);
+    const int64_t t = task / parts, part = task % parts, last = part + 1 == parts;
+    const float* b_t = b + t * k * n;
+    float* c_t = c + t * m * n;
+    if (by_rows) {
+      const int64_t lo = tiles * part / parts * 8, hi = last ? m : tiles * (part + 1) / parts * 8;
+      if (hi > lo) columns(a + lo * k, b_t, c_t + lo * n, hi - lo, n, k, 0, n, add);
+    } else {
+      const int64_t lo = panels * part / parts * PANEL, hi = last ? n : panels * (part + 1) / parts * PANEL;
+      columns(a, b_t, c_t, m, n, k, lo, hi, add);
+    }
   }
 }
 

@@ -7,7 +7,8 @@ layout first, which costs about as much as the product when the rows are few.  T
 reads the column matrix where it is: each tile of 8 rows by two vectors of columns keeps its
 sums in registers over a block of ``KC`` rows of the long matrix, whose lines the first row tile
 of a panel prefetches two panels ahead.  A weight gradient (the output gradient times the
-columns read transposed) runs as its transpose, the columns' rows times the gradient's transpose.  ``python -m experiments.bench_gemm_layouts`` times it against the BLAS.
+columns read transposed) runs as its transpose, the columns' rows times the gradient's
+transpose.  ``python -m experiments.bench_narrow_gemm`` times it against the BLAS.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The benchmark scripts stay runnable: one small row of the suite benchmark, its fraction of
 STREAM taken pair by pair, no page faults on repeated calls, the region benchmark's two runtimes,
-the transposed-add candidates' results (the speed figures themselves are the benchmarks' to
-print, not a test's)."""
+the transposed-add candidates' results, a row of the narrow GEMM benchmark (the speed figures
+themselves are the benchmarks' to print, not a test's)."""
 import math
 import os
 
@@ -137,3 +137,11 @@ def test_the_tuning_benchmark_times_a_threshold_that_changes_the_code():
     [row] = measure(case, rounds=1, scale=0.05)
     assert row["value"] == "never" and row["default"] == 256
     assert isinstance(row["over default"], float) and math.isfinite(row["over default"]) and row["default us"] > 0
+
+
+def test_the_narrow_gemm_benchmark_times_both_products_ours_and_the_blas():
+    """One small row: a rate for each of the four calls (the speeds are the benchmark's to print)."""
+    from experiments.bench_narrow_gemm import row
+    rates = row("16x32x512", threads=1, rounds=1)
+    assert set(rates) == {"forward ours", "forward blas", "gradient ours", "gradient blas"}
+    assert all(math.isfinite(r) and r > 0 for r in rates.values()), rates

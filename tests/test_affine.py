@@ -370,6 +370,18 @@ def test_integer_point_with_extra_rows_agrees_with_enumeration(case):
         assert found in points
 
 
+def test_rational_bounds_keep_the_row_of_fewer_origins_among_equal_rows():
+    """A polytope (found by the property test below) where two derivations of one row differ in
+    how many original rows they combine: kept with the larger set, Chernikov's rule pruned a row
+    the bound needs, and the max of the sum came out -1/5; GLOP and a hand derivation give -1/4
+    (at x = (-3, -3/4, 3/4, 11/4))."""
+    poly = Polyhedron(nvars=4, eqs=((-1, -2, -1, -1, -1),),
+                      ineqs=((1, 0, 0, 0, 3), (-1, 0, 0, 0, 3), (0, 1, 0, 0, 3), (0, -1, 0, 0, 3), (0, 0, 1, 0, 3),
+                             (0, 0, -1, 0, 3), (0, 0, 0, 1, 3), (0, 0, 0, -1, 3), (-2, 1, -2, -1, -1),
+                             (0, 1, 1, 0, 0), (0, 0, -1, 1, 0)))
+    assert poly.rational_bounds((1, 1, 1, 1, 0)) == (Fraction(-4), Fraction(-1, 4))
+
+
 @settings(max_examples=100, deadline=None)
 @given(polytopes())
 def test_rational_bounds_agree_with_a_linear_program(case):

@@ -76,13 +76,16 @@ def _normalize(row: Sequence[int], integer: bool) -> Row:
 
 def _dedupe(rows: Sequence[Row], origins: Sequence[int] | None = None) -> list[Row]:
     """Keep the tightest constant per coefficient vector; one ``-1 >= 0`` row if a constant row fails.
-    With ``origins`` (one per row), returns ``(row, origin)`` pairs, each row with its own."""
+    With ``origins`` (one per row), returns ``(row, origin)`` pairs, each row with its own; of equal
+    rows, the one combining the fewest original rows, which Chernikov's rule keeps longest (kept
+    with a larger set, a row the bounds need was pruned: the max of a sum came out -1/5, not -1/4)."""
     best: dict[Row, tuple[int, int]] = {}
     for n, row in enumerate(rows):
         *coeffs, const = row
         key = tuple(coeffs)
-        if key not in best or const < best[key][0]:
-            best[key] = (const, origins[n] if origins is not None else 0)
+        origin = origins[n] if origins is not None else 0
+        if key not in best or (const, origin.bit_count()) < (best[key][0], best[key][1].bit_count()):
+            best[key] = (const, origin)
     zero = (0,) * (len(rows[0]) - 1) if rows else None
     if zero is not None and zero in best and best[zero][0] < 0:
         kept = [(zero + (-1,), best[zero][1])]

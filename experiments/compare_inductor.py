@@ -113,7 +113,7 @@ def print_table(rows: list[tuple[str, dict, dict]]) -> None:
 
 
 THREADS = (1, 2)
-ROUNDS = 3  # alternating timing rounds of stax, Inductor and eager per thread count
+ROUNDS = 5  # alternating timing rounds of stax, Inductor and eager per thread count
 #: a pause before each timing, longer than the straggler rule's longest solo window (0.2 s): a
 #: straggler that what ran before caused (another runtime's threads finishing, the host taking a
 #: core) does not send the next runtime's timing solo
@@ -178,6 +178,8 @@ def zoo_row(model: ZooModel) -> dict[str, Any]:
                     time.sleep(SETTLE_SECONDS)
                     samples[name].append(time_call(call, repeat=3))
             row.update({f"{name}_{threads}": statistics.median(times) for name, times in samples.items()})
+            round_ratios = [ours / theirs for ours, theirs in zip(samples["stax"], samples["inductor"])]
+            row[f"ratio_range_{threads}"] = (min(round_ratios), max(round_ratios))
             row[f"steal_{threads}"] = _steal_fraction(before_steal, _cpu_ticks())
     finally:
         torch.set_num_threads(before)
@@ -205,7 +207,8 @@ def _steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | Non
 def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
     times = "".join(f" {c + str(t):>11}" for t in THREADS for c in ("stax", "inductor", "eager"))
     steals = "".join(f" {'steal' + str(t):>6}" for t in THREADS)
-    print(f"{'module':<20} {'fwd':>3} {'train':>5} {'max error':>9}{times} {'ratio1':>6} {'ratio2':>6}{steals} "
+    ranges = "".join(f" {'rounds' + str(t):>9}" for t in THREADS)
+    print(f"{'module':<20} {'fwd':>3} {'train':>5} {'max error':>9}{times} {'ratio1':>6} {'ratio2':>6}{ranges}{steals} "
           f"{'kernels':>9} {'peak best':>9} {'optimum':>9}")
     for name, row in rows:
         forward = "yes" if "forward_error" in row else "no"
@@ -215,6 +218,7 @@ def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
         error = max(row["train_error"], row.get("forward_error", 0.0))
         cells = "".join(f" {row[c + '_' + str(t)] * 1e6:11.0f}" for t in THREADS for c in ("stax", "inductor", "eager"))
         ratios = " ".join(f"{row[f'stax_{t}'] / row[f'inductor_{t}']:6.2f}" for t in THREADS)
+        ratios += "".join(f" {'{:.2f}-{:.2f}'.format(*row[f'ratio_range_{t}']):>9}" for t in THREADS)
         optimum = f"{row['peak_exact'] / MIB:.2f}{'' if row['exact_status'] == 'optimal' else '?'}"
         steals = "".join(f" {100 * row[f'steal_{t}']:5.1f}%" for t in THREADS)
         print(f"{name:<20} {forward:>3} {'yes':>5} {error:9.1e}{cells} {ratios}{steals} "
@@ -224,7 +228,8 @@ def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
 def run_zoo(names: list[str], small: bool) -> None:
     rows = [(name, zoo_row(ZOO[name](small))) for name in names]
     print("training step (loss and every parameter's gradient; batch norms update their running statistics): "
-          "median us at 1 and 2 threads; ratio = stax / Inductor; steal = the share of CPU time the hypervisor "
+          f"median us at 1 and 2 threads over {ROUNDS} alternating rounds; ratio = stax / Inductor, of the "
+          "medians, and its smallest and largest in a round (rounds1, rounds2); steal = the share of CPU time the hypervisor "
           "gave other machines while that thread count was timed (noise no process here causes); kernels = stax fused blocks / Inductor generated "
           "kernels; peaks in MiB of stax's best order and the exact optimum (? = not proven). "
           "Max error: largest absolute difference from eager torch (outputs and updated buffers, forward and step)")

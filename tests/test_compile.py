@@ -615,6 +615,22 @@ def test_kernel_forms(check):
     assert _forms(check(lambda a: a.sum(0), x, isa="none")) == ["scalar"]
 
 
+def test_a_row_and_a_column_reduction_of_one_tensor_keep_apart(check):
+    """A layer norm's backward sums each row of a tensor and its weight gradient each column: in
+    one loop nest one of them reads along the vector loop with a stride, and the block ran scalar.
+    The fusion problem forbids the pair (``read_orders_differ``), and both run vectorized.  Rows
+    shorter than 16 vectorize across outputs instead, and there the pair may still fuse."""
+    def rows_and_columns(a):
+        return a.sum(-1), (a * 2).sum(0)
+
+    def reasons(compiled):
+        return {p.reason.split(":")[0] for p in compiled.fusion_problem.forbidden}
+    wide = check(rows_and_columns, sample((256, 256), seed=57), rtol=1e-4, atol=1e-3, isa="avx2")
+    assert "read_orders_differ" in reasons(wide) and "scalar" not in _forms(wide), _forms(wide)
+    narrow = check(rows_and_columns, sample((256, 8), seed=58), rtol=1e-4, atol=1e-4, isa="avx2")
+    assert "read_orders_differ" not in reasons(narrow)
+
+
 @pytest.mark.parametrize("stride, q, dtype", [(2, 21, "float32"), (3, 20, "float64"), (2, 8, "float32")])
 def test_interleaved_form_runs_the_phases_of_a_strided_input_gradient(isa, check, stride, q, dtype):
     """A stride-s convolution's input gradient reads its last variable v as v // s and v % s:

@@ -12,6 +12,10 @@
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old
   value against the in-place update of that input.
 - Extern calls never fuse.
+- Two reductions reading one buffer in crossed orders (a row and a column reduction of one
+  tensor) over an innermost loop of at least ``VECTOR_LOOP_MIN`` do not fuse: no kernel form of
+  8.3 vectorizes both, and their block would run scalar (the code generator's limit, which
+  TorchInductor's CPU scheduling keeps the same way).
 - A node that reads a buffer through a guarded load (padding) does not fuse with its producer:
   the guard reaches points of the padded frame where the producer computes nothing.
 - Scans (seed 7.7) share a kernel only with pointwise nodes and scans of their shape (and the
@@ -46,6 +50,8 @@ from .frame import Frame, boundaries, make_frame, refinement, shape_frame, shape
 DEPENDENCE_RULES = ("parallel", "sequential")
 FUSION_RULES = ("cpu", "cpu-split", "gpu")
 DEFAULT_FUSION_RULE = "cpu-split"  # what stax.compile, Scheduler.fusion_problem and the instance store use
+#: an innermost loop this long holds a vector at every ISA level (16 float32 lanes at AVX-512)
+VECTOR_LOOP_MIN = 16
 
 if TYPE_CHECKING:
     from .nodes import Scheduler, SchedulerNode
@@ -132,6 +138,32 @@ def _indices_in_frame(frame: Frame, writer: ComputedBuffer, reader: ComputedBuff
     return write, [ld.index.subs(reader_map, ranges) for ld in reader.reads() if ld.buffer == buffer]
 
 
+def _read_orders_differ(a: ComputedBuffer, b: ComputedBuffer) -> str | None:
+    """A buffer two reductions both read, one contiguously along the common loop nest's innermost
+    loop and the other with a stride along it (a row reduction and a column reduction of one
+    tensor, as a layer norm's backward and its weight gradient): no vector loop serves both, so
+    their block would run scalar (seed 8.3's forms; TorchInductor's CPU scheduling keeps such
+    reductions apart too).  Only where the innermost loop is long enough to be the vector loop
+    (shorter ones, a convolution's taps, vectorize across neighbouring outputs instead).  The
+    buffer's name, or None."""
+    if not (a.reduction and b.reduction):
+        return None
+    frame = make_frame([a, b])
+    if not frame.inner or frame.inner[-1] < VECTOR_LOOP_MIN:
+        return None
+    last, ranges = frame.inner_vars[-1], frame.var_ranges
+    def kinds(node: ComputedBuffer, name: str) -> set[str]:
+        mapping = frame.mapping(node)
+        indices = [ld.index.subs(mapping, ranges) for ld in node.reads() if ld.buffer == name]
+        return {"invariant" if last not in i.variables() else
+                "contiguous" if i.is_affine_in(last) and i.coeff(last) == 1 else "strided" for i in indices}
+    for name in sorted({ld.buffer for ld in a.reads()} & {ld.buffer for ld in b.reads()}):
+        first, second = kinds(a, name), kinds(b, name)
+        if "contiguous" in first and "strided" in second or "strided" in first and "contiguous" in second:
+            return name
+    return None
+
+
 def _same_index_in_frame(writer: ComputedBuffer, reader: ComputedBuffer, buffer: str) -> bool:
     write, reads = _indices_in_frame(make_frame([writer, reader]), writer, reader, buffer)
     return all(r == write for r in reads)
@@ -189,6 +221,9 @@ def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", 
     reason = compatible(a.buffer, b.buffer, rule, dependence)
     if reason:
         return reason
+    if rule != "gpu" and (crossed := _read_orders_differ(a.buffer, b.buffer)):
+        return (f"read_orders_differ: {a.name} and {b.name} read {crossed} along different innermost loops "
+                "(a row and a column reduction: no vector loop serves both)")
     for writer, reader in ((a, b), (b, a)):
         target = writer.buffer.aliases or writer.buffer_name
         if any(ld.buffer == target and ld.guard for ld in reader.buffer.reads()):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -66,6 +67,12 @@ SHAPES = {s.name: s for s in [
 ]}
 
 
+#: the BLAS's and torch's threads spin a while after a call, holding the cores the next candidate
+#: needs: without a pause, stax's two-thread convolution timed right after the BLAS ran at about
+#: half its rate (experiments.bench_narrow_gemm found the same)
+SETTLE_SECONDS = 0.25
+
+
 def _stax_calls(shape: Shape, form: ConvForm | None, threads: int) -> tuple[Callable, Callable]:
     """The compiled forward and training-step convolutions, each as a call with its arguments."""
     rng = np.random.default_rng(0)
@@ -112,7 +119,7 @@ def _torch() -> Any:
 def row(shape: Shape, threads: int, rounds: int, torch: Any, best: bool = False) -> dict[str, float]:
     """GFLOP/s of every candidate for ``shape`` at ``threads`` threads: the median (or the best)
     over ``rounds`` alternating rounds (each candidate timed once per round: the machine's load
-    moves between them)."""
+    moves between them), each timing after a pause of SETTLE_SECONDS."""
     gflop = shape.flops() / 1e9
     calls: dict[str, tuple[Callable, float]] = {"blas": (_blas_call(shape), gflop)}
     for label, form in (("rule", None), ("direct", ConvForm.DIRECT), ("gemm", ConvForm.GEMM)):
@@ -124,6 +131,7 @@ def row(shape: Shape, threads: int, rounds: int, torch: Any, best: bool = False)
     samples: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, (call, work) in calls.items():
+            time.sleep(SETTLE_SECONDS)
             if name == "blas":
                 with threadpool_limits(threads):
                     seconds = time_call(call, 3)

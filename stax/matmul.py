@@ -7,8 +7,9 @@ on its share of the rows or columns (or of the batch): the team that runs the ke
 It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's wheels bundle it);
 otherwise, and for shapes it does not cover (broadcast batches), it is ``np.matmul`` on one
 BLAS thread.  Products of few rows by a long matrix (a convolution's weight by its columns) run
-on ``stax.narrow_gemm``'s kernel instead, which reads the long matrix in place.  ``matmul_sum`` adds several products into one output, each gemm after the first
-accumulating into it (``beta = 1``; a ``matmul_sum`` node of ``stax.matmul_sums``).
+on ``stax.narrow_gemm``'s kernel instead, which reads the long matrix in place.  ``matmul_sum``
+adds several products into one output, each gemm after the first accumulating into it
+(``beta = 1``; a ``matmul_sum`` node of ``stax.matmul_sums``).
 """
 from __future__ import annotations
 

@@ -28,14 +28,9 @@ MIN_COLUMNS = 256
 MIN_MACS = 1 << 20
 
 _SOURCE = r"""
+#include "stax_vec.h"
 // C = A B (+ C when add): A m x k, B k x n (a batch of them, one C each), row-major, contiguous.
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
-#include <memory>
-typedef float vf __attribute__((vector_size(STAX_W * sizeof(float))));
-static inline vf load(const float* p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
-static inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+typedef stax::vec<float> vf;
 constexpr int64_t PANEL = 2 * STAX_W;  // a tile's columns
 constexpr int64_t KC = 256;            // rows of B a tile reads per block (its lines stay in L1)
 constexpr int64_t AHEAD = 2 * PANEL;   // the first row tile of a panel prefetches this far along B's rows
@@ -46,21 +41,21 @@ static void tile(const float* a, int64_t lda, const float* b, int64_t n, float* 
   vf acc[MR][V] = {};
   if (add)
     for (int i = 0; i < MR; ++i)
-      for (int v = 0; v < V; ++v) acc[i][v] = load(c + i * n + v * STAX_W);
+      for (int v = 0; v < V; ++v) acc[i][v] = stax::vload(c + i * n + v * STAX_W);
   for (int64_t p = 0; p < kc; ++p) {
     const float* row = b + p * n;
     if (fetch)
       for (int v = 0; v < V; ++v) __builtin_prefetch(row + AHEAD + v * STAX_W);
     vf bv[V];
-    for (int v = 0; v < V; ++v) bv[v] = load(row + v * STAX_W);
+    for (int v = 0; v < V; ++v) bv[v] = stax::vload(row + v * STAX_W);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const vf ai = a[i * lda + p] - vf{};
+      const vf ai = stax::splat(a[i * lda + p]);
       for (int v = 0; v < V; ++v) acc[i][v] += ai * bv[v];
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < V; ++v) store(c + i * n + v * STAX_W, acc[i][v]);
+    for (int v = 0; v < V; ++v) stax::vstore(c + i * n + v * STAX_W, acc[i][v]);
 }
 
 template <int V>

@@ -41,8 +41,9 @@ its chunk from its offset (reduce-then-scan: the fused consumers see final value
 
 ``BlockKernel``, the shared builder, and the vector, outer-vector and scalar loops are written
 here; the split-reduction, scan, tiled and interleaved forms are classes of their own
-(``split_reduction.py``, ``scans.py``, ``tiles.py``, ``interleave.py``) that emit through the builder, one ``Emission`` (``kernel_parts.py``)
-holding what a generation decides; the thresholds that choose among the forms are in ``tuning.py``.
+(``split_reduction.py``, ``scans.py``, ``tiles.py``, ``interleave.py``) that emit through the
+builder, one ``Emission`` (``kernel_parts.py``) holding what a generation decides; the
+thresholds that choose among the forms are in ``tuning.py``.
 """
 from __future__ import annotations
 

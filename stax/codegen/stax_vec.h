@@ -433,7 +433,8 @@ template <typename T> inline T logical_xor(T a, T b) { return a ^ b; }
 // A float cast to an integer type it does not fit (NaN, +-inf, out of range) is undefined in C++,
 // and the compiler may fold float(int(x)) into trunc(x), which keeps NaN; such lanes get the
 // type's minimum, x86's conversion result that numpy's astype gives too.
-template <typename To, typename From> inline constexpr bool float_to_int = std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>;
+template <typename To, typename From>
+inline constexpr bool float_to_int = std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>;
 template <typename To, typename From> inline To cast(From x) {
   if constexpr (float_to_int<To, From>) {
     constexpr From low = From(std::numeric_limits<To>::min());  // -2^(bits - 1), exact

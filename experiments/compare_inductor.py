@@ -22,7 +22,8 @@ its forward pass and its training step compile (and agree with eager torch: the 
 absolute error of the step's outputs and updated buffers), the training step's median time by
 stax, TorchInductor and eager torch at one and two threads (each compiled for that many, timed
 in alternating rounds so that a shared machine's changing load falls on all three alike, each
-after a pause longer than stax's longest solo window), the
+after a pause longer than stax's longest solo window), the stax / Inductor ratio with a 95%
+confidence interval from the rounds' paired ratios and whether it meets the goal of 1.0, the
 kernels of each compiler, and the peak of stax's ``best`` order next to the exact optimum.
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ from experiments.measure import exact_order
 from experiments.torch_models import MODELS
 from experiments.torch_zoo import ZOO, ZooModel
 from stax.strategy import run_order
-from stax.timing import time_call
+from stax.timing import median_interval, time_call
 from stax.torch_frontend import TorchProgram, require_torch
 
 HEURISTICS = ("original", "lpmf", "bfs", "dfs")
@@ -113,7 +114,9 @@ def print_table(rows: list[tuple[str, dict, dict]]) -> None:
 
 
 THREADS = (1, 2)
-ROUNDS = 5  # alternating timing rounds of stax, Inductor and eager per thread count
+#: alternating timing rounds of stax, Inductor and eager per thread count: with 11 paired ratios,
+#: the median ratio's 95% interval spans the 3rd to the 9th smallest (stax.timing.median_interval)
+ROUNDS = 11
 #: a pause before each timing, longer than the straggler rule's longest solo window (0.2 s): a
 #: straggler that what ran before caused (another runtime's threads finishing, the host taking a
 #: core) does not send the next runtime's timing solo
@@ -138,7 +141,7 @@ def _compiled_inductor(program: TorchProgram, threads: int) -> Callable[[], Any]
     return lambda: compiled(*inputs)
 
 
-def zoo_row(model: ZooModel) -> dict[str, Any]:
+def zoo_row(model: ZooModel, rounds: int = ROUNDS) -> dict[str, Any]:
     """Compile the forward pass and the training step; time the step by stax, Inductor and eager
     torch at each thread count, in alternating rounds (the machine's load moves between them)."""
     torch = require_torch()
@@ -173,13 +176,14 @@ def zoo_row(model: ZooModel) -> dict[str, Any]:
             row["generated"] = metrics.generated_kernel_count
             samples: dict[str, list[float]] = {name: [] for name in calls}
             before_steal = _cpu_ticks()
-            for _ in range(ROUNDS):
+            for _ in range(rounds):
                 for name, call in calls.items():
                     time.sleep(SETTLE_SECONDS)
                     samples[name].append(time_call(call, repeat=3))
             row.update({f"{name}_{threads}": statistics.median(times) for name, times in samples.items()})
             round_ratios = [ours / theirs for ours, theirs in zip(samples["stax"], samples["inductor"])]
-            row[f"ratio_range_{threads}"] = (min(round_ratios), max(round_ratios))
+            row[f"ratio_{threads}"] = statistics.median(round_ratios)
+            row[f"ratio_ci_{threads}"] = median_interval(round_ratios)
             row[f"steal_{threads}"] = _steal_fraction(before_steal, _cpu_ticks())
     finally:
         torch.set_num_threads(before)
@@ -204,11 +208,23 @@ def _steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | Non
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
+def goal_verdict(ratio: float, interval: tuple[float, float]) -> str:
+    """Whether a row meets the zoo's goal (stax / Inductor at most 1.0), judged by the median
+    ratio's 95% interval: "met" when the whole interval is at or under 1.0, "missed" when it is
+    all above, "open" when it straddles 1.0 (the median says which side it leans to)."""
+    low, high = interval
+    if high <= 1.0:
+        return "met"
+    if low > 1.0:
+        return "missed"
+    return f"open{'<=' if ratio <= 1.0 else '>'}1"
+
+
 def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
     times = "".join(f" {c + str(t):>11}" for t in THREADS for c in ("stax", "inductor", "eager"))
     steals = "".join(f" {'steal' + str(t):>6}" for t in THREADS)
-    ranges = "".join(f" {'rounds' + str(t):>9}" for t in THREADS)
-    print(f"{'module':<20} {'fwd':>3} {'train':>5} {'max error':>9}{times} {'ratio1':>6} {'ratio2':>6}{ranges}{steals} "
+    ratios = "".join(f" {'ratio' + str(t):>6} {'95% CI' + str(t):>10} {'goal' + str(t):>8}" for t in THREADS)
+    print(f"{'module':<20} {'fwd':>3} {'train':>5} {'max error':>9}{times}{ratios}{steals} "
           f"{'kernels':>9} {'peak best':>9} {'optimum':>9}")
     for name, row in rows:
         forward = "yes" if "forward_error" in row else "no"
@@ -217,22 +233,26 @@ def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
             continue
         error = max(row["train_error"], row.get("forward_error", 0.0))
         cells = "".join(f" {row[c + '_' + str(t)] * 1e6:11.0f}" for t in THREADS for c in ("stax", "inductor", "eager"))
-        ratios = " ".join(f"{row[f'stax_{t}'] / row[f'inductor_{t}']:6.2f}" for t in THREADS)
-        ratios += "".join(f" {'{:.2f}-{:.2f}'.format(*row[f'ratio_range_{t}']):>9}" for t in THREADS)
+        ratios = "".join(
+            f" {row[f'ratio_{t}']:6.2f} {'{:.2f}-{:.2f}'.format(*row[f'ratio_ci_{t}']):>10} "
+            f"{goal_verdict(row[f'ratio_{t}'], row[f'ratio_ci_{t}']):>8}" for t in THREADS)
         optimum = f"{row['peak_exact'] / MIB:.2f}{'' if row['exact_status'] == 'optimal' else '?'}"
         steals = "".join(f" {100 * row[f'steal_{t}']:5.1f}%" for t in THREADS)
-        print(f"{name:<20} {forward:>3} {'yes':>5} {error:9.1e}{cells} {ratios}{steals} "
+        print(f"{name:<20} {forward:>3} {'yes':>5} {error:9.1e}{cells}{ratios}{steals} "
               f"{row['kernels']:>4}/{row['generated']:<4} {row['peak_best'] / MIB:9.2f} {optimum:>9}")
 
 
-def run_zoo(names: list[str], small: bool) -> None:
-    rows = [(name, zoo_row(ZOO[name](small))) for name in names]
+def run_zoo(names: list[str], small: bool, rounds: int) -> None:
+    rows = [(name, zoo_row(ZOO[name](small), rounds)) for name in names]
     print("training step (loss and every parameter's gradient; batch norms update their running statistics): "
-          f"median us at 1 and 2 threads over {ROUNDS} alternating rounds; ratio = stax / Inductor, of the "
-          "medians, and its smallest and largest in a round (rounds1, rounds2); steal = the share of CPU time the hypervisor "
-          "gave other machines while that thread count was timed (noise no process here causes); kernels = stax fused blocks / Inductor generated "
-          "kernels; peaks in MiB of stax's best order and the exact optimum (? = not proven). "
-          "Max error: largest absolute difference from eager torch (outputs and updated buffers, forward and step)")
+          f"median us at 1 and 2 threads over {rounds} alternating rounds; ratio = stax / Inductor, the median "
+          "of the rounds' paired ratios, with its 95% confidence interval (order statistics of the rounds); "
+          "goal = whether the ratio is at most 1.0: met (the whole interval), missed (none of it) or open "
+          "(the interval straddles 1.0; the sign says which side the median lies on); steal = the share of "
+          "CPU time the hypervisor gave other machines while that thread count was timed (noise no process "
+          "here causes); kernels = stax fused blocks / Inductor generated kernels; peaks in MiB of stax's "
+          "best order and the exact optimum (? = not proven). Max error: largest absolute difference from "
+          "eager torch (outputs and updated buffers, forward and step)")
     print_zoo(rows)
 
 
@@ -241,12 +261,16 @@ def main() -> None:
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
     parser.add_argument("--small", action="store_true", help="the tests' tiny shapes")
     parser.add_argument("--zoo", action="store_true", help=f"the model zoo instead: {', '.join(ZOO)}")
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help=f"the zoo's alternating timing rounds per thread count (default {ROUNDS})")
     args = parser.parse_args()
     if args.zoo:
         unknown = [m for m in args.models if m not in ZOO]
         if unknown:
             parser.error(f"unknown zoo modules {unknown}; choose from {', '.join(ZOO)}")
-        run_zoo(args.models or list(ZOO), args.small)
+        if args.rounds < 1:
+            parser.error(f"--rounds must be at least 1, got {args.rounds}")
+        run_zoo(args.models or list(ZOO), args.small, args.rounds)
         return
     models = args.models or list(MODELS)
     unknown = [m for m in models if m not in MODELS]

@@ -4,9 +4,11 @@ written for the shape a convolution's GEMM form has).
 A convolution's GEMM multiplies a weight of a few dozen rows (the output channels) by a column
 matrix of ``batch * OH * OW`` columns.  A BLAS copies the whole column matrix into its packed
 layout first, which costs about as much as the product when the rows are few.  This kernel
-reads the column matrix where it is: each tile of 8 rows by two vectors of columns keeps its
-sums in registers over a block of ``KC`` rows of the long matrix, whose lines the first row tile
-of a panel prefetches two panels ahead.  A weight gradient (the output gradient times the
+reads the column matrix a panel at a time: each tile of 8 rows by two vectors of columns keeps
+its sums in registers over a block of ``KC`` rows of the long matrix.  With more than one row
+tile, a block is first copied into a contiguous panel that the row tiles share (the long
+matrix's rows alias in the cache when their length is a multiple of 4 KiB); the first row tile
+of a panel prefetches the next panel's block.  A weight gradient (the output gradient times the
 columns read transposed) runs as its transpose, the columns' rows times the gradient's
 transpose.  ``python -m experiments.bench_narrow_gemm`` times it against the BLAS.
 """
@@ -35,17 +37,19 @@ constexpr int64_t PANEL = 2 * STAX_W;  // a tile's columns
 constexpr int64_t KC = 256;            // rows of B a tile reads per block (its lines stay in L1)
 constexpr int64_t AHEAD = 2 * PANEL;   // the first row tile of a panel prefetches this far along B's rows
 
-// MR rows x V vectors of C over kc rows of B (and columns of A, whose rows are lda apart).
+// MR rows x V vectors of C (rows ldc apart) over kc rows of B (ldb apart) and columns of A
+// (whose rows are lda apart), prefetching V vectors a row of `ahead` (rows ld_ahead apart) unless null
 template <int MR, int V>
-static void tile(const float* a, int64_t lda, const float* b, int64_t n, float* c, int64_t kc, bool add, bool fetch) {
+static void tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t kc,
+                 bool add, const float* ahead, int64_t ld_ahead) {
   vf acc[MR][V] = {};
   if (add)
     for (int i = 0; i < MR; ++i)
-      for (int v = 0; v < V; ++v) acc[i][v] = stax::vload(c + i * n + v * STAX_W);
+      for (int v = 0; v < V; ++v) acc[i][v] = stax::vload(c + i * ldc + v * STAX_W);
   for (int64_t p = 0; p < kc; ++p) {
-    const float* row = b + p * n;
-    if (fetch)
-      for (int v = 0; v < V; ++v) __builtin_prefetch(row + AHEAD + v * STAX_W);
+    const float* row = b + p * ldb;
+    if (ahead != nullptr)
+      for (int v = 0; v < V; ++v) __builtin_prefetch(ahead + p * ld_ahead + v * STAX_W);
     vf bv[V];
     for (int v = 0; v < V; ++v) bv[v] = stax::vload(row + v * STAX_W);
 #pragma GCC unroll 8
@@ -55,17 +59,17 @@ static void tile(const float* a, int64_t lda, const float* b, int64_t n, float* 
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < V; ++v) stax::vstore(c + i * n + v * STAX_W, acc[i][v]);
+    for (int v = 0; v < V; ++v) stax::vstore(c + i * ldc + v * STAX_W, acc[i][v]);
 }
 
 template <int V>
-static void rows(int64_t mr, const float* a, int64_t lda, const float* b, int64_t n, float* c, int64_t kc, bool add,
-                 bool fetch) {
+static void rows(int64_t mr, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                 int64_t kc, bool add, const float* ahead = nullptr, int64_t ld_ahead = 0) {
   switch (mr) {
-    case 8: tile<8, V>(a, lda, b, n, c, kc, add, fetch); break;
-    case 4: tile<4, V>(a, lda, b, n, c, kc, add, fetch); break;
-    case 2: tile<2, V>(a, lda, b, n, c, kc, add, fetch); break;
-    default: tile<1, V>(a, lda, b, n, c, kc, add, fetch); break;
+    case 8: tile<8, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
+    case 4: tile<4, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
+    case 2: tile<2, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
+    default: tile<1, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
   }
 }
 
@@ -75,23 +79,48 @@ static inline int64_t tile_rows(int64_t m, int64_t m0) {
   return left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
 }
 
-// columns lo..hi of one product
+// kc x PANEL of B (rows ldb apart) into `panel`, rows PANEL apart
+static void pack(const float* b, int64_t ldb, int64_t kc, float* panel) {
+  for (int64_t p = 0; p < kc; ++p)
+    for (int v = 0; v < PANEL / STAX_W; ++v)
+      stax::vstore(panel + p * PANEL + v * STAX_W, stax::vload(b + p * ldb + v * STAX_W));
+}
+
+// columns lo..hi of one product.  With more than one row tile, each kc x PANEL block of B is
+// first copied into a contiguous panel that every row tile then reads: B's rows n floats apart
+// share the cache's sets when n is a multiple of 1024 (4 KiB), and the block would not stay
+// cached from one row tile to the next.  A panel's first row tile prefetches the block the
+// next panel reads from B (two panels ahead when B is read in place).
 static void columns(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, int64_t lo, int64_t hi,
                     bool add) {
   const int64_t panels_end = lo + (hi - lo) / PANEL * PANEL;
   const int64_t vector_end = panels_end + (hi - panels_end) / STAX_W * STAX_W;
+  alignas(64) static thread_local float panel[KC * PANEL];
+  const bool packed = m > 8;
   for (int64_t k0 = 0; k0 < k; k0 += KC) {
     const int64_t kc = std::min(KC, k - k0);
     const bool accumulate = add || k0 > 0;
-    for (int64_t j = lo; j < vector_end; j += j < panels_end ? PANEL : STAX_W)
+    for (int64_t j = lo; j < vector_end; j += j < panels_end ? PANEL : STAX_W) {
+      const bool whole = j < panels_end;
+      const float* block = b + k0 * n + j;
+      int64_t ldb = n;
+      if (whole && packed) {
+        pack(block, n, kc, panel);
+        block = panel;
+        ldb = PANEL;
+      }
       for (int64_t m0 = 0, mr; m0 < m; m0 += mr) {
         mr = tile_rows(m, m0);
         const float* tile_a = a + m0 * k + k0;
-        if (j < panels_end)
-          rows<2>(mr, tile_a, k, b + k0 * n + j, n, c + m0 * n + j, kc, accumulate, m0 == 0);
+        if (whole && m0 == 0)
+          rows<2>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate,
+                  b + k0 * n + j + (packed ? PANEL : AHEAD), n);
+        else if (whole)
+          rows<2>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate);
         else
-          rows<1>(mr, tile_a, k, b + k0 * n + j, n, c + m0 * n + j, kc, accumulate, false);
+          rows<1>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate);
       }
+    }
   }
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = vector_end; j < hi; ++j) {
@@ -113,8 +142,9 @@ static void transpose(const float* src, float* dst, int64_t rows, int64_t cols, 
 extern "C" void stax_narrow_gemm(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
                                  int64_t k, int threads, int add) {
   // each product split into `threads` parts when the batch is shorter than the team: of whole
-  // panels, or of whole row tiles when the panels are fewer than two a part (a weight gradient's)
-  const int64_t parts = batch >= threads ? 1 : threads, panels = n / PANEL, tiles = m / 8;
+  // panels, or of rows when the panels are fewer than two a part (a weight gradient's), as even
+  // as the rows allow: parts of whole 8-row tiles are uneven when the tiles are few
+  const int64_t parts = batch >= threads ? 1 : threads, panels = n / PANEL;
   const bool by_rows = panels < 2 * parts;
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
   for (int64_t task = 0; task < batch * parts; ++task) {
@@ -122,7 +152,7 @@ extern "C" void stax_narrow_gemm(const float* a, const float* b, float* c, int64
     const float* b_t = b + t * k * n;
     float* c_t = c + t * m * n;
     if (by_rows) {
-      const int64_t lo = tiles * part / parts * 8, hi = last ? m : tiles * (part + 1) / parts * 8;
+      const int64_t lo = m * part / parts, hi = m * (part + 1) / parts;
       if (hi > lo) columns(a + lo * k, b_t, c_t + lo * n, hi - lo, n, k, 0, n, add);
     } else {
       const int64_t lo = panels * part / parts * PANEL, hi = last ? n : panels * (part + 1) / parts * PANEL;

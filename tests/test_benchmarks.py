@@ -145,3 +145,12 @@ def test_the_narrow_gemm_benchmark_times_both_products_ours_and_the_blas():
     rates = row("16x32x512", threads=1, rounds=1)
     assert set(rates) == {"forward ours", "forward blas", "gradient ours", "gradient blas"}
     assert all(math.isfinite(r) and r > 0 for r in rates.values()), rates
+
+
+def test_the_zoo_judges_its_goal_by_the_ratios_interval():
+    from experiments.compare_inductor import goal_verdict
+    assert goal_verdict(0.9, (0.85, 0.97)) == "met"
+    assert goal_verdict(0.95, (0.9, 1.0)) == "met"  # at most 1.0: the bound counts
+    assert goal_verdict(1.1, (1.02, 1.2)) == "missed"
+    assert goal_verdict(0.98, (0.9, 1.05)) == "open<=1"
+    assert goal_verdict(1.03, (0.97, 1.1)) == "open>1"

@@ -4,7 +4,7 @@ written for the shape a convolution's GEMM form has).
 A convolution's GEMM multiplies a weight of a few dozen rows (the output channels) by a column
 matrix of ``batch * OH * OW`` columns.  A BLAS copies the whole column matrix into its packed
 layout first, which costs about as much as the product when the rows are few.  This kernel
-reads the column matrix a panel at a time: each tile of 8 rows by two vectors of columns keeps
+reads the column matrix a panel at a time: each tile of 8 rows (6 at 8 lanes) by two vectors keeps
 its sums in registers over a block of ``KC`` rows of the long matrix.  With more than one row
 tile, a block is first copied into a contiguous panel that the row tiles share (the long
 matrix's rows alias in the cache when their length is a multiple of 4 KiB); the first row tile
@@ -28,12 +28,18 @@ MAX_ROWS = 64
 #: is faster)
 MIN_COLUMNS = 256
 MIN_MACS = 1 << 20
+#: ... on a CPU with vectors of at least this many floats: at 8 lanes the kernel did not beat
+#: OpenBLAS's AVX2 kernels (``OPENBLAS_CORETYPE=Haswell``) on the benchmark's shapes
+MIN_LANES = 16
 
 _SOURCE = r"""
 #include "stax_vec.h"
 // C = A B (+ C when add): A m x k, B k x n (a batch of them, one C each), row-major, contiguous.
 typedef stax::vec<float> vf;
-constexpr int64_t PANEL = 2 * STAX_W;  // a tile's columns
+// a tile: MR rows by VECTORS vectors of sums, held in registers with the vectors of B and A's
+// broadcast (32 vector registers at 16 lanes; 16 at 8 lanes, where 8 rows spilled)
+constexpr int MR = STAX_W >= 16 ? 8 : 6, VECTORS = 2;
+constexpr int64_t PANEL = VECTORS * STAX_W;  // a tile's columns
 constexpr int64_t KC = 256;            // rows of B a tile reads per block (its lines stay in L1)
 constexpr int64_t AHEAD = 2 * PANEL;   // the first row tile of a panel prefetches this far along B's rows
 
@@ -65,24 +71,25 @@ static void tile(const float* a, int64_t lda, const float* b, int64_t ldb, float
 template <int V>
 static void rows(int64_t mr, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                  int64_t kc, bool add, const float* ahead = nullptr, int64_t ld_ahead = 0) {
+  if constexpr (MR > 4)
+    if (mr == MR) return tile<MR, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead);
   switch (mr) {
-    case 8: tile<8, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
     case 4: tile<4, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
     case 2: tile<2, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
     default: tile<1, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
   }
 }
 
-// the rows of the tile starting at row m0: 8, or the largest of 4, 2, 1 that fits
+// the rows of the tile starting at row m0: MR, or the largest of 4, 2, 1 that fits
 static inline int64_t tile_rows(int64_t m, int64_t m0) {
   const int64_t left = m - m0;
-  return left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+  return left >= MR ? MR : left >= 4 ? 4 : left >= 2 ? 2 : 1;
 }
 
 // kc x PANEL of B (rows ldb apart) into `panel`, rows PANEL apart
 static void pack(const float* b, int64_t ldb, int64_t kc, float* panel) {
   for (int64_t p = 0; p < kc; ++p)
-    for (int v = 0; v < PANEL / STAX_W; ++v)
+    for (int v = 0; v < VECTORS; ++v)
       stax::vstore(panel + p * PANEL + v * STAX_W, stax::vload(b + p * ldb + v * STAX_W));
 }
 
@@ -96,7 +103,7 @@ static void columns(const float* a, const float* b, float* c, int64_t m, int64_t
   const int64_t panels_end = lo + (hi - lo) / PANEL * PANEL;
   const int64_t vector_end = panels_end + (hi - panels_end) / STAX_W * STAX_W;
   alignas(64) static thread_local float panel[KC * PANEL];
-  const bool packed = m > 8;
+  const bool packed = m > MR;
   for (int64_t k0 = 0; k0 < k; k0 += KC) {
     const int64_t kc = std::min(KC, k - k0);
     const bool accumulate = add || k0 > 0;
@@ -113,10 +120,10 @@ static void columns(const float* a, const float* b, float* c, int64_t m, int64_t
         mr = tile_rows(m, m0);
         const float* tile_a = a + m0 * k + k0;
         if (whole && m0 == 0)
-          rows<2>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate,
-                  b + k0 * n + j + (packed ? PANEL : AHEAD), n);
+          rows<VECTORS>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate,
+                        b + k0 * n + j + (packed ? PANEL : AHEAD), n);
         else if (whole)
-          rows<2>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate);
+          rows<VECTORS>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate);
         else
           rows<1>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate);
       }
@@ -182,12 +189,12 @@ def _entries(isa: Isa) -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
 
 
 def _plain(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
-    return all(x.dtype == np.float32 and x.flags.c_contiguous for x in (a, b, out)) and native_isa().width > 1
+    return all(x.dtype == np.float32 and x.flags.c_contiguous for x in (a, b, out)) and native_isa().width >= MIN_LANES
 
 
 def applies(a: np.ndarray, b: np.ndarray, out: np.ndarray, transposed: tuple[bool, bool]) -> bool:
     """Whether ``narrow_matmul`` takes ``a @ b`` into ``out`` (float32, contiguous, on a CPU with
-    vectors): ``a`` one matrix of at most MAX_ROWS rows, ``b`` stored as read, one matrix or
+    vectors of MIN_LANES floats): ``a`` one matrix of at most MAX_ROWS rows, ``b`` stored as read, one matrix or
     ``out``'s batch of them, of at least MIN_COLUMNS columns and MIN_MACS multiply-adds; or a
     weight gradient, ``a`` (M x N, M at most MAX_ROWS and whole vectors) times ``b`` stored as
     (K x N), a convolution's columns read transposed."""

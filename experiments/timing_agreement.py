@@ -3,7 +3,10 @@ main job's by default) are run as a sweep runs them (experiments.measure.run_cel
 stax.timing.measure), in passes one after the other, each pass a process of its own; the script
 prints the fraction of cells whose medians in two passes agree within 0.8-1.25x, overall and
 split by what may explain the rest: the noisy flag, the load average, the time per call, and
-the same fraction for the passes' fastest batch instead of their median.  A benchmark, not a test.
+the same fraction for the passes' fastest batch instead of their median.  Beside every cell it
+times a yardstick, a fixed numpy workload, by the same protocol: the yardstick's own agreement
+is how far the machine's speed moved between the passes, the floor under any protocol's.  A
+benchmark, not a test.
 
     python -m experiments.timing_agreement [--config PATH] [--orders original] [--passes 2]
 """
@@ -16,25 +19,37 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from experiments.compare import AGREE as BAND, within
+from stax.timing import measure
 
 MAIN = Path(__file__).parent / "configs" / "main.toml"
 
 
+def yardstick() -> Callable[[], object]:
+    """The fixed workload timed beside every cell: numpy doubling 2^16 floats into a second
+    array (512 KiB in all, within a core's L2; tens of microseconds, like the cells)."""
+    source = np.arange(1 << 16, dtype=np.float32)
+    target = np.empty_like(source)
+    return lambda: np.multiply(source, 2.0, out=target)
+
+
 def one_pass(config: Path, orders: list[str] | None) -> list[dict]:
-    """Every timed program cell of ``config`` (of ``orders`` only, when given), run in this process."""
+    """Every timed program cell of ``config`` (of ``orders`` only, when given), run in this
+    process, each followed by the yardstick's timing."""
     from experiments.cells import plan
     from experiments.config import load_config
     from experiments.measure import run_cell
     cells = [c for c in plan(load_config(config), "agreement")
              if c.kind == "program" and "kernel_time" in c.measures and (not orders or c.order.name in orders)]
-    rows = []
+    rows, reference = [], yardstick()
     for cell in cells:
         metrics, _ = run_cell(cell)
-        rows.append({"instance": cell.instance, "fusion": cell.fusion.label, "order": cell.order.label,
+        rows.append({"yardstick": measure(reference, 1, "numpy").median,"instance": cell.instance, "fusion": cell.fusion.label, "order": cell.order.label,
                      "median": metrics["kernel_time_median"], "best": metrics["kernel_time_best"],
                      "noisy": metrics["kernel_time_noisy"], "repeats": metrics["kernel_time_repeats"],
                      "load": metrics["load_average"]})
@@ -45,6 +60,7 @@ def agreement(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
     """Per cell, the two passes side by side with the ratio of their medians and of their best batches."""
     both = first.merge(second, on=["instance", "fusion", "order"], suffixes=("_a", "_b"))
     return both.assign(ratio=both["median_b"] / both["median_a"], best_ratio=both["best_b"] / both["best_a"],
+                       drift=both["yardstick_b"] / both["yardstick_a"],
                        noisy=both["noisy_a"] | both["noisy_b"], load=(both["load_a"] + both["load_b"]) / 2)
 
 
@@ -52,7 +68,9 @@ def summary(both: pd.DataFrame) -> list[str]:
     """The fractions within the band: overall, by noisy flag, by load and by time per call."""
     lines = [f"{len(both)} cells: medians within {BAND[0]}-{BAND[1]}x {within(both['ratio']):.0%}, "
              f"fastest batches {within(both['best_ratio']):.0%}; median ratio spread "
-             f"{both['ratio'].quantile(0.05):.2f}-{both['ratio'].quantile(0.95):.2f} (5-95%)"]
+             f"{both['ratio'].quantile(0.05):.2f}-{both['ratio'].quantile(0.95):.2f} (5-95%)",
+             f"  the yardstick beside each cell: within {within(both['drift']):.0%} (spread "
+             f"{both['drift'].quantile(0.05):.2f}-{both['drift'].quantile(0.95):.2f})"]
     for name, groups in (("noisy in a pass", both.groupby("noisy")),
                          ("load average", both.groupby(pd.cut(both["load"], [0, 2, 4, 8, 1e9]), observed=True)),
                          ("time per call", both.groupby(pd.cut(both["median_a"] * 1e6, [0, 10, 100, 1000, 1e9]),

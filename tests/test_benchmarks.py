@@ -118,14 +118,17 @@ def test_the_timing_agreement_compares_cells_pass_by_pass():
     from experiments.timing_agreement import agreement, summary
     first = pd.DataFrame({"instance": ["a", "b", "c"], "fusion": "greedy", "order": "original",
                           "median": [1.0, 1.0, 1.0], "best": [0.9, 0.9, 0.9], "noisy": [False, True, False],
-                          "repeats": 7, "load": [1.0, 3.0, 9.0]})
-    second = first.iloc[::-1].assign(median=[3.0, 1.2, 0.79], best=[0.95, 0.9, 0.5])  # rows in another order
+                          "repeats": 7, "load": [1.0, 3.0, 9.0], "yardstick": 1.0})
+    second = first.iloc[::-1].assign(median=[3.0, 1.2, 0.79], best=[0.95, 0.9, 0.5],  # rows in another order
+                                     yardstick=[1.5, 1.0, 1.0])
     both = agreement(first, second).set_index("instance")
     assert both["ratio"].round(6).to_dict() == {"a": 0.79, "b": 1.2, "c": 3.0}
+    assert both["drift"].round(6).to_dict() == {"a": 1.0, "b": 1.0, "c": 1.5}  # the machine ran 1.5x slower at c
     assert both["best_ratio"].round(6).to_dict() == {"a": round(0.5 / 0.9, 6), "b": 1.0, "c": round(0.95 / 0.9, 6)}
     assert both["noisy"].to_dict() == {"a": False, "b": True, "c": False}
     lines = summary(both.reset_index())
     assert lines[0].startswith("3 cells: medians within 0.8-1.25x 33%, fastest batches 67%")
+    assert lines[1].startswith("  the yardstick beside each cell: within 67% (spread")
     assert "  noisy in a pass True: 1 cells, medians 100%, fastest batches 100%" in lines
 
 

@@ -10,7 +10,9 @@ tile, a block is first copied into a contiguous panel that the row tiles share (
 matrix's rows alias in the cache when their length is a multiple of 4 KiB); the first row tile
 of a panel prefetches the next panel's block.  A weight gradient (the output gradient times the
 columns read transposed) runs as its transpose, the columns' rows times the gradient's
-transpose.  ``python -m experiments.bench_narrow_gemm`` times it against the BLAS.
+transpose; with few columns' rows (a stem's 3 channels times 9 taps), as dot products along
+the rows of both where they lie, with no transposes.  ``python -m
+experiments.bench_narrow_gemm`` times it against the BLAS.
 """
 from __future__ import annotations
 
@@ -168,10 +170,87 @@ extern "C" void stax_narrow_gemm(const float* a, const float* b, float* c, int64
   }
 }
 
-// C (m x n) = A (m x k) B^T (+ C when add), B stored as n x k: C^T = B A^T, whose long operand B
-// the kernel reads in place, with A^T and the product transposed around it
+// C (m x n) = A (m x k) B^T (+ C when add), B stored as n x k: a weight gradient, few rows of
+// both and k long.  With few rows of B (at most DOTS_MAX_ROWS), every sum runs along rows of A and
+// B where they lie, RA rows of A by RB rows of B at a time, each with a vector of partial sums,
+// over blocks of NB columns that stay cached while every tile reads them; the blocks are split
+// among the threads, each summing into a part of its own, which the caller adds.  With more rows
+// of B, C^T = B A^T by the row tiles above, reading B in place, with A^T and the product
+// transposed around it (the transposes cost m k + n m against the product's m n k).
+constexpr int64_t NB = 1024, RA = 4, RB = 4, DOTS_MAX_ROWS = 48;
+
+static float lanes_sum(vf x) {
+  alignas(64) float lane[STAX_W];
+  stax::vstore(lane, x);
+  float s = 0.0f;
+  for (int i = 0; i < STAX_W; ++i) s += lane[i];
+  return s;
+}
+
+// part[i][j] += sum over columns lo..hi of a[i] * b[j], i < ra, j < rb (rows lda, ldb apart)
+template <int TA, int TB>
+static void dots(const float* a, const float* b, int64_t ld, int64_t lo, int64_t hi, float* part, int64_t ldp) {
+  vf acc[TA][TB] = {};
+  const int64_t vector_end = lo + (hi - lo) / STAX_W * STAX_W;
+  for (int64_t p = lo; p < vector_end; p += STAX_W) {
+    vf av[TA], bv[TB];
+    for (int i = 0; i < TA; ++i) av[i] = stax::vload(a + i * ld + p);
+    for (int j = 0; j < TB; ++j) bv[j] = stax::vload(b + j * ld + p);
+    for (int i = 0; i < TA; ++i)
+      for (int j = 0; j < TB; ++j) acc[i][j] += av[i] * bv[j];
+  }
+  for (int i = 0; i < TA; ++i)
+    for (int j = 0; j < TB; ++j) {
+      float s = lanes_sum(acc[i][j]);
+      for (int64_t p = vector_end; p < hi; ++p) s += a[i * ld + p] * b[j * ld + p];
+      part[i * ldp + j] += s;
+    }
+}
+
+template <int TA>
+static void dots_rows(int64_t tb, const float* a, const float* b, int64_t ld, int64_t lo, int64_t hi, float* part,
+                      int64_t ldp) {
+  switch (tb) {
+    case 4: dots<TA, 4>(a, b, ld, lo, hi, part, ldp); break;
+    case 3: dots<TA, 3>(a, b, ld, lo, hi, part, ldp); break;
+    case 2: dots<TA, 2>(a, b, ld, lo, hi, part, ldp); break;
+    default: dots<TA, 1>(a, b, ld, lo, hi, part, ldp); break;
+  }
+}
+
+static void dots_product(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, int threads,
+                         bool add) {
+  const int64_t blocks = (k + NB - 1) / NB, parts = std::max<int64_t>(1, std::min<int64_t>(threads, blocks));
+  std::unique_ptr<float[]> sums(new float[parts * m * n]());
+  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parts > 1)
+  for (int64_t part = 0; part < parts; ++part) {
+    float* mine = sums.get() + part * m * n;
+    for (int64_t block = blocks * part / parts; block < blocks * (part + 1) / parts; ++block) {
+      const int64_t lo = block * NB, hi = std::min(k, lo + NB);
+      for (int64_t i = 0; i < m; i += RA)
+        for (int64_t j = 0; j < n; j += RB) {
+          const int64_t ta = std::min(RA, m - i), tb = std::min(RB, n - j);
+          const float *rows_a = a + i * k, *rows_b = b + j * k;
+          float* out = mine + i * n + j;
+          switch (ta) {
+            case 4: dots_rows<4>(tb, rows_a, rows_b, k, lo, hi, out, n); break;
+            case 3: dots_rows<3>(tb, rows_a, rows_b, k, lo, hi, out, n); break;
+            case 2: dots_rows<2>(tb, rows_a, rows_b, k, lo, hi, out, n); break;
+            default: dots_rows<1>(tb, rows_a, rows_b, k, lo, hi, out, n); break;
+          }
+        }
+    }
+  }
+  for (int64_t x = 0; x < m * n; ++x) {
+    float s = add ? c[x] : 0.0f;
+    for (int64_t part = 0; part < parts; ++part) s += sums[part * m * n + x];
+    c[x] = s;
+  }
+}
+
 extern "C" void stax_narrow_gemm_bt(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
                                     int threads, int add) {
+  if (n <= DOTS_MAX_ROWS) return dots_product(a, b, c, m, n, k, threads, add);
   std::unique_ptr<float[]> at(new float[k * m]), product(new float[n * m]);
   transpose(a, at.get(), m, k, false);
   stax_narrow_gemm(b, at.get(), product.get(), 1, n, m, k, threads, 0);

@@ -34,8 +34,9 @@ def test_a_few_rows_times_a_long_matrix(isa, m, k, n, batch, threads, accumulate
 
 
 @pytest.mark.parametrize("isa", WIDTHS)
-@settings(max_examples=15, deadline=None)
-@given(vectors=st.integers(1, 4), k=st.integers(1, 400), n=st.integers(1, 3000), threads=st.sampled_from([1, 2]),
+@settings(max_examples=20, deadline=None)
+@given(vectors=st.integers(1, 4), k=st.one_of(st.integers(1, 48), st.integers(49, 400)),  # both of the kernel's forms
+       n=st.integers(1, 3000), threads=st.sampled_from([1, 2]),
        accumulate=st.booleans(), seed=st.integers(0, 2**32 - 1))
 def test_a_weight_gradient_reads_the_columns_transposed(isa, vectors, k, n, threads, accumulate, seed):
     rng = np.random.default_rng(seed)

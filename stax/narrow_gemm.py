@@ -45,29 +45,39 @@ constexpr int64_t PANEL = VECTORS * STAX_W;  // a tile's columns
 constexpr int64_t KC = 256;            // rows of B a tile reads per block (its lines stay in L1)
 constexpr int64_t AHEAD = 2 * PANEL;   // the first row tile of a panel prefetches this far along B's rows
 
-// MR rows x V vectors of C (rows ldc apart) over kc rows of B (ldb apart) and columns of A
-// (whose rows are lda apart), prefetching V vectors a row of `ahead` (rows ld_ahead apart) unless null
-template <int MR, int V>
-static void tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t kc,
-                 bool add, const float* ahead, int64_t ld_ahead) {
-  vf acc[MR][V] = {};
+// R rows x V vectors of C (rows ldc apart) over kc rows of B (ldb apart) and columns of A
+// (whose rows are lda apart), prefetching V vectors a row of `ahead` (rows ld_ahead apart) when FETCH
+template <int R, int V, bool FETCH>
+static void sweep(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t kc,
+                  bool add, const float* ahead, int64_t ld_ahead) {
+  vf acc[R][V] = {};
   if (add)
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < R; ++i)
       for (int v = 0; v < V; ++v) acc[i][v] = stax::vload(c + i * ldc + v * STAX_W);
   for (int64_t p = 0; p < kc; ++p) {
     const float* row = b + p * ldb;
-    if (ahead != nullptr)
+    if constexpr (FETCH)
       for (int v = 0; v < V; ++v) __builtin_prefetch(ahead + p * ld_ahead + v * STAX_W);
     vf bv[V];
     for (int v = 0; v < V; ++v) bv[v] = stax::vload(row + v * STAX_W);
 #pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < R; ++i) {
       const vf ai = stax::splat(a[i * lda + p]);
       for (int v = 0; v < V; ++v) acc[i][v] += ai * bv[v];
     }
   }
-  for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < R; ++i)
     for (int v = 0; v < V; ++v) stax::vstore(c + i * ldc + v * STAX_W, acc[i][v]);
+}
+
+// sweep, prefetching unless `ahead` is null
+template <int R, int V>
+static void tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t kc,
+                 bool add, const float* ahead, int64_t ld_ahead) {
+  if (ahead != nullptr)
+    sweep<R, V, true>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead);
+  else
+    sweep<R, V, false>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead);
 }
 
 template <int V>

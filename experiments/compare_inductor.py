@@ -41,6 +41,7 @@ from experiments.config import ReferenceSpec
 from experiments.measure import exact_order
 from experiments.torch_models import MODELS
 from experiments.torch_zoo import ZOO, ZooModel
+from stax import blas
 from stax.strategy import run_order
 from stax.timing import median_interval, time_call
 from stax.torch_frontend import TorchProgram, require_torch
@@ -244,6 +245,8 @@ def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
 
 def run_zoo(names: list[str], small: bool, rounds: int) -> None:
     rows = [(name, zoo_row(ZOO[name](small), rounds)) for name in names]
+    gemm = blas.gemm("float32")
+    print(f"stax's extern matmuls call {gemm.provider if gemm else 'np.matmul'}'s gemm (STAX_BLAS; stax.blas)")
     print("training step (loss and every parameter's gradient; batch norms update their running statistics): "
           f"median us at 1 and 2 threads over {rounds} alternating rounds; ratio = stax / Inductor, the median "
           "of the rounds' paired ratios, with its 95% confidence interval (order statistics of the rounds); "

@@ -120,13 +120,20 @@ def environment() -> dict[str, str | int]:
     """Package versions and the machine of this process (computed once)."""
     return {"python": platform.python_version(), **{f"{p}_version": _version(p) for p in PACKAGES},
             "machine": platform.node(), "platform": platform.platform(), "cpu": _cpu(),
-            "cpu_count": os.cpu_count() or 0, "isa": _isa(), "gcc_version": _gcc()}
+            "cpu_count": os.cpu_count() or 0, "isa": _isa(), "blas": _blas(), "gcc_version": _gcc()}
 
 
 def _isa() -> str:
     """The vector level kernels compile for in this process (STAX_ISA, else the CPU's widest)."""
     from stax.environment import isa_from_env
     return isa_from_env().name
+
+
+def _blas() -> str:
+    """Whose gemm the extern matmuls call in this process (stax.blas), or np.matmul."""
+    from stax import blas
+    gemm = blas.gemm("float32")
+    return gemm.provider if gemm else "np.matmul"
 
 
 def _gcc() -> str | None:

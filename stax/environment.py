@@ -1,8 +1,9 @@
 """The environment variables that choose code-generation defaults, read in one place: where
 ``Options`` fill in what a caller left unset (the edge), never during code generation.
 
-``STAX_ISA`` (a vector level), ``STAX_THREADS`` (kernel threads) and ``STAX_CACHING_ALLOCATOR``
-(``0``: off).  ``STAX_CACHE_DIR`` names the kernel cache (``runtime.cache_dir``).
+``STAX_ISA`` (a vector level), ``STAX_THREADS`` (kernel threads), ``STAX_CACHING_ALLOCATOR``
+(``0``: off) and ``STAX_BLAS`` (whose gemm the extern matmuls call, ``stax.blas``).
+``STAX_CACHE_DIR`` names the kernel cache (``runtime.cache_dir``).
 """
 from __future__ import annotations
 
@@ -33,3 +34,14 @@ def threads_from_env() -> int:
 def caching_allocator_from_env() -> bool:
     """Whether the wrapper's buffers come from the caching allocator: on unless ``STAX_CACHING_ALLOCATOR=0``."""
     return os.environ.get("STAX_CACHING_ALLOCATOR", "1") != "0"
+
+
+BLAS_PROVIDERS = ("auto", "mkl", "openblas")
+
+
+def blas_from_env() -> str:
+    """``STAX_BLAS``: ``auto`` (the default: MKL where installed, else numpy's OpenBLAS), ``mkl`` or ``openblas``."""
+    name = os.environ.get("STAX_BLAS", "auto").strip().lower()
+    if name not in BLAS_PROVIDERS:
+        raise StaxError(f"STAX_BLAS={name!r} is not a BLAS stax can call; use one of {', '.join(BLAS_PROVIDERS)}")
+    return name

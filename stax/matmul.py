@@ -4,9 +4,9 @@ A multi-threaded BLAS leaves its helper threads spinning on the cores the next k
 the wrapper holds numpy's BLAS at one thread during a call (``stax.blas_threads``).  To still
 use every core, the BLAS ``gemm`` is called from every thread of an OpenMP parallel loop, each
 on its share of the rows or columns (or of the batch): the team that runs the kernels is the only one.
-It needs a CBLAS ``gemm`` that threadpoolctl can find (OpenBLAS, as numpy's wheels bundle it);
-otherwise, and for shapes it does not cover (broadcast batches), it is ``np.matmul`` on one
-BLAS thread.  Products of few rows by a long matrix (a convolution's weight by its columns) run
+It needs a CBLAS ``gemm`` (``stax.blas``: MKL's when installed, else numpy's OpenBLAS found
+through threadpoolctl); otherwise, and for shapes it does not cover (broadcast batches), it is
+``np.matmul`` on one BLAS thread.  Products of few rows by a long matrix (a convolution's weight by its columns) run
 on ``stax.narrow_gemm``'s kernel instead, which reads the long matrix in place.  ``matmul_sum``
 adds several products into one output, each gemm after the first accumulating into it
 (``beta = 1``; a ``matmul_sum`` node of ``stax.matmul_sums``).
@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from . import narrow_gemm
+from . import blas, narrow_gemm
 from .runtime import build, load, native_isa
 
 #: a matmul with fewer multiply-adds runs on the calling thread (a parallel region costs a few us)
@@ -68,22 +68,15 @@ STAX_GEMM(stax_gemm_f64_i64, int64_t, double)
 
 @functools.cache
 def _team_gemm(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
-    """The team entry point for ``dtype`` and the address of the BLAS ``gemm`` it calls, or None
-    when no CBLAS gemm of a known integer width is loaded."""
-    from threadpoolctl import ThreadpoolController
-    for lib in ThreadpoolController().select(internal_api="openblas").lib_controllers:
-        prefix, suffix = getattr(lib, "_symbol_prefix", ""), getattr(lib, "_symbol_suffix", "")
-        try:
-            config = lib.dynlib[f"{prefix}openblas_get_config{suffix}"]
-            gemm = lib.dynlib[f"{prefix}cblas_{'s' if dtype == 'float32' else 'd'}gemm{suffix}"]
-        except AttributeError:  # a build without these symbols: np.matmul
-            continue
-        config.restype = ctypes.c_char_p
-        width = "i64" if b"USE64BITINT" in config() else "i32"
-        entry = getattr(load(build(_SOURCE, native_isa())), f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{width}")
-        entry.restype = None
-        return entry, ctypes.cast(gemm, ctypes.c_void_p).value
-    return None
+    """The team entry point for ``dtype`` and the address of the BLAS ``gemm`` it calls
+    (``stax.blas``), or None when no CBLAS gemm of a known integer width is loaded."""
+    found = blas.gemm(dtype)
+    if found is None:
+        return None
+    entry = getattr(load(build(_SOURCE, native_isa())),
+                    f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{found.integer_width}")
+    entry.restype = None
+    return entry, found.address
 
 
 def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
@@ -105,7 +98,7 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
         narrow_gemm.narrow_matmul(a, b, out, threads, transposed, accumulate)
         return
     if team is None or not (flat or batched) or not all(x.flags.c_contiguous for x in (a, b, out)) or \
-            a.dtype != out.dtype or b.dtype != out.dtype or (threads < 2 and not accumulate):
+            a.dtype != out.dtype or b.dtype != out.dtype:
         if accumulate:  # no gemm to accumulate with: the product, then its sum
             out += np.matmul(left, right)
         else:

@@ -75,8 +75,14 @@ def _team_gemm(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
         return None
     entry = getattr(load(build(_SOURCE, native_isa())),
                     f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{found.integer_width}")
-    entry.restype = None
+    entry.restype = None  # typed arguments: a call passes plain ints, which ctypes converts fastest
+    entry.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 6 + [ctypes.c_int] * 3 + \
+        [ctypes.c_float if dtype == "float32" else ctypes.c_double]
     return entry, found.address
+
+
+#: the dtypes with a team gemm, by the dtype object (its name is slow to compute on every call)
+_GEMM_DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 
 
 def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
@@ -91,7 +97,8 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
     batched = b.ndim == out.ndim >= 3 and a.ndim in (2, b.ndim) and a.shape[:-2] in ((), b.shape[:-2]) and \
         b.shape[:-2] == out.shape[:-2]
     m, k, n = left.shape[-2], left.shape[-1], out.shape[-1]
-    team = _team_gemm(str(out.dtype)) if out.dtype in (np.float32, np.float64) else None
+    name = _GEMM_DTYPES.get(out.dtype)
+    team = _team_gemm(name) if name else None
     if out.size * k < PARALLEL_MATMUL_MIN:
         threads = 1
     if narrow_gemm.applies(a, b, out, transposed):
@@ -106,12 +113,9 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
         return
     entry, gemm = team
     batch = 1 if flat else math.prod(out.shape[:-2])
-    beta = (ctypes.c_float if out.dtype == np.float32 else ctypes.c_double)(1.0 if accumulate else 0.0)
-    entry(ctypes.c_void_p(gemm), ctypes.c_void_p(a.ctypes.data), ctypes.c_void_p(b.ctypes.data),
-          ctypes.c_void_p(out.ctypes.data), ctypes.c_int64(batch), ctypes.c_int64(m), ctypes.c_int64(n),
-          ctypes.c_int64(k), ctypes.c_int64(0 if flat or a.ndim == 2 else m * k), ctypes.c_int64(0 if flat else k * n),
-          ctypes.c_int(transposed[0]),
-          ctypes.c_int(transposed[1]), ctypes.c_int(threads), beta)
+    entry(gemm, a.ctypes.data, b.ctypes.data, out.ctypes.data, batch, m, n, k,
+          0 if flat or a.ndim == 2 else m * k, 0 if flat else k * n, int(transposed[0]), int(transposed[1]), threads,
+          1.0 if accumulate else 0.0)
 
 
 def matmul_sum(*operands: np.ndarray, out: np.ndarray, threads: int, transposed: tuple[bool, ...] = ()) -> None:

@@ -293,10 +293,10 @@ def applies(a: np.ndarray, b: np.ndarray, out: np.ndarray, transposed: tuple[boo
     ``out``'s batch of them, of at least MIN_COLUMNS columns and MIN_MACS multiply-adds; or a
     weight gradient, ``a`` (M x N, M at most MAX_ROWS and whole vectors) times ``b`` stored as
     (K x N), a convolution's columns read transposed."""
-    if not _plain(a, b, out) or transposed[0] or a.ndim != 2:
+    if transposed[0] or a.ndim != 2:
         return False
     m, k, n = a.shape[0], a.shape[1], out.shape[-1]
-    if m > MAX_ROWS or m * k * n < MIN_MACS:
+    if m > MAX_ROWS or m * k * n < MIN_MACS or not _plain(a, b, out):  # the shapes first: they are cheap to test
         return False
     if transposed[1]:
         return b.ndim == 2 and m % native_isa().width == 0

@@ -1,4 +1,5 @@
-"""Algebraic simplification of a traced graph before lowering: powers with a constant exponent.
+"""Algebraic simplification of a traced graph before lowering: powers with a constant exponent,
+and permutations of permutations.
 
 A power whose exponent is a Python scalar of the program (a ``constant`` node) is rewritten the
 way TorchInductor's ``pow`` lowering does it, so no vector ``powf`` is called for it:
@@ -14,8 +15,13 @@ way TorchInductor's ``pow`` lowering does it, so no vector ``powf`` is called fo
   as torch does).
 
 A product of ``n`` factors is within about ``n`` rounding units of the power (the float32
-``x ** 31`` within 31, ``x ** -31`` within twice that).  Other exponents keep ``pow``.  The
-program's graph is left as traced; the rewritten copy is what lowering sees.
+``x ** 31`` within 31, ``x ** -31`` within twice that).  Other exponents keep ``pow``.
+
+A ``permute`` of a ``permute`` becomes one ``permute`` of the first one's input, and nothing
+when the two cancel: an ATen backward graph transposes a matmul's result back and forth
+(``permute(permute(mm, [1, 0]), [1, 0])``), which lowering would otherwise copy into an
+output buffer of its own.  The program's graph is left as traced; the rewritten copy is what
+lowering sees.
 """
 from __future__ import annotations
 
@@ -87,11 +93,29 @@ class _Rewriter:
             return self.derived(node, node.name, "reciprocal", (self.product(node, base, 2, False),))
         return self.product(node, self.derived(node, f"{node.name}.inverse", "reciprocal", (base,)), -e, True)
 
+    def permutation(self, node: g.Node) -> str | None:
+        """``node``, a permute of a permute, as one permute of the inner one's input (that input
+        itself when the two cancel), or None when its input is no permute."""
+        inner = self.nodes.get(node.inputs[0])
+        if inner is None or inner.op != "permute":
+            return None
+        first, second = inner.attr("dims"), node.attr("dims")
+        dims = tuple(first[d] for d in second)
+        if dims == tuple(range(len(dims))):
+            return inner.inputs[0]
+        return self.derived(node, node.name, "permute", (inner.inputs[0],), dims=dims)
+
+    def rewrite(self, node: g.Node) -> str | None:
+        """The name of what replaces ``node``, or None to keep it."""
+        if node.op == "permute":
+            return self.permutation(node)
+        exponent = self.graph.constant_value(node.inputs[1]) if node.op == "pow" else None
+        return None if exponent is None else self.power(node, node.inputs[0], exponent)
+
     def run(self) -> g.Graph:
         for node in self.graph.nodes.values():
             node = replace(node, inputs=tuple(self.rename.get(i, i) for i in node.inputs))
-            exponent = self.graph.constant_value(node.inputs[1]) if node.op == "pow" else None
-            result = None if exponent is None else self.power(node, node.inputs[0], exponent)
+            result = self.rewrite(node)
             if result is None:
                 self.add(node)
             elif result != node.name:
@@ -100,7 +124,7 @@ class _Rewriter:
         mutations = {inp: self.rename.get(v, v) for inp, v in self.graph.mutations.items()}
         mutations = {inp: v for inp, v in mutations.items() if inp != v}
         live = set(outputs) | set(mutations.values()) | set(self.graph.inputs)
-        for node in reversed(self.nodes.values()):  # the exponents' constants are read no more
+        for node in reversed(self.nodes.values()):  # exponents' constants and inner permutes are read no more
             if node.name in live:
                 live.update(node.inputs)
         nodes = {name: node for name, node in self.nodes.items() if name in live}
@@ -108,9 +132,15 @@ class _Rewriter:
         return g.Graph(nodes, list(self.graph.inputs), outputs, mutations, {n: p for n, p in plans.items() if n in nodes})
 
 
+def _rewritable(graph: g.Graph, node: g.Node) -> bool:
+    if node.op == "pow":
+        return graph.constant_value(node.inputs[1]) is not None
+    return node.op == "permute" and graph.nodes[node.inputs[0]].op == "permute"
+
+
 def simplify(graph: g.Graph) -> g.Graph:
-    """A copy of ``graph`` with its constant powers rewritten (see the module docstring); the graph
-    itself when there is nothing to rewrite."""
-    if not any(n.op == "pow" and graph.constant_value(n.inputs[1]) is not None for n in graph.nodes.values()):
+    """A copy of ``graph`` with its constant powers and nested permutes rewritten (see the module
+    docstring); the graph itself when there is nothing to rewrite."""
+    if not any(_rewritable(graph, n) for n in graph.nodes.values()):
         return graph
     return _Rewriter(graph).run()

@@ -1,5 +1,6 @@
 """The algebraic simplification pass (stax.simplify): constant powers become multiplications,
-sqrt, rsqrt and reciprocal, with torch's values at the special inputs."""
+sqrt, rsqrt and reciprocal, with torch's values at the special inputs; a permute of a permute
+becomes one permute, or none when they cancel."""
 from __future__ import annotations
 
 import math
@@ -142,3 +143,30 @@ def test_the_simplified_graph_computes_the_traced_one(exponent, values):
     np.testing.assert_allclose(got, want, rtol=1e-14 * max(1, abs(exponent)), atol=0, equal_nan=True)
     numbers = ~np.isnan(want)
     np.testing.assert_array_equal(np.signbit(got)[numbers], np.signbit(want)[numbers])
+
+
+@settings(max_examples=40, deadline=None)
+@given(first=st.permutations(range(3)), second=st.permutations(range(3)), output_only=st.booleans())
+def test_nested_permutes_become_one_or_none_and_compute_numpys_result(first, second, output_only):
+    """x.permute(p).permute(q) is x.transpose(p[q]): one permute node, none when p[q] is the
+    identity (then the output may be the input itself), with numpy's values under every fusion."""
+    x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+
+    def fn(t):
+        y = t.permute(*first).permute(*second)
+        return y if output_only else y * 2 + 1
+    composed = tuple(first[d] for d in second)
+    want = x.transpose(composed) if output_only else x.transpose(composed) * 2 + 1
+    permutes = ops_after_simplify(fn, x).count("permute")
+    assert permutes == (0 if composed == (0, 1, 2) else 1)
+    for fusion in ("none", "greedy"):
+        np.testing.assert_allclose(stax.compile(fn, x, fusion=fusion)(x), want, rtol=1e-6)
+
+
+def test_a_matmul_transposed_back_and_forth_is_no_copy():
+    """permute(permute(mm)) as an ATen backward graph has it (a weight gradient's output): the
+    output is the matmul's own buffer, with no kernel copying it."""
+    a, b = np.ones((8, 6), np.float32), np.ones((6, 5), np.float32)
+    compiled = stax.compile(lambda x, y: (x @ y).t().t(), a, b)
+    assert [k.form for k in compiled.kernels] == ["extern"]  # the matmul, and no copy after it
+    np.testing.assert_allclose(compiled(a, b), a @ b)

@@ -155,6 +155,43 @@ class Index:
         return " + ".join(parts).replace("+ -", "- ")
 
 
+def lane_step(index: Index, var: str, width: int) -> int | None:
+    """The step between neighbouring lanes of a vector of ``width`` lanes along ``var`` whose
+    first lane is a multiple of ``width``: ``index(v0 + l) == index(v0) + step * l`` for every
+    lane ``l < width`` and any values of the other variables, or None when no step does.  A
+    floor division or modulo by ``d`` of a term stepping by ``s`` keeps one step when
+    ``s * width`` divides both ``d`` and the term's first lane, so that no lane crosses a
+    multiple of ``d``: the heads of a multi-head reshape read as ``v // 64`` and ``v % 64``.
+
+        >>> v = Index.var("v")
+        >>> lane_step(mod(v, 64, {"v": 256}) + floordiv(v, 64, {"v": 256}) * 4096, "v", 16)
+        1
+        >>> lane_step(mod(v, 8, {"v": 256}), "v", 16) is None
+        True
+    """
+    form = _lane_form(index, var, width)
+    return None if form is None else form[0]
+
+
+def _lane_form(index: Index, var: str, width: int) -> tuple[int, int] | None:
+    """``(step, g)``: the lanes' step, and a ``g`` dividing the first lane's value (0: it is 0)."""
+    step, align = 0, index.const
+    for atom, c in index.terms:
+        if isinstance(atom, str):
+            s, g = (1, width) if atom == var else (0, 1)
+        else:
+            base = _lane_form(atom.base, var, width)
+            if base is None:
+                return None
+            s, g = base
+            d = atom.divisor if isinstance(atom, FloorDiv) else atom.modulus
+            if s and (s < 0 or d % (s * width) or g % (s * width)):
+                return None  # a lane may cross a multiple of d
+            s, g = (0, 1) if isinstance(atom, FloorDiv) else (s, gcd(g, d))
+        step, align = step + c * s, gcd(align, c * g)
+    return step, align
+
+
 def _atom_bounds(atom: Atom, ranges: Mapping[str, int]) -> tuple[int, int]:
     if isinstance(atom, str):
         return 0, max(ranges[atom] - 1, 0)

@@ -632,6 +632,32 @@ def test_a_row_and_a_column_reduction_of_one_tensor_keep_apart(check):
     assert "read_orders_differ" not in reasons(narrow)
 
 
+def test_a_column_reduction_and_a_pointwise_node_over_its_rows_keep_apart(check):
+    """A column sum and a pointwise node of the same tensor (a layer norm's weight gradient and
+    its input gradient): in the reduction's loop nest the pointwise node walks the rows along the
+    inner loop and the sum walks the columns, and their block ran scalar.  The pair is forbidden
+    (``read_orders_differ``) and both run vectorized."""
+    compiled = check(lambda a: (a.sum(0), a * 3), sample((256, 256), seed=59), rtol=1e-4, atol=1e-3, isa="avx2")
+    assert any(p.reason.startswith("read_orders_differ") for p in compiled.fusion_problem.forbidden)
+    assert "scalar" not in _forms(compiled), _forms(compiled)
+
+
+def test_vectors_read_the_heads_of_attention_through_their_divisions(isa, check):
+    """Attention's heads put back into rows: the output's last variable ``v`` reads its head as
+    ``v // 64`` and its element as ``v % 64``.  A vector of W lanes that starts at a multiple of
+    W never crosses a head, so it loads W consecutive elements (``indexing.lane_step``); before,
+    such a block ran in scalar tiles.  Concatenated heads (a QKV gradient) add a guard on
+    ``v // 256``, the same for every lane, or on ``v`` itself, tested lane by lane."""
+    q, k = sample((4, 32, 64), seed=61), sample((2, 32, 64), seed=62)
+    vector = ["scalar"] if isa == "none" else ["vector"]
+    heads = check(lambda q: q.permute(1, 0, 2).reshape(32, 256) * 2, q)
+    assert _forms(heads) == vector
+    assert bool(re.search(r"stax::vload\(in_ptr0 \+ [^;]*% 64", heads.source)) == (isa != "none")
+    both = check(lambda q, k: stax.nn.cat([q.permute(1, 0, 2).reshape(32, 256),
+                                           k.permute(1, 0, 2).reshape(32, 128)], 1), q, k)
+    assert _forms(both) == vector
+
+
 @pytest.mark.parametrize("stride, q, dtype", [(2, 21, "float32"), (3, 20, "float64"), (2, 8, "float32")])
 def test_interleaved_form_runs_the_phases_of_a_strided_input_gradient(isa, check, stride, q, dtype):
     """A stride-s convolution's input gradient reads its last variable v as v // s and v % s:

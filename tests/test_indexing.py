@@ -206,3 +206,42 @@ def test_contiguous_loops_of_any_depth_merge_into_affine_indices():
     indices = [ix for buf in program.buffers for ld in buf.reads() for ix in (ld.index, buf.store_index)]
     assert indices and all(isinstance(atom, str) for ix in indices for atom, _ in ix.terms), indices
     assert all(len(buf.ranges) <= 2 for buf in program.buffers)
+
+
+def _lane_expressions(depth: int):
+    """Index expressions in ``v`` and ``u`` with nested floor divisions and modulos (built as
+    written, unsimplified, the way a chain of reshapes leaves them)."""
+    leaf = st.sampled_from([Index.var("v"), Index.var("u"), Index.var("v") * 2 + Index.var("u") * 64])
+    if depth == 0:
+        return leaf
+    inner = _lane_expressions(depth - 1)
+    divisors = st.sampled_from([2, 4, 8, 16, 32, 64, 256, 3, 12])
+    atom = st.builds(lambda base, d, div: Index((((FloorDiv if div else Mod)(base, d), 1),)),
+                     inner, divisors, st.booleans())
+    return st.one_of(leaf, st.builds(lambda a, b, c, k: a * c + b + k, atom, st.one_of(leaf, atom),
+                                     COEFFICIENTS, st.integers(0, 40)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(expr=_lane_expressions(3), width=st.sampled_from([4, 8, 16]), start=st.integers(0, 40), u=st.integers(0, 70))
+def test_lane_step_holds_at_every_lane_of_an_aligned_vector(expr, width, start, u):
+    """``lane_step``'s claim, checked by evaluation: from any first lane that is a multiple of the
+    width, and any value of the other variable, every lane is the first plus step times the lane."""
+    step = stax.indexing.lane_step(expr, "v", width)
+    if step is None:
+        return
+    v0 = start * width
+    first = expr.evaluate({"v": v0, "u": u})
+    assert all(expr.evaluate({"v": v0 + lane, "u": u}) == first + step * lane for lane in range(width)), (expr, step)
+
+
+def test_lane_step_of_a_multi_head_reshape():
+    """The heads of attention read ``v`` as ``v // 64`` and ``v % 64``: one step along 16 lanes
+    (no vector crosses a head), none along 16 lanes of ``v % 8``; affine indices step by their
+    coefficient."""
+    v, ranges = Index.var("v"), {"v": 768}
+    heads = mod(mod(v, 256, ranges), 64, ranges) + floordiv(mod(v, 256, ranges), 64, ranges) * 4096
+    assert stax.indexing.lane_step(heads, "v", 16) == 1
+    assert stax.indexing.lane_step(heads * 3 + floordiv(v, 256, ranges) * 7, "v", 16) == 3
+    assert stax.indexing.lane_step(mod(v, 8, ranges), "v", 16) is None
+    assert stax.indexing.lane_step(v * 5 + 2, "v", 16) == 5

@@ -52,7 +52,7 @@ from math import prod
 from typing import Callable
 
 from ..dtypes import CPP_TYPE, ITEMSIZE, is_floating, nbytes
-from ..indexing import Index, contiguous_strides, linear_index
+from ..indexing import Index, contiguous_strides, lane_step, linear_index
 from ..ir import ComputedBuffer, Expr, Load, Op, loads, walk
 from ..lowering import EXPENSIVE_OPS, substitute
 from ..scheduler.frame import Frame, make_frame
@@ -170,7 +170,7 @@ class BlockKernel:
             for ld in self.memory_loads(m):
                 if self._vector_stride(ld, var) is None or not self._lane_guards(ld, var):
                     return False
-            if with_store and not m.internal and access_kind(m.store, var) != "contiguous":
+            if with_store and not m.internal and access_kind(m.store, var, self.width) != "contiguous":
                 return False
         return True
 
@@ -179,21 +179,27 @@ class BlockKernel:
         lane), 1 (contiguous), 2 to Tuning.max_vector_stride (``stax::vload_strided``: a stride-2
         convolution's input), or None where a vector cannot read it (the counting build
         counts strided elements one at a time)."""
-        kind = access_kind(ld.index, var)
+        kind = access_kind(ld.index, var, self.width)
         if kind != "strided":
             return 0 if kind == "invariant" else 1
-        if self.counting or ld.dtype == "bool" or not ld.index.is_affine_in(var):
+        if self.counting or ld.dtype == "bool":
             return None
-        stride = ld.index.coeff(var)
-        return stride if 2 <= stride <= self.tuning.max_vector_stride else None
+        stride = self.lane_step(ld.index, var)
+        return stride if stride is not None and 2 <= stride <= self.tuning.max_vector_stride else None
+
+    def lane_step(self, index: Index, var: str) -> int | None:
+        """How far ``index`` moves from one lane of a vector along ``var`` to the next (its
+        coefficient, or ``indexing.lane_step`` where it reads ``var`` through a division)."""
+        return index.coeff(var) if index.is_affine_in(var) else lane_step(index, var, self.width)
 
     def _lane_guards(self, ld: Load, var: str) -> bool:
-        """Whether a vector along ``var`` can test ``ld``'s guards lane by lane: each guard affine
-        in ``var`` and the load advancing along it (padding read by ``stax::vload_guarded``).
-        The counting build reads guarded elements one at a time."""
-        along = [e for e, _ in ld.guard if var in e.variables()]
-        return not along or not self.counting and ld.dtype != "bool" and bool(self._vector_stride(ld, var)) \
-            and all(e.is_affine_in(var) for e in along)
+        """Whether a vector along ``var`` can test ``ld``'s guards: each guard the same for every
+        lane, or stepping along the lanes while the load advances along them (padding read by
+        ``stax::vload_guarded``).  The counting build reads guarded elements one at a time."""
+        steps = [self.lane_step(e, var) for e, _ in ld.guard if var in e.variables()]
+        if None in steps:
+            return False
+        return not any(steps) or not self.counting and ld.dtype != "bool" and bool(self._vector_stride(ld, var))
 
     def choose_form(self) -> tuple[str, str | None]:
         """The kernel form and its vector variable (seed 8.3)."""
@@ -214,7 +220,7 @@ class BlockKernel:
         looped = [m for m in self.members if m.inner]
         pointwise_rows = [m for m in looped if not m.buf.reduction]
         inner_vector = self.vectorizable(inner_last, looped, with_store=False) and \
-            all(m.internal or access_kind(m.store, inner_last) == "contiguous" for m in pointwise_rows)
+            all(m.internal or access_kind(m.store, inner_last, self.width) == "contiguous" for m in pointwise_rows)
         if inner_vector and f.inner[-1] >= self.width:
             return "vector", inner_last
         # rows shorter than a vector (a convolution's kernel width): across neighbouring outputs
@@ -347,9 +353,10 @@ class BlockKernel:
         are whole lines (a column walk down a matrix, the transposed operand of a tile).  Its
         vectors then read whole lines, not one more per row where the array does not start on a
         line (numpy's large arrays start 16 bytes past one), once a scalar head has taken the
-        elements before the first line boundary.  None when no load qualifies or the rows are
-        too short for a head to pay."""
-        if n < self.tuning.outer_head_min or self.counting:
+        elements before the first line boundary.  None when no load qualifies, the rows are
+        too short for a head to pay, or the block reads ``var`` through a division (its vectors
+        must then start at multiples of W, ``indexing.lane_step``)."""
+        if n < self.tuning.outer_head_min or self.counting or not self._affine_along(var):
             return None
         for ld in candidates:
             size = ITEMSIZE[ld.dtype]
@@ -359,6 +366,12 @@ class BlockKernel:
             if all(c * size % self.tuning.cache_line == 0 for atom, c in ld.index.terms if atom != var):
                 return f"{self._pointer(ld.buffer)} + {ld.index.const}"
         return None
+
+    def _affine_along(self, var: str) -> bool:
+        """Every load, guard and store of the block affine in ``var``."""
+        indices = [m.store for m in self.members] + \
+            [e for m in self.members for ld in loads(m.body) for e in (ld.index, *(g for g, _ in ld.guard))]
+        return all(e.is_affine_in(var) for e in indices)
 
     def _outer_lanes(self) -> int:
         itemsize = max(ITEMSIZE[m.buf.dtype] for m in self.members)
@@ -548,7 +561,7 @@ class BlockKernel:
         ``lane``'s point); or a load of its stored value when it is read back from memory."""
         name = ld.buffer
         if name in self.carried:
-            kind = access_kind(ld.index, vvar) if vector else "scalar"
+            kind = access_kind(ld.index, vvar, self.width) if vector else "scalar"
             if kind == "contiguous":
                 return f"stax::vload({name}_carried.get() + {ld.index})"
             element = f"{name}_carried[{ld.index}]"
@@ -578,10 +591,11 @@ class BlockKernel:
 
     def load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
         if ld.guard:  # padding: memory is read only where the guard holds
-            lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables()]  # tested lane by lane
-            points = [(e, n) for e, n in ld.guard if (e, n) not in lanes]  # the same for every lane
+            # tested lane by lane, or the same for every lane
+            lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables() and self.lane_step(e, vvar)]
+            points = [(e, n) for e, n in ld.guard if (e, n) not in lanes]
             if lanes:
-                tests = ", ".join(f"stax::LaneGuard{{{e}, {e.coeff(vvar)}, {n}}}" for e, n in lanes)
+                tests = ", ".join(f"stax::LaneGuard{{{e}, {self.lane_step(e, vvar)}, {n}}}" for e, n in lanes)
                 stride = self._vector_stride(ld, vvar)
                 inner = (f"stax::vload_guarded{f'<{stride}>' if stride > 1 else ''}({self._pointer(ld.buffer)} + "
                          f"{ld.index}, {literal(ld.other, ld.dtype, False)}, {{{tests}}})")
@@ -595,7 +609,7 @@ class BlockKernel:
         element = f"stax::count_load({ptr}, {ld.index}, {slot})" if self.counting else f"{ptr}[{ld.index}]"
         if not vector:
             return element
-        kind = access_kind(ld.index, vvar)
+        kind = access_kind(ld.index, vvar, self.width)
         if kind == "contiguous":
             return f"stax::count_vload({ptr} + {ld.index}, {slot})" if self.counting else f"stax::vload({ptr} + {ld.index})"
         if kind == "strided":

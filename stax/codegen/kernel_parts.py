@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 from ..dtypes import CPP_TYPE, ITEMSIZE
-from ..indexing import Index
+from ..indexing import Index, lane_step
 from ..ir import ComputedBuffer, Expr, Load
 from .exprs import PrintState, literal, reduction_identity
 
@@ -102,10 +102,11 @@ def guard_condition(guard: Sequence[tuple[Index, int]], ranges: dict[str, int]) 
     return " && ".join(tests) or "true"
 
 
-def access_kind(index: Index, var: str | None) -> str:
-    """How a vector along ``var`` reads ``index``: contiguous, invariant (broadcast) or strided."""
+def access_kind(index: Index, var: str | None, width: int | None = None) -> str:
+    """How a vector along ``var`` reads ``index``: contiguous, invariant (broadcast) or strided.
+    With ``width``, for a vector of that many lanes starting at a multiple of it, an index that
+    reads ``var`` through floor divisions and modulos is classified by its ``lane_step``."""
     if var is None or var not in index.variables():
         return "invariant"
-    if index.is_affine_in(var) and index.coeff(var) == 1:
-        return "contiguous"
-    return "strided"
+    step = index.coeff(var) if index.is_affine_in(var) else lane_step(index, var, width) if width else None
+    return "contiguous" if step == 1 else "invariant" if step == 0 else "strided"

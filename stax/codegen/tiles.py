@@ -48,19 +48,18 @@ class Tiles:
     def transposed_loads(self) -> list[Load] | None:
         """The loads a W x W tile transposes in registers (strided along the last outer variable,
         contiguous along the one before), or None when the block cannot run in such tiles."""
-        f = self.kernel.frame
-        u, v = f.outer_vars[-2], f.outer_vars[-1]
-        if min(f.outer[-2:]) < self.kernel.width or any(access_kind(m.store, v) != "contiguous" for m in self.kernel.members
-                                                   if not m.internal):
+        k, f = self.kernel, self.kernel.frame
+        u, v, w = f.outer_vars[-2], f.outer_vars[-1], k.width
+        if min(f.outer[-2:]) < w or any(access_kind(m.store, v, w) != "contiguous" for m in k.members if not m.internal):
             return None
         transposed = []
-        for m in self.kernel.members:
-            for ld in self.kernel.memory_loads(m):
-                if any({u, v} & e.variables() for e, _ in ld.guard):  # padding: scalar tiles test it per point
-                    return None
-                if access_kind(ld.index, v) != "strided":
+        for m in k.members:
+            for ld in k.memory_loads(m):
+                if any(k.lane_step(e, x) != 0 for e, _ in ld.guard for x in {u, v} & e.variables()):
+                    return None  # padding that differs between lanes: scalar tiles test it per point
+                if access_kind(ld.index, v, w) != "strided":
                     continue
-                if access_kind(ld.index, u) != "contiguous" or ld.dtype == "bool":
+                if access_kind(ld.index, u, w) != "contiguous" or ld.dtype == "bool":
                     return None
                 transposed.append(ld)
         return list(dict.fromkeys(transposed))

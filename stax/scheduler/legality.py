@@ -12,7 +12,8 @@
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old
   value against the in-place update of that input.
 - Extern calls never fuse.
-- Two reductions reading one buffer in crossed orders (a row and a column reduction of one
+- Two nodes running a reduction's inner loops (two reductions, or a reduction and a pointwise
+  node over its rows) that read one buffer in crossed orders (a row and a column walk of one
   tensor) over an innermost loop of at least ``VECTOR_LOOP_MIN`` do not fuse: no kernel form of
   8.3 vectorizes both, and their block would run scalar (the code generator's limit, which
   TorchInductor's CPU scheduling keeps the same way).
@@ -139,17 +140,18 @@ def _indices_in_frame(frame: Frame, writer: ComputedBuffer, reader: ComputedBuff
 
 
 def _read_orders_differ(a: ComputedBuffer, b: ComputedBuffer) -> str | None:
-    """A buffer two reductions both read, one contiguously along the common loop nest's innermost
-    loop and the other with a stride along it (a row reduction and a column reduction of one
-    tensor, as a layer norm's backward and its weight gradient): no vector loop serves both, so
-    their block would run scalar (seed 8.3's forms; TorchInductor's CPU scheduling keeps such
-    reductions apart too).  Only where the innermost loop is long enough to be the vector loop
-    (shorter ones, a convolution's taps, vectorize across neighbouring outputs instead).  The
-    buffer's name, or None."""
-    if not (a.reduction and b.reduction):
+    """A buffer two nodes running the common loop nest's inner loops both read, one contiguously
+    along the innermost loop and the other with a stride along it: a row reduction and a column
+    reduction of one tensor (a layer norm's backward and its weight gradient), or a column
+    reduction and a pointwise node whose rows the inner loop walks (the same weight gradient and
+    the input gradient of a transposed layout).  No vector loop serves both, so their block
+    would run scalar (seed 8.3's forms; TorchInductor's CPU scheduling keeps such nodes apart
+    too).  Only where the innermost loop is long enough to be the vector loop (shorter ones, a
+    convolution's taps, vectorize across neighbouring outputs instead).  The buffer's name, or None."""
+    if not (a.reduction or b.reduction):
         return None
     frame = make_frame([a, b])
-    if not frame.inner or frame.inner[-1] < VECTOR_LOOP_MIN:
+    if not frame.inner or frame.inner[-1] < VECTOR_LOOP_MIN or not (frame.uses_inner(a) and frame.uses_inner(b)):
         return None
     last, ranges = frame.inner_vars[-1], frame.var_ranges
     def kinds(node: ComputedBuffer, name: str) -> set[str]:
@@ -223,7 +225,7 @@ def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", 
         return reason
     if rule != "gpu" and (crossed := _read_orders_differ(a.buffer, b.buffer)):
         return (f"read_orders_differ: {a.name} and {b.name} read {crossed} along different innermost loops "
-                "(a row and a column reduction: no vector loop serves both)")
+                "(a row and a column walk of one tensor: no vector loop serves both)")
     for writer, reader in ((a, b), (b, a)):
         target = writer.buffer.aliases or writer.buffer_name
         if any(ld.buffer == target and ld.guard for ld in reader.buffer.reads()):

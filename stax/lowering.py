@@ -99,7 +99,24 @@ class Lowering:
                 if node.op in g.EXTERN_OPS:
                     must.update(node.inputs)
                     must.update(self._transposed_sources(node))
+                    must.update(filter(None, map(self._shared_reshape_source, node.inputs)))
         return must
+
+    def _shared_reshape_source(self, name: str) -> str | None:
+        """The view that a matmul operand (or its transpose) reshapes, when another node reads
+        the reshapes too (a weight gradient's operand and the bias gradient's sum over its rows):
+        stored at its own shape before that reader is lowered, so that the reader loads the
+        stored copy instead of computing the view's source again through the view's index (a
+        transposed read), and BLAS reads the reshape in place.  None for any other operand."""
+        node = self.graph.nodes[name]
+        chain = [node.inputs[0] if g.is_transpose(node) else name]
+        if self.graph.nodes[chain[0]].op != "reshape":
+            return None
+        while self.graph.nodes[chain[-1]].op == "reshape":
+            chain.append(self.graph.nodes[chain[-1]].inputs[0])
+        source = self.graph.nodes[chain[-1]]
+        shared = any(len(self.users[n]) > 1 for n in chain[:-1])
+        return source.name if shared and source.op in g.VIEW_OPS else None
 
     def _transposed_sources(self, node: g.Node) -> list[str]:
         """The computed values a matmul reads transposed (``mm(a, f(x).t())``): stored in their own
@@ -334,9 +351,10 @@ class Lowering:
                 for u in users)
 
     def _in_place_storage(self, value: TensorValue) -> tuple[TensorValue, bool] | None:
-        """The contiguous buffer that a view ``value`` reads element for element, or whose last two
-        dims it transposes (a matmul operand ``w.t()``), and whether it transposes; BLAS reads it
-        in place. None for any other view."""
+        """The contiguous buffer that a view ``value`` reads element for element (in any shape of
+        as many elements: a reshape), or whose last two dims it transposes (a matmul operand
+        ``w.t()``, or the transpose of a reshape), and whether it transposes; BLAS reads it in
+        place. None for any other view."""
         if value.buffer is not None or len(value.shape) < 2:
             return None
         probe, idx = self._probe(value)
@@ -347,8 +365,8 @@ class Lowering:
         for transposed in (True, False):
             shape = value.shape[:-2] + (value.shape[-1], value.shape[-2]) if transposed else value.shape
             order = idx[:-2] + [idx[-1], idx[-2]] if transposed else idx
-            if source is not None and source.shape == shape and not getattr(source, "aliases", None) and \
-                    not (isinstance(source, InputBuffer) and source.strides != contiguous_strides(shape)) and \
+            if source is not None and prod(source.shape) == prod(shape) and not getattr(source, "aliases", None) and \
+                    not (isinstance(source, InputBuffer) and source.strides != contiguous_strides(source.shape)) and \
                     probe.index == linear_index(order, contiguous_strides(shape)):
                 return self._buffer_value(probe.buffer, shape, value.dtype), transposed
         return None

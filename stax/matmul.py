@@ -97,6 +97,10 @@ def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
     batched = b.ndim == out.ndim >= 3 and a.ndim in (2, b.ndim) and a.shape[:-2] in ((), b.shape[:-2]) and \
         b.shape[:-2] == out.shape[:-2]
     m, k, n = left.shape[-2], left.shape[-1], out.shape[-1]
+    if out.size == 0 or k == 0:  # nothing to multiply (a BLAS refuses a leading dimension of 0)
+        if not accumulate:
+            out.fill(0)
+        return
     name = _GEMM_DTYPES.get(out.dtype)
     team = _team_gemm(name) if name else None
     if out.size * k < PARALLEL_MATMUL_MIN:

@@ -12,7 +12,7 @@ import pytest
 from stax import blas
 from stax.environment import blas_from_env
 from stax.errors import StaxError
-from stax.matmul import _SOURCE
+from stax.matmul import _SOURCE, parallel_matmul
 from stax.runtime import build, load, native_isa
 
 
@@ -61,3 +61,14 @@ def test_each_providers_gemm_computes_numpys_product(dtype):
                   ctypes.c_int(ta), ctypes.c_int(tb), ctypes.c_int(threads), real(0.0))
             np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4,
                                        err_msg=f"{gemm.provider} {m}x{k}x{n} {ta, tb}")
+
+
+@pytest.mark.parametrize("shapes", [((1, 0), (0, 1)), ((3, 0), (0, 4)), ((0, 5), (5, 2)), ((2, 3, 0), (2, 0, 6))])
+def test_products_with_nothing_to_multiply_give_numpys_zeros(shapes):
+    """A product over an empty inner dimension is zeros and an empty product has no elements,
+    on whichever BLAS is installed: MKL refuses a leading dimension of 0 (it printed an error
+    and left the output as it was, which the fuzzer found), so no gemm is called for them."""
+    a, b = (np.ones(s, np.float32) for s in shapes)
+    out = np.full(np.matmul(a, b).shape, np.nan, np.float32)
+    parallel_matmul(a, b, out, threads=1)
+    np.testing.assert_array_equal(out, np.matmul(a, b))

@@ -33,6 +33,8 @@ from stax.reference import evaluate
 from stax import runtime
 from stax.runtime import ISA_LEVELS, _cpu_flags, compile_flags
 
+from conftest import run_check
+
 DEFAULT = Tuning()
 SPLIT_ROWS = DEFAULT.split_min_rows  # a column reduction over this many rows or more may split
 HAS_AVX512 = {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= _cpu_flags()
@@ -658,6 +660,29 @@ def test_vectors_read_the_heads_of_attention_through_their_divisions(isa, check)
     assert _forms(both) == vector
 
 
+def test_register_tiles_take_the_outer_variable_the_transposed_reads_walk(isa, check):
+    """A permutation that also moves a dim shorter than a vector (a QKV gradient's ``(L, B, 3,
+    E)`` from ``(3, B, E, L)``): the transposed read is contiguous along ``L``, two loops above
+    the last one, and the dim before the last has 2 points.  The outer loops are reordered so
+    that ``L`` comes before the last one, and W x W register tiles take them (was scalar tiles)."""
+    k = sample((2, 4, 64, 48), seed=63)
+    compiled = check(lambda k: k.permute(3, 1, 0, 2) * 2, k)
+    assert _forms(compiled) == [{"none": "scalar", "avx2": "tiled-vector", "avx512": "tiled-vector"}[isa]]
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_permutations_with_short_dims_match_numpy(data):
+    """Random permutations of tensors mixing dims of 2 or 3 points with dims that hold vectors,
+    times two, at every vector level this CPU runs: whatever loop order, tile or vector form
+    the kernel takes (``Tiles.loop_order`` reorders the outer loops), numpy's result."""
+    shape = tuple(data.draw(st.lists(st.sampled_from([2, 3, 16, 24]), min_size=3, max_size=4), label="shape"))
+    order = tuple(data.draw(st.permutations(range(len(shape))), label="order"))
+    x = sample(shape, seed=64)
+    for isa in RUNNABLE_ISAS:
+        run_check(lambda t: t.permute(order) * 2, x, isa=isa, threads=data.draw(st.sampled_from([1, 2]), label="threads"))
+
+
 @pytest.mark.parametrize("stride, q, dtype", [(2, 21, "float32"), (3, 20, "float64"), (2, 8, "float32")])
 def test_interleaved_form_runs_the_phases_of_a_strided_input_gradient(isa, check, stride, q, dtype):
     """A stride-s convolution's input gradient reads its last variable v as v // s and v % s:
@@ -1193,6 +1218,23 @@ def test_a_transposed_matmul_operand_is_read_in_place(check):
     externs = [k.extern for k in compiled.block_kernels if k.extern]
     assert sorted(e["attrs"].get("transposed") for e in externs) == [(False, True), (True, False)], externs
     assert len(compiled.block_kernels) == 3, [k.nodes for k in compiled.block_kernels]
+
+
+def test_a_reshaped_matmul_operand_is_stored_before_its_other_readers(check):
+    """A weight gradient's operand ``x = f(a, b).permute(1, 0, 2).reshape(64, 64)``, whose
+    bias gradient ``x.sum(0)`` reads it too: the permute is stored once, at its own shape (BLAS
+    reads it reshaped in place), before the sum is lowered, so that the sum loads the stored
+    rows instead of computing ``f`` again through the permute (``b``'s transposed read)."""
+    def fn(a, b, w):
+        x = (a * 2 + b.transpose(-1, -2)).permute(1, 0, 2).reshape(64, 64)
+        return x.sum(0), x.t() @ w
+    a, b, w = sample((2, 64, 32), seed=65), sample((2, 32, 64), seed=66), sample((64, 16), seed=67)
+    compiled = check(fn, a, b, w, rtol=1e-5, atol=1e-5)
+    program = stax.lowering.lower(compiled.graph)
+    total = next(buf for buf in program.buffers if getattr(buf, "reduction", None) == "sum")
+    assert {ld.buffer for ld in stax.ir.loads(total.body)} == {"buf0"}, total.body
+    stored = next(buf for buf in program.buffers if buf.name == "buf0")
+    assert stored.shape == (64, 2, 32) and {ld.buffer for ld in stax.ir.loads(stored.body)} == {"arg0", "arg1"}
 
 
 def test_matmul_operands_read_through_two_views_and_computed_transposes(check):

@@ -116,6 +116,9 @@ class BlockKernel:
         self.carried = self.memory_read & internal  # kept in a kernel-local array
         self.scratch_rows = self._scratch_rows()
         self.scans = [m for m in self.members if m.buf.scan]
+        order = self.tiles.loop_order()
+        if order is not None:
+            self._reorder_outer(order)
         self.storage = dict(storage)  # extended by the outer-vector lanes' buffer names
         reads = [ld.buffer for m in self.members for ld in loads(m.body) if ld.buffer not in self.produced]
         writes = [storage.get(m.buf.name, m.buf.name) for m in self.members if not m.internal]
@@ -132,6 +135,17 @@ class BlockKernel:
         self.dtypes |= {storage.get(m.buf.name, m.buf.name): m.buf.dtype for m in self.members}
         self.streamed = self._streamed_outputs(reads)
         self.emit = Emission()  # the current generation's state (region_body)
+
+    def _reorder_outer(self, order: list[str]) -> None:
+        """Run the outer loops in ``order`` (a permutation of the outer variables): the frame's
+        variables renamed by position, in every member's body and store."""
+        f = self.frame
+        ranges = f.var_ranges
+        self.frame = replace(f, outer=tuple(ranges[x] for x in order))
+        renamed = {old: Index.var(new) for old, new in zip(order, self.frame.outer_vars)}
+        new_ranges = self.frame.var_ranges
+        self.members = [replace(m, body=substitute(m.body, renamed, new_ranges), store=m.store.subs(renamed, new_ranges))
+                        for m in self.members]
 
     # --- access classification ----------------------------------------------------------------
     def _memory_reads(self) -> tuple[set[str], str | None]:

@@ -45,12 +45,14 @@ class Tiles:
             return lines
         return self.kernel.nest(outer_vars, tile_ranges, depth, body)
 
-    def transposed_loads(self) -> list[Load] | None:
-        """The loads a W x W tile transposes in registers (strided along the last outer variable,
-        contiguous along the one before), or None when the block cannot run in such tiles."""
+    def transposed_loads(self, u: str | None = None) -> list[Load] | None:
+        """The loads a W x W tile transposes in registers (strided along the last outer variable
+        ``v``, contiguous along ``u``, by default the one before it), or None when the block
+        cannot run in such tiles."""
         k, f = self.kernel, self.kernel.frame
-        u, v, w = f.outer_vars[-2], f.outer_vars[-1], k.width
-        if min(f.outer[-2:]) < w or any(access_kind(m.store, v, w) != "contiguous" for m in k.members if not m.internal):
+        u, v, w = u or f.outer_vars[-2], f.outer_vars[-1], k.width
+        if min(f.var_ranges[u], f.outer[-1]) < w or \
+                any(access_kind(m.store, v, w) != "contiguous" for m in k.members if not m.internal):
             return None
         transposed = []
         for m in k.members:
@@ -63,6 +65,21 @@ class Tiles:
                     return None
                 transposed.append(ld)
         return list(dict.fromkeys(transposed))
+
+    def loop_order(self) -> list[str] | None:
+        """The outer variables in an order whose last two a W x W tile can take, when the
+        transposed reads are contiguous along an outer variable other than the one before the last
+        (a permutation that moves a dim shorter than a vector: a QKV gradient's ``(L, B, 3, E)``
+        read from ``(3, L, B, E)``): that variable moved before the last one (a pointwise
+        block's points run in any order).  None when the order as it is serves, or none does."""
+        k, f = self.kernel, self.kernel.frame
+        if f.inner or f.dims or len(f.outer) < 3 or k.width == 1 or k.counting or k.sequential_reason or \
+                k.vectorizable(f.outer_vars[-1], k.members, with_store=True) or self.transposed_loads() is not None:
+            return None
+        for u in reversed(f.outer_vars[:-2]):
+            if self.transposed_loads(u) is not None:
+                return [x for x in f.outer_vars[:-1] if x != u] + [u, f.outer_vars[-1]]
+        return None
 
     def tiled_vector(self, depth: int) -> list[str]:
         """W x W tiles of the two innermost outer loops (8.2) whose transposed reads are W vector

@@ -31,10 +31,11 @@ from typing import Callable, Sequence
 
 from . import graph as g
 from .errors import UnsupportedError
-from .indexing import Index, contiguous_strides, floordiv, linear_index, mod
+from .indexing import Index, contiguous_strides, floordiv, lane_step, linear_index, mod
 from .ir import (Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads,
                  reduction_identity, walk)
 from .matmul_sums import fold_matmul_sums
+from .scheduler.legality import VECTOR_LOOP_MIN
 from .simplify import simplify
 from .variance import one_pass_variances
 
@@ -151,6 +152,19 @@ class Lowering:
         return any(isinstance(e, Load) and any(not isinstance(atom, str) for guard, _ in e.guard for atom, _ in guard.terms)
                    for e in walk(expr))
 
+    def _reads_crossed_layouts(self, value: TensorValue) -> bool:
+        """Whether the value reads one source along its last dim and another across it (a
+        residual sum of a row-major tensor and a transposed one: an MLP-Mixer's token mixing
+        added back), over a last dim that holds a vector: every loop that inlines it walks one
+        of the two with a stride, and runs scalar."""
+        if not value.shape or value.shape[-1] < VECTOR_LOOP_MIN:
+            return False
+        expr, idx = self._probe(value)
+        last = str(idx[-1])
+        steps = {lane_step(e.index, last, VECTOR_LOOP_MIN) for e in walk(expr)
+                 if isinstance(e, Load) and e.dtype != "bool" and last in e.index.variables()}
+        return 1 in steps and bool(steps - {0, 1})
+
     def _should_materialize(self, node: g.Node, value: TensorValue) -> bool:
         if node.op not in g.ELEMENTWISE_OPS or value.buffer is not None:
             return False
@@ -162,8 +176,8 @@ class Lowering:
                 len(ops) * (self._replication(node.name) - 1) > self.cost_model.max_recomputed_ops:
             return True
         shared = len(self._effective_users(node.name)) >= 2
-        if shared and self._reads_interior_padding(node, value):  # computed once, its users vectorize
-            return True
+        if shared and (self._reads_interior_padding(node, value) or self._reads_crossed_layouts(value)):
+            return True  # computed once, its users vectorize
         expensive = any(e.name in EXPENSIVE_OPS for e in ops)
         return self.cost_model.materialize_shared_expensive and expensive and shared
 

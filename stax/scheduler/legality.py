@@ -17,6 +17,9 @@
   tensor) over an innermost loop of at least ``VECTOR_LOOP_MIN`` do not fuse: no kernel form of
   8.3 vectorizes both, and their block would run scalar (the code generator's limit, which
   TorchInductor's CPU scheduling keeps the same way).
+- A pointwise node that reads some buffers along that innermost loop and others across it does
+  not fuse with a reduction either: alone it runs in register tiles (8.2), which a reduction's
+  loop nest does not have (``needs_tiles``).
 - A node that reads a buffer through a guarded load (padding) does not fuse with its producer:
   the guard reaches points of the padded frame where the producer computes nothing.
 - Scans (seed 7.7) share a kernel only with pointwise nodes and scans of their shape (and the
@@ -139,6 +142,24 @@ def _indices_in_frame(frame: Frame, writer: ComputedBuffer, reader: ComputedBuff
     return write, [ld.index.subs(reader_map, ranges) for ld in reader.reads() if ld.buffer == buffer]
 
 
+def _inner_frame(a: ComputedBuffer, b: ComputedBuffer) -> Frame | None:
+    """The pair's common loop nest when both run its inner loops and the innermost one is long
+    enough to be the vector loop (shorter ones, a convolution's taps, vectorize across
+    neighbouring outputs instead), else None."""
+    frame = make_frame([a, b])
+    if not frame.inner or frame.inner[-1] < VECTOR_LOOP_MIN or not (frame.uses_inner(a) and frame.uses_inner(b)):
+        return None
+    return frame
+
+
+def _read_kinds(frame: Frame, node: ComputedBuffer, name: str | None = None) -> set[str]:
+    """How ``node`` reads ``name`` (every buffer when None) along the frame's innermost loop."""
+    last, ranges, mapping = frame.inner_vars[-1], frame.var_ranges, frame.mapping(node)
+    indices = [ld.index.subs(mapping, ranges) for ld in node.reads() if name in (None, ld.buffer)]
+    return {"invariant" if last not in i.variables() else
+            "contiguous" if i.is_affine_in(last) and i.coeff(last) == 1 else "strided" for i in indices}
+
+
 def _read_orders_differ(a: ComputedBuffer, b: ComputedBuffer) -> str | None:
     """A buffer two nodes running the common loop nest's inner loops both read, one contiguously
     along the innermost loop and the other with a stride along it: a row reduction and a column
@@ -146,24 +167,24 @@ def _read_orders_differ(a: ComputedBuffer, b: ComputedBuffer) -> str | None:
     reduction and a pointwise node whose rows the inner loop walks (the same weight gradient and
     the input gradient of a transposed layout).  No vector loop serves both, so their block
     would run scalar (seed 8.3's forms; TorchInductor's CPU scheduling keeps such nodes apart
-    too).  Only where the innermost loop is long enough to be the vector loop (shorter ones, a
-    convolution's taps, vectorize across neighbouring outputs instead).  The buffer's name, or None."""
-    if not (a.reduction or b.reduction):
+    too).  The buffer's name, or None."""
+    if not (a.reduction or b.reduction) or (frame := _inner_frame(a, b)) is None:
         return None
-    frame = make_frame([a, b])
-    if not frame.inner or frame.inner[-1] < VECTOR_LOOP_MIN or not (frame.uses_inner(a) and frame.uses_inner(b)):
-        return None
-    last, ranges = frame.inner_vars[-1], frame.var_ranges
-    def kinds(node: ComputedBuffer, name: str) -> set[str]:
-        mapping = frame.mapping(node)
-        indices = [ld.index.subs(mapping, ranges) for ld in node.reads() if ld.buffer == name]
-        return {"invariant" if last not in i.variables() else
-                "contiguous" if i.is_affine_in(last) and i.coeff(last) == 1 else "strided" for i in indices}
     for name in sorted({ld.buffer for ld in a.reads()} & {ld.buffer for ld in b.reads()}):
-        first, second = kinds(a, name), kinds(b, name)
+        first, second = _read_kinds(frame, a, name), _read_kinds(frame, b, name)
         if "contiguous" in first and "strided" in second or "strided" in first and "contiguous" in second:
             return name
     return None
+
+
+def _needs_tiles(a: ComputedBuffer, b: ComputedBuffer) -> bool:
+    """A (reduction, pointwise) pair whose pointwise node, in their common loop nest, reads some
+    buffers along the innermost loop and others across it (a residual sum of a tensor and a
+    transposed one): alone it runs in register tiles (8.2), which a reduction's loop nest does
+    not have, so their block would run scalar."""
+    if bool(a.reduction) == bool(b.reduction) or (frame := _inner_frame(a, b)) is None:
+        return False
+    return {"contiguous", "strided"} <= _read_kinds(frame, b if a.reduction else a)
 
 
 def _same_index_in_frame(writer: ComputedBuffer, reader: ComputedBuffer, buffer: str) -> bool:
@@ -226,6 +247,10 @@ def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", 
     if rule != "gpu" and (crossed := _read_orders_differ(a.buffer, b.buffer)):
         return (f"read_orders_differ: {a.name} and {b.name} read {crossed} along different innermost loops "
                 "(a row and a column walk of one tensor: no vector loop serves both)")
+    if rule != "gpu" and _needs_tiles(a.buffer, b.buffer):
+        tiled = b.name if a.buffer.reduction else a.name
+        return (f"needs_tiles: {tiled} reads along and across the innermost loop of {a.name} and {b.name}'s loop "
+                "nest (register tiles vectorize it alone; a reduction's loop nest has none)")
     for writer, reader in ((a, b), (b, a)):
         target = writer.buffer.aliases or writer.buffer_name
         if any(ld.buffer == target and ld.guard for ld in reader.buffer.reads()):

@@ -158,10 +158,11 @@ class Index:
 def lane_step(index: Index, var: str, width: int) -> int | None:
     """The step between neighbouring lanes of a vector of ``width`` lanes along ``var`` whose
     first lane is a multiple of ``width``: ``index(v0 + l) == index(v0) + step * l`` for every
-    lane ``l < width`` and any values of the other variables, or None when no step does.  A
-    floor division or modulo by ``d`` of a term stepping by ``s`` keeps one step when
-    ``s * width`` divides both ``d`` and the term's first lane, so that no lane crosses a
-    multiple of ``d``: the heads of a multi-head reshape read as ``v // 64`` and ``v % 64``.
+    lane ``l < width`` and any values of the other variables (an affine index: its coefficient of
+    ``var``), or None when no step does.  A floor division or modulo by ``d`` of a term stepping
+    by ``s`` keeps one step when ``s * width`` divides both ``d`` and the term's first lane, so
+    that no lane crosses a multiple of ``d``: the heads of a multi-head reshape read as
+    ``v // 64`` and ``v % 64``.
 
         >>> v = Index.var("v")
         >>> lane_step(mod(v, 64, {"v": 256}) + floordiv(v, 64, {"v": 256}) * 4096, "v", 16)

@@ -198,19 +198,14 @@ class BlockKernel:
             return 0 if kind == "invariant" else 1
         if self.counting or ld.dtype == "bool":
             return None
-        stride = self.lane_step(ld.index, var)
+        stride = lane_step(ld.index, var, self.width)
         return stride if stride is not None and 2 <= stride <= self.tuning.max_vector_stride else None
-
-    def lane_step(self, index: Index, var: str) -> int | None:
-        """How far ``index`` moves from one lane of a vector along ``var`` to the next (its
-        coefficient, or ``indexing.lane_step`` where it reads ``var`` through a division)."""
-        return index.coeff(var) if index.is_affine_in(var) else lane_step(index, var, self.width)
 
     def _lane_guards(self, ld: Load, var: str) -> bool:
         """Whether a vector along ``var`` can test ``ld``'s guards: each guard the same for every
         lane, or stepping along the lanes while the load advances along them (padding read by
         ``stax::vload_guarded``).  The counting build reads guarded elements one at a time."""
-        steps = [self.lane_step(e, var) for e, _ in ld.guard if var in e.variables()]
+        steps = [lane_step(e, var, self.width) for e, _ in ld.guard if var in e.variables()]
         if None in steps:
             return False
         return not any(steps) or not self.counting and ld.dtype != "bool" and bool(self._vector_stride(ld, var))
@@ -606,10 +601,10 @@ class BlockKernel:
     def load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
         if ld.guard:  # padding: memory is read only where the guard holds
             # tested lane by lane, or the same for every lane
-            lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables() and self.lane_step(e, vvar)]
+            lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables() and lane_step(e, vvar, self.width)]
             points = [(e, n) for e, n in ld.guard if (e, n) not in lanes]
             if lanes:
-                tests = ", ".join(f"stax::LaneGuard{{{e}, {self.lane_step(e, vvar)}, {n}}}" for e, n in lanes)
+                tests = ", ".join(f"stax::LaneGuard{{{e}, {lane_step(e, vvar, self.width)}, {n}}}" for e, n in lanes)
                 stride = self._vector_stride(ld, vvar)
                 inner = (f"stax::vload_guarded{f'<{stride}>' if stride > 1 else ''}({self._pointer(ld.buffer)} + "
                          f"{ld.index}, {literal(ld.other, ld.dtype, False)}, {{{tests}}})")

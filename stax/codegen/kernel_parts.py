@@ -108,5 +108,8 @@ def access_kind(index: Index, var: str | None, width: int | None = None) -> str:
     reads ``var`` through floor divisions and modulos is classified by its ``lane_step``."""
     if var is None or var not in index.variables():
         return "invariant"
-    step = index.coeff(var) if index.is_affine_in(var) else lane_step(index, var, width) if width else None
+    if width:
+        step = lane_step(index, var, width)
+    else:
+        step = index.coeff(var) if index.is_affine_in(var) else None
     return "contiguous" if step == 1 else "invariant" if step == 0 else "strided"

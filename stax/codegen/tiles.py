@@ -9,6 +9,7 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from ..dtypes import ITEMSIZE
+from ..indexing import lane_step
 from ..ir import Load
 from .exprs import lane_type
 from .kernel_parts import access_kind, with_line_head
@@ -57,7 +58,7 @@ class Tiles:
         transposed = []
         for m in k.members:
             for ld in k.memory_loads(m):
-                if any(k.lane_step(e, x) != 0 for e, _ in ld.guard for x in {u, v} & e.variables()):
+                if any(lane_step(e, x, w) != 0 for e, _ in ld.guard for x in {u, v} & e.variables()):
                     return None  # padding that differs between lanes: scalar tiles test it per point
                 if access_kind(ld.index, v, w) != "strided":
                     continue

@@ -212,6 +212,14 @@ def test_a_float_an_integer_cannot_hold_casts_to_its_minimum(isa, check, dtype):
         check(lambda a: (a.int(), a.long(), a + a.int(), a + a.long()), x)
 
 
+def test_a_negative_fraction_cast_to_an_integer_and_back_is_a_positive_zero(isa, check):
+    """An integer has no negative zero: ``x.long().float()`` of -0.3 is +0.0, so dividing by it
+    gives +inf.  The compiler folds ``float(int64(x))`` into ``trunc(x)``, which is -0.0."""
+    x = np.resize(np.array([-0.3, -0.9, 0.4, -1.5, 2.0, -0.0], np.float32), (3, 37))
+    with np.errstate(divide="ignore"):
+        check(lambda a: (1 / a.long().float(), 1 / a.int().double(), 2.0 / a.long()), x)
+
+
 def test_method_aliases_compositions_and_inplace_variants(isa, check):
     """The torch spellings that the front end composes from the core ops, and every in-place form."""
     def fn(x, y, m, a, b, u, v, w):

@@ -20,6 +20,8 @@
 #include <vector>
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 #ifndef STAX_W
@@ -432,10 +434,21 @@ template <typename T> inline T logical_xor(T a, T b) { return a ^ b; }
 // --- casts -----------------------------------------------------------------------------------------
 // A float cast to an integer type it does not fit (NaN, +-inf, out of range) is undefined in C++,
 // and the compiler may fold float(int(x)) into trunc(x), which keeps NaN; such lanes get the
-// type's minimum, x86's conversion result that numpy's astype gives too.
+// type's minimum, x86's conversion result that numpy's astype gives too.  A scalar cast to int32 or
+// int64 is the SSE conversion itself, which gives that minimum and which gcc does not fold with a
+// cast back into trunc(x): float(int(-0.3)) would be -0.0, where an integer has no sign of zero.
 template <typename To, typename From>
 inline constexpr bool float_to_int = std::is_floating_point_v<From> && std::is_integral_v<To> && !std::is_same_v<To, bool>;
 template <typename To, typename From> inline To cast(From x) {
+#ifdef __SSE2__
+  if constexpr (float_to_int<To, From> && sizeof(To) == 8) {
+    if constexpr (std::is_same_v<From, float>) return _mm_cvttss_si64(_mm_set_ss(x));
+    else return _mm_cvttsd_si64(_mm_set_sd(double(x)));
+  } else if constexpr (float_to_int<To, From> && sizeof(To) == 4) {
+    if constexpr (std::is_same_v<From, float>) return _mm_cvttss_si32(_mm_set_ss(x));
+    else return _mm_cvttsd_si32(_mm_set_sd(double(x)));
+  } else
+#endif
   if constexpr (float_to_int<To, From>) {
     constexpr From low = From(std::numeric_limits<To>::min());  // -2^(bits - 1), exact
     return x >= low && x < -low ? static_cast<To>(x) : std::numeric_limits<To>::min();

@@ -276,15 +276,24 @@ extern "C" void stax_narrow_gemm_bt(const float* a, const float* b, float* c, in
 
 
 @functools.cache
+@functools.cache
 def _entries(isa: Isa) -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
+    """The plain and the weight-gradient entry points built for ``isa``, typed so that a call
+    passes plain ints (which ctypes converts fastest)."""
     library = load(build(_SOURCE, isa))
-    for entry in (library.stax_narrow_gemm, library.stax_narrow_gemm_bt):
+    plain, by_transpose = library.stax_narrow_gemm, library.stax_narrow_gemm_bt
+    for entry, sizes in ((plain, 4), (by_transpose, 3)):
         entry.restype = None
-    return library.stax_narrow_gemm, library.stax_narrow_gemm_bt
+        entry.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * sizes + [ctypes.c_int] * 2
+    return plain, by_transpose
+
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 def _plain(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
-    return all(x.dtype == np.float32 and x.flags.c_contiguous for x in (a, b, out)) and native_isa().width >= MIN_LANES
+    return a.dtype is b.dtype is out.dtype is _FLOAT32 and a.flags.c_contiguous and b.flags.c_contiguous and \
+        out.flags.c_contiguous and native_isa().width >= MIN_LANES
 
 
 def applies(a: np.ndarray, b: np.ndarray, out: np.ndarray, transposed: tuple[bool, bool]) -> bool:
@@ -311,12 +320,9 @@ def narrow_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int, t
     the long rows of ``b`` are then the rows the kernel reads in place, and ``a.T`` (a few
     vectors wide) the matrix it streams."""
     plain, by_transpose = _entries(isa or native_isa())
-    m, k = a.shape
-    batch = 1 if transposed[1] else math.prod(out.shape[:-2])
-    pointers = [ctypes.c_void_p(x.ctypes.data) for x in (a, b, out)]
-    sizes = [ctypes.c_int64(m), ctypes.c_int64(out.shape[-1]), ctypes.c_int64(k)]
-    flags = [ctypes.c_int(threads), ctypes.c_int(accumulate)]
+    m, k, n = a.shape[0], a.shape[1], out.shape[-1]
     if transposed[1]:
-        by_transpose(*pointers, *sizes, *flags)
+        by_transpose(a.ctypes.data, b.ctypes.data, out.ctypes.data, m, n, k, threads, int(accumulate))
     else:
-        plain(*pointers, ctypes.c_int64(batch), *sizes, *flags)
+        plain(a.ctypes.data, b.ctypes.data, out.ctypes.data, math.prod(out.shape[:-2]), m, n, k, threads,
+              int(accumulate))

@@ -74,7 +74,13 @@ def runs_here(isa: Isa) -> bool:
 
 def native_isa() -> Isa:
     """The widest level this CPU supports."""
-    return next(isa for isa in ISA_LEVELS.values() if runs_here(isa))
+    return _widest_level(_cpu_flags())
+
+
+@functools.cache
+def _widest_level(flags: frozenset[str]) -> Isa:
+    """The widest level CPU ``flags`` run (the extern matmuls ask on every call: cached)."""
+    return next(isa for isa in ISA_LEVELS.values() if LEVEL_FLAGS.get(isa.name, frozenset()) <= flags)
 
 
 def isa_level(name: str, setting: str) -> Isa:

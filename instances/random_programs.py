@@ -9,16 +9,18 @@ so a program round-trips through JSON (regression files) and a shrinker can drop
 arguments among the live proxy tensors, tries it, and keeps it only if the front end accepts it
 (so every program is valid by construction, whatever the mix of dtypes, broadcasting, views
 and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and promotion,
-broadcasting, transposes, permutes, reshapes, slices, selects and expands, interleaving, constant padding
-(guarded loads) and reflect, replicate and circular padding, concatenation, sliding windows and flips,
-indexing by tensors (gather, scatter, scatter_add, scatter_reduce, index_select, slice_scatter),
-reductions (variances, norms, log-sum-exp too) over one dim, several dims or all, with and without
-``keepdim``, argmax, argmin and ``max(dim)``'s indices, casts, comparisons and ``where``, constant
-powers (stax.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``,
-integer ``//`` and truncating division (division by zero included), in-place updates of inputs and intermediates,
-``matmul`` (an extern kernel) and sums of matmuls (one accumulating extern, stax.matmul_sums), shared subexpressions, several outputs (also inputs and repeated values), odd sizes for vector
-tails, sizes 0 and 1, and now and then a long first dim.  Inputs may be contiguous, transposed,
-flipped, strided or broadcast.
+broadcasting, transposes, permutes, reshapes (attention's heads split off a long row and merged
+back too), slices, selects and expands, interleaving, constant padding (guarded loads) and
+reflect, replicate and circular padding, concatenation, sliding windows and flips, indexing by
+tensors (gather, scatter, scatter_add, scatter_reduce, index_select, slice_scatter), reductions
+(variances, norms, log-sum-exp too) over one dim, several dims or all, with and without
+``keepdim``, argmax, argmin and ``max(dim)``'s indices, casts, comparisons and ``where``,
+constant powers (stax.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``, integer
+``//`` and truncating division (division by zero included), in-place updates of inputs and
+intermediates, ``matmul`` (an extern kernel) and sums of matmuls (one accumulating extern,
+stax.matmul_sums), shared subexpressions, several outputs (also inputs and repeated values), odd
+sizes for vector tails, sizes 0 and 1, and now and then a long first dim.  Inputs may be
+contiguous, transposed, flipped, strided or broadcast.
 
     >>> program = generate(5)
     >>> graph = program.trace(seed=0)  # traced on program.arrays(0)
@@ -43,6 +45,10 @@ DIMS = (1, 2, 3, 5, 7, 8, 9, 16, 17, 33)
 #: a first dim this long now and then: reductions over it run as split reductions
 #: (``stax.Tuning.split_min_rows`` rows or more)
 TALL = 300
+#: now and then a last dim this long: rows of several attention heads, when the ops drawn from
+#: include HEAD_OPS
+HEADS_ROW = (32, 48, 64)
+HEAD_OPS = ("heads", "merge_heads", "head_softmax")
 LAYOUTS = ("c", "c", "c", "t", "flip", "step", "bcast")
 
 
@@ -159,6 +165,28 @@ def _merge(x: stax.Tensor, dim: int) -> stax.Tensor:
         raise StaxError("merge needs two dims")
     d = dim % (x.ndim - 1)
     return x.reshape(x.shape[:d] + (x.shape[d] * x.shape[d + 1],) + x.shape[d + 2:])
+
+
+def _heads(x: stax.Tensor, size: int) -> stax.Tensor:
+    """Attention's split into heads: the last dim as (heads, ``size``), the heads moved before the
+    rows, ``(..., r, h * size) -> (..., h, r, size)``."""
+    if x.ndim < 2 or x.shape[-1] % size or x.shape[-1] < 2 * size:
+        raise StaxError(f"heads: the last dim of {x.shape} is not two or more heads of {size}")
+    return x.reshape(x.shape[:-1] + (x.shape[-1] // size, size)).transpose(-2, -3)
+
+
+def _head_size(rng: random.Random, args: list) -> tuple:
+    """A head size of 8 or 16 that splits the last dim into two or more heads, when one does."""
+    last = args[0].shape[-1] if args[0].ndim else 1
+    return (rng.choice([size for size in (8, 16) if last % size == 0 and last >= 2 * size] or [8]),)
+
+
+def _merge_heads(x: stax.Tensor) -> stax.Tensor:
+    """The heads put back into rows, ``(..., h, r, d) -> (..., r, h * d)``: a reshape of a
+    transposed view, read through divisions and modulos of the last index."""
+    if x.ndim < 3:
+        raise StaxError("merge_heads needs three dims")
+    return x.transpose(-2, -3).reshape(x.shape[:-3] + (x.shape[-2], x.shape[-3] * x.shape[-1]))
 
 
 def _interleave(x: stax.Tensor, y: stax.Tensor, phases: int) -> stax.Tensor:
@@ -312,6 +340,9 @@ OPS: dict[str, Op] = {
     "flip": Op(1, lambda x, dim: x.flip(dim), _one_dim(), weight=0.3),
     "cat": Op(2, lambda x, y, dim: nn.cat([x, y], dim), _one_dim(), weight=0.5),
     "interleave": Op(2, _interleave, _choice(2, 3), weight=1.2),
+    "heads": Op(1, _heads, _head_size, weight=2.0),
+    "merge_heads": Op(1, _merge_heads, weight=1.0),
+    "head_softmax": Op(1, lambda x, size: _merge_heads(_heads(x.float(), size).softmax(-1)), _head_size, weight=2.0),
     "gather": Op(2, _gather, _one_dim(), weight=0.3),
     "scatter": Op(3, _scatter, lambda rng, args: (*_one_dim()(rng, args), False), weight=0.2),
     "scatter_add": Op(3, _scatter, lambda rng, args: (*_one_dim()(rng, args), True), weight=0.2),
@@ -416,13 +447,15 @@ class FuzzProgram:
 
 # --- generation -------------------------------------------------------------------------------------
 
-def _draw_inputs(rng: random.Random) -> tuple[Input, ...]:
+def _draw_inputs(rng: random.Random, heads_rows: bool) -> tuple[Input, ...]:
     rank = rng.choice((0, 1, 1, 2, 2, 2, 3, 3))
     full = [rng.choice(DIMS) for _ in range(rank)]
     if full and rng.random() < 0.05:
         full[rng.randrange(rank)] = 0
     elif full and rng.random() < 0.1:
         full[0] = TALL
+    elif heads_rows and len(full) >= 2 and rng.random() < 0.2:
+        full[-1] = rng.choice(HEADS_ROW)
     shapes = [tuple(full)]
     for _ in range(rng.choice((0, 1, 1, 2))):
         kind = rng.random()
@@ -482,18 +515,19 @@ class _Walk:
 
 #: ops whose results are well defined and finite for any input: no integer division (a zero
 #: divisor raises), no mean or log-sum-exp (NaN and -inf over an empty tensor), no tensor power;
-#: scatter_reduce, matmul_sum and interleave are left out so that the sweeps' programs of a seed
-#: stay the ones measured
+#: scatter_reduce, matmul_sum, interleave and the head ops are left out so that the sweeps'
+#: programs of a seed stay the ones measured
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
-                                                        "scatter_reduce", "matmul_sum", "interleave"))
+                                                        "scatter_reduce", "matmul_sum", "interleave", *HEAD_OPS))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:
     """A random valid program drawing from ``ops`` (default: all of :data:`OPS`); the same seed
     always gives the same program."""
     rng = random.Random(seed)
-    inputs = _draw_inputs(rng)
-    walk = _Walk(rng, inputs, max_steps, ops or tuple(OPS))
+    ops = ops or tuple(OPS)
+    inputs = _draw_inputs(rng, heads_rows=any(op in HEAD_OPS for op in ops))
+    walk = _Walk(rng, inputs, max_steps, ops)
     specs = [stax.TensorSpec(i.shape, i.dtype) for i in inputs]
     stax.trace(walk, *specs)
     return FuzzProgram(inputs, tuple(walk.steps), walk.outputs)

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
-from .codegen.entry import compiled_call_kinds, compiled_call_source, python_entry_points
+from .codegen.entry import compiled_call_plan, compiled_call_source, python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from .codegen.tuning import Tuning
 from .environment import caching_allocator_from_env, isa_from_env, threads_from_env
@@ -343,11 +343,12 @@ def build(sched: Schedule) -> CompiledFunction:
                for a, b in spans]
     meta = buffer_meta(program, sched.order_problem)
     plan = WrapperPlan(program.inputs, kernels, spans, meta, program.outputs, sched.parameters, set(program.mutations))
-    kinds = compiled_call_kinds(plan, memory)
-    source = translation_unit(kernels, graph_call=None if kinds is None else compiled_call_source(plan, memory, kinds))
+    call_plan = compiled_call_plan(plan, memory)
+    source = translation_unit(kernels, graph_call=None if call_plan is None else
+                              compiled_call_source(plan, memory, call_plan))
     isa = ISA_LEVELS[sched.options.isa]
     library_path = build_library(source, isa)
-    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), kinds,
+    wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), call_plan,
                                                allocator if sched.options.caching_allocator else NO_CACHING)
     if not runs_here(isa):
         call = _refusing_call(isa)

@@ -14,8 +14,10 @@ adds several products into one output, each gemm after the first accumulating in
 from __future__ import annotations
 
 import ctypes
+import enum
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,54 +83,132 @@ def _team_gemm(dtype: str) -> tuple[ctypes._CFuncPtr, int] | None:
     return entry, found.address
 
 
-#: the dtypes with a team gemm, by the dtype object (its name is slow to compute on every call)
-_GEMM_DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+#: the dtypes with a gemm (``stax.blas``) ...
+GEMM_DTYPES = ("float32", "float64")
+#: ... by the dtype object (its name is slow to compute on every call)
+_GEMM_DTYPES = {np.dtype(name): name for name in GEMM_DTYPES}
+
+
+class Route(enum.Enum):
+    """Which code computes a product (``plan_product``)."""
+
+    EMPTY = "empty"  # nothing to multiply: the output is zeroed (or left, when accumulating)
+    NARROW = "narrow"  # stax.narrow_gemm's kernel
+    NARROW_GRADIENT = "narrow_gradient"  # ... its weight-gradient entry (b read transposed)
+    TEAM = "team"  # the BLAS gemm from every thread of the OpenMP team
+    NUMPY = "numpy"  # np.matmul on one BLAS thread (no CBLAS gemm, a broadcast batch, another layout)
+
+
+@dataclass(frozen=True)
+class Product:
+    """How ``out = a @ b`` (``out += a @ b`` when ``accumulate``) runs: the decision
+    ``parallel_matmul`` takes from the operands' shapes, dtypes and layouts, which a compiled
+    call takes once, when it is generated, and replays (codegen/entry.py)."""
+
+    route: Route
+    dtype: str
+    batch: int
+    m: int
+    n: int
+    k: int
+    a_step: int  # elements between the batch's matrices of a (0: one matrix for all)
+    b_step: int
+    transposed: tuple[bool, bool]
+    threads: int
+    accumulate: bool
+
+    def addresses(self) -> tuple[int, ...]:
+        """The entry points a compiled call calls: the narrow kernel's, or the team entry's and
+        the BLAS gemm it calls."""
+        if self.route in (Route.NARROW, Route.NARROW_GRADIENT):
+            return (narrow_gemm.entry_address(self.route is Route.NARROW_GRADIENT),)
+        if self.route is Route.TEAM:
+            entry, gemm = _team_gemm(self.dtype)
+            return ctypes.cast(entry, ctypes.c_void_p).value, gemm
+        return ()
+
+
+@functools.lru_cache(maxsize=4096)
+def plan_product(a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: tuple[int, ...], dtype: str | None,
+                 contiguous: bool, threads: int, transposed: tuple[bool, bool] = (False, False),
+                 accumulate: bool = False) -> Product:
+    """The product of operands of these shapes into ``out_shape``: ``dtype`` is the dtype of all
+    three (None when they differ), ``contiguous`` whether all three are C-contiguous; a
+    ``transposed`` operand holds its matrix transposed (``w`` for ``x @ w.t()``).  The team
+    gemm takes ``b`` one matrix or of ``out``'s batch, and ``a`` of that batch too or one matrix
+    broadcast over it (a convolution's weight times each image's columns)."""
+    (m, k), n = ((a_shape[-1], a_shape[-2]) if transposed[0] else a_shape[-2:]), out_shape[-1]
+    flat = len(a_shape) == len(b_shape) == 2
+    batched = len(b_shape) == len(out_shape) >= 3 and len(a_shape) in (2, len(b_shape)) and \
+        a_shape[:-2] in ((), b_shape[:-2]) and b_shape[:-2] == out_shape[:-2]
+    batch = 1 if flat else math.prod(out_shape[:-2])
+    if math.prod(out_shape) * k < PARALLEL_MATMUL_MIN:
+        threads = 1
+    a_step, b_step = (0 if flat or len(a_shape) == 2 else m * k), (0 if flat else k * n)
+    if math.prod(out_shape) == 0 or k == 0:  # nothing to multiply (a BLAS refuses a leading dimension of 0)
+        route = Route.EMPTY
+    elif dtype == "float32" and contiguous and narrow_gemm.fits(a_shape, b_shape, out_shape, transposed):
+        route, batch = (Route.NARROW_GRADIENT, 1) if transposed[1] else (Route.NARROW, batch)
+    elif dtype is None or not contiguous or not (flat or batched) or _team_gemm(dtype) is None:
+        route = Route.NUMPY
+    else:
+        route = Route.TEAM
+    return Product(route, dtype or "", batch, m, n, k, a_step, b_step, transposed, threads, accumulate)
+
+
+def run_product(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``product`` on these operands (of the shapes it was planned for)."""
+    route = product.route
+    if route is Route.NARROW or route is Route.NARROW_GRADIENT:
+        plain, by_transpose = narrow_gemm.entries()
+        if route is Route.NARROW:
+            plain(a.ctypes.data, b.ctypes.data, out.ctypes.data, product.batch, product.m, product.n, product.k,
+                  product.threads, int(product.accumulate))
+        else:
+            by_transpose(a.ctypes.data, b.ctypes.data, out.ctypes.data, product.m, product.n, product.k,
+                         product.threads, int(product.accumulate))
+    elif route is Route.TEAM:
+        entry, gemm = _team_gemm(product.dtype)
+        ta, tb = product.transposed
+        entry(gemm, a.ctypes.data, b.ctypes.data, out.ctypes.data, product.batch, product.m, product.n, product.k,
+              product.a_step, product.b_step, int(ta), int(tb), product.threads, 1.0 if product.accumulate else 0.0)
+    elif route is Route.EMPTY:
+        if not product.accumulate:
+            out.fill(0)
+    else:
+        left, right = (x.swapaxes(-1, -2) if t else x for x, t in zip((a, b), product.transposed))
+        if product.accumulate:  # no gemm to accumulate with: the product, then its sum
+            out += np.matmul(left, right)
+        else:
+            np.matmul(left, right, out=out)
 
 
 def parallel_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
                     transposed: tuple[bool, bool] = (False, False), accumulate: bool = False) -> None:
-    """``np.matmul(a, b, out=out)`` for contiguous operands, or ``out += a @ b`` when
-    ``accumulate``, where a ``transposed`` operand holds its matrix transposed (``w`` for
-    ``x @ w.t()``); on ``threads`` OpenMP threads when the BLAS is reachable and ``b`` is one
-    matrix or has ``out``'s batch (``a`` has it too, or is one matrix broadcast over the batch: a
-    convolution's weight times each image's columns)."""
-    left, right = (x.swapaxes(-1, -2) if t else x for x, t in zip((a, b), transposed))
-    flat = b.ndim == 2 and a.ndim == 2
-    batched = b.ndim == out.ndim >= 3 and a.ndim in (2, b.ndim) and a.shape[:-2] in ((), b.shape[:-2]) and \
-        b.shape[:-2] == out.shape[:-2]
-    m, k, n = left.shape[-2], left.shape[-1], out.shape[-1]
-    if out.size == 0 or k == 0:  # nothing to multiply (a BLAS refuses a leading dimension of 0)
-        if not accumulate:
-            out.fill(0)
-        return
-    name = _GEMM_DTYPES.get(out.dtype)
-    team = _team_gemm(name) if name else None
-    if out.size * k < PARALLEL_MATMUL_MIN:
-        threads = 1
-    if narrow_gemm.applies(a, b, out, transposed):
-        narrow_gemm.narrow_matmul(a, b, out, threads, transposed, accumulate)
-        return
-    if team is None or not (flat or batched) or not all(x.flags.c_contiguous for x in (a, b, out)) or \
-            a.dtype != out.dtype or b.dtype != out.dtype:
-        if accumulate:  # no gemm to accumulate with: the product, then its sum
-            out += np.matmul(left, right)
-        else:
-            np.matmul(left, right, out=out)
-        return
-    entry, gemm = team
-    batch = 1 if flat else math.prod(out.shape[:-2])
-    entry(gemm, a.ctypes.data, b.ctypes.data, out.ctypes.data, batch, m, n, k,
-          0 if flat or a.ndim == 2 else m * k, 0 if flat else k * n, int(transposed[0]), int(transposed[1]), threads,
-          1.0 if accumulate else 0.0)
+    """``np.matmul(a, b, out=out)``, or ``out += a @ b`` when ``accumulate``, where a
+    ``transposed`` operand holds its matrix transposed, on ``threads`` OpenMP threads where
+    ``plan_product`` finds a gemm for it."""
+    dtype = _GEMM_DTYPES.get(out.dtype) if a.dtype is b.dtype is out.dtype else None
+    contiguous = a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
+    run_product(plan_product(a.shape, b.shape, out.shape, dtype, contiguous, threads, transposed, accumulate),
+                a, b, out)
 
 
 def matmul_sum(*operands: np.ndarray, out: np.ndarray, threads: int, transposed: tuple[bool, ...] = ()) -> None:
     """``out = a_1 @ b_1 + a_2 @ b_2 + ...`` for ``operands = (a_1, b_1, a_2, b_2, ...)``, each
     product as ``parallel_matmul``'s (``transposed`` holds one flag an operand), the first writing
     ``out`` and the others accumulating into it."""
-    flags = transposed or (False,) * len(operands)
-    for i in range(0, len(operands), 2):
-        parallel_matmul(operands[i], operands[i + 1], out, threads, (flags[i], flags[i + 1]), accumulate=i > 0)
+    for i, j, flags, accumulate in product_terms("matmul_sum", len(operands), transposed):
+        parallel_matmul(operands[i], operands[j], out, threads, flags, accumulate)
+
+
+def product_terms(op: str, operands: int, transposed: tuple[bool, ...] = ()) \
+        -> list[tuple[int, int, tuple[bool, bool], bool]]:
+    """The products an extern ``op`` (matmul or matmul_sum) of ``operands`` makes, in order: the
+    operands' positions, their ``transposed`` flags and whether the product accumulates."""
+    flags = transposed or (False,) * operands
+    pairs = range(0, operands, 2) if op == "matmul_sum" else (0,)
+    return [(i, i + 1, (flags[i], flags[i + 1]), i > 0) for i in pairs]
 
 
 #: the extern ops of the graph (``stax.graph.EXTERN_OPS``) and the calls that run them

@@ -291,25 +291,40 @@ def _entries(isa: Isa) -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
 _FLOAT32 = np.dtype(np.float32)
 
 
-def _plain(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
-    return a.dtype is b.dtype is out.dtype is _FLOAT32 and a.flags.c_contiguous and b.flags.c_contiguous and \
-        out.flags.c_contiguous and native_isa().width >= MIN_LANES
-
-
 def applies(a: np.ndarray, b: np.ndarray, out: np.ndarray, transposed: tuple[bool, bool]) -> bool:
-    """Whether ``narrow_matmul`` takes ``a @ b`` into ``out`` (float32, contiguous, on a CPU with
-    vectors of MIN_LANES floats): ``a`` one matrix of at most MAX_ROWS rows, ``b`` stored as read, one matrix or
-    ``out``'s batch of them, of at least MIN_COLUMNS columns and MIN_MACS multiply-adds; or a
-    weight gradient, ``a`` (M x N, M at most MAX_ROWS and whole vectors) times ``b`` stored as
+    """Whether ``narrow_matmul`` takes ``a @ b`` into ``out``: float32 and contiguous, of a shape
+    ``fits``."""
+    return a.dtype is b.dtype is out.dtype is _FLOAT32 and a.flags.c_contiguous and b.flags.c_contiguous and \
+        out.flags.c_contiguous and fits(a.shape, b.shape, out.shape, transposed)
+
+
+def fits(a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: tuple[int, ...],
+         transposed: tuple[bool, bool]) -> bool:
+    """Whether the kernel takes a float32 product of these contiguous shapes on this CPU (vectors
+    of MIN_LANES floats): ``a`` one matrix of at most MAX_ROWS rows, ``b`` stored as read, one
+    matrix or ``out``'s batch of them, of at least MIN_COLUMNS columns and MIN_MACS multiply-adds;
+    or a weight gradient, ``a`` (M x N, M at most MAX_ROWS and whole vectors) times ``b`` stored as
     (K x N), a convolution's columns read transposed."""
-    if transposed[0] or a.ndim != 2:
+    if transposed[0] or len(a_shape) != 2:
         return False
-    m, k, n = a.shape[0], a.shape[1], out.shape[-1]
-    if m > MAX_ROWS or m * k * n < MIN_MACS or not _plain(a, b, out):  # the shapes first: they are cheap to test
+    m, k, n = a_shape[0], a_shape[1], out_shape[-1]
+    width = native_isa().width
+    if m > MAX_ROWS or m * k * n < MIN_MACS or width < MIN_LANES:
         return False
     if transposed[1]:
-        return b.ndim == 2 and m % native_isa().width == 0
-    return b.ndim == out.ndim and b.shape[:-2] == out.shape[:-2] and n >= MIN_COLUMNS
+        return len(b_shape) == 2 and m % width == 0
+    return len(b_shape) == len(out_shape) and b_shape[:-2] == out_shape[:-2] and n >= MIN_COLUMNS
+
+
+def entry_address(gradient: bool) -> int:
+    """The address of the plain (or the weight gradient's) entry point built for this CPU, which
+    a compiled call calls (stax_py.h's narrow_product)."""
+    return ctypes.cast(entries()[gradient], ctypes.c_void_p).value
+
+
+def entries() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
+    """The plain and the weight gradient's entry points built for this CPU."""
+    return _entries(native_isa())
 
 
 def narrow_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int, transposed: tuple[bool, bool],

@@ -12,29 +12,42 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import stax
+from stax import narrow_gemm
 from stax.compiler import compile_graph
 from stax.errors import CallError, KernelError, StaxError
 from stax.frontend import parameter_names
 from stax.codegen.wrapper import MemoryTracker, bind_arguments
 from stax.memory.allocator import allocator
+from stax.reference import evaluate
+from stax.runtime import native_isa
 
 
 def _x(*shape) -> np.ndarray:
     return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 
 
+def _compiled_call(compiled):
+    """The compiled call behind ``compiled`` (held in ``one_blas_thread`` when its products call
+    OpenBLAS: wrapper.py's build_wrapper)."""
+    return getattr(compiled._call, "compiled_call", compiled._call)
+
+
 def _python_wrapper(compiled) -> types.FunctionType:
-    return compiled._call.__self__[0].python_call()  # the compiled call's state: its fallback comes first
+    return _compiled_call(compiled).__self__[0].python_call()  # the compiled call's state: its fallback comes first
 
 
-def test_a_kernel_only_graph_is_called_in_cpp_and_a_matmul_graph_in_python():
-    x = _x(8, 16)
+def test_kernels_and_products_are_called_in_cpp_and_a_pooled_plan_in_python():
+    x, w = _x(8, 16), _x(16, 4)
     compiled = stax.compile(lambda t: (t - t.amax(-1, keepdim=True)).exp(), x)
     assert isinstance(compiled._call, types.BuiltinFunctionType)
     assert isinstance(_python_wrapper(compiled), types.FunctionType)
     np.testing.assert_allclose(compiled(x), np.exp(x - x.max(-1, keepdims=True)), rtol=1e-6)
-    with_matmul = stax.compile(lambda a, b: a @ b + 1, x, _x(16, 4))
-    assert isinstance(with_matmul._call, types.FunctionType)
+    with_matmul = stax.compile(lambda a, b: a @ b + 1, x, w)
+    assert isinstance(_compiled_call(with_matmul), types.BuiltinFunctionType)
+    assert _calls_through_python(with_matmul, x, w) == 0
+    np.testing.assert_allclose(with_matmul(x, w), x @ w + 1, rtol=1e-5)
+    pooled = stax.compile(lambda a, b: a @ b + 1, x, w, memory_plan="pool")
+    assert isinstance(pooled._call, types.FunctionType) and not hasattr(pooled._call, "compiled_call")
 
 
 def test_inputs_of_another_layout_go_to_the_wrapper_which_accepts_or_explains_them():
@@ -56,16 +69,16 @@ def test_inputs_of_another_layout_go_to_the_wrapper_which_accepts_or_explains_th
     np.testing.assert_array_equal(compiled(x.view(Tagged)), x * 2 + 1)  # a subclass: the wrapper runs it
 
 
-@pytest.mark.parametrize("with_matmul", [False, True])
-def test_inputs_may_be_passed_by_the_traced_functions_parameter_names(with_matmul):
-    """By name, by position or both, on the compiled call (kernels only) and on the Python wrapper
-    (a matmul): the same values; a name that is not an input, a missing or a doubled input are
+@pytest.mark.parametrize("pooled", [False, True])
+def test_inputs_may_be_passed_by_the_traced_functions_parameter_names(pooled):
+    """By name, by position or both, on the compiled call and on the Python wrapper (a pooled
+    memory plan): the same values; a name that is not an input, a missing or a doubled input are
     errors naming the inputs; layout errors name the parameter."""
     def program(x, w, scale=2.0):
-        return (x @ w if with_matmul else x * w) * scale + 1
+        return (x @ w) * scale + 1
     x, w = _x(8, 8), _x(8, 8)
-    compiled = stax.compile(program, x, w)
-    assert isinstance(compiled._call, types.FunctionType if with_matmul else types.BuiltinFunctionType)
+    compiled = stax.compile(program, x, w, memory_plan="pool" if pooled else "wrapper")
+    assert isinstance(_compiled_call(compiled), types.FunctionType if pooled else types.BuiltinFunctionType)
     want = program(x, w)
     for got in (compiled(x, w), compiled(x=x, w=w), compiled(w=w, x=x), compiled(x, w=w)):
         np.testing.assert_allclose(got, want, rtol=1e-5)
@@ -237,7 +250,7 @@ def _calls_through_python(compiled, *args) -> int:
     """How many kernel calls the Python wrapper made while ``compiled`` ran on ``args`` (0 when
     the compiled call took it)."""
     scope = _python_wrapper(compiled).__globals__
-    name = compiled.kernels[0].name
+    name = next(k.name for k in compiled.kernels if not k.extern)
     kernel, count = scope[name], []
     scope[name] = lambda *a: (count.append(1), kernel(*a))[1]
     try:
@@ -265,3 +278,59 @@ def test_the_compiled_call_reads_empty_and_read_only_arrays_as_numpy_lays_them_o
     updates = stax.compile(lambda t: t.add_(1), _x(4, 8))
     with pytest.raises(CallError, match="read-only|writ"):
         updates(x)
+
+
+@pytest.mark.parametrize("case", ["small", "narrow", "narrow_gradient", "batched", "broadcast_weight", "sum",
+                                  "empty", "float64"])
+def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
+    """Every route of stax.matmul's plan_product is called from C++ (none through Python), with
+    the results of the Python wrapper's calls of the same plan and of numpy: a small product on
+    the team gemm; a weight times a convolution's columns and its weight gradient (narrow_gemm's
+    kernel on a CPU with 16 lanes, else the team gemm); batches, a weight broadcast over a batch,
+    a sum of products accumulating into one output, an empty product and float64."""
+    rng = np.random.default_rng(3)
+    programs = {
+        "small": (lambda a, b: a @ b + 1, [(8, 16), (16, 4)]),
+        "narrow": (lambda a, b: (a @ b).relu(), [(32, 288), (288, 2048)]),
+        "narrow_gradient": (lambda g, c: g @ c.t() * 2, [(32, 2048), (288, 2048)]),
+        "batched": (lambda a, b: (a @ b).exp(), [(4, 8, 16), (4, 16, 8)]),
+        "broadcast_weight": (lambda a, b: a @ b - 1, [(8, 16), (3, 16, 40)]),
+        "sum": (lambda a, b, c: a @ b + (a * 2) @ c, [(16, 24), (24, 8), (24, 8)]),
+        "empty": (lambda a, b: a @ b + 1, [(8, 0), (0, 4)]),
+        "float64": (lambda a, b: (a @ b).t() * 2, [(8, 16), (16, 12)]),
+    }
+    fn, shapes = programs[case]
+    dtype = np.float64 if case == "float64" else np.float32
+    arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    compiled = stax.compile(fn, *arrays)
+    assert isinstance(_compiled_call(compiled), types.BuiltinFunctionType), case
+    assert _calls_through_python(compiled, *arrays) == 0
+    got = compiled(*arrays)
+    np.testing.assert_array_equal(got, _python_wrapper(compiled)(*arrays))
+    np.testing.assert_allclose(got, evaluate(compiled.graph, *arrays, upcast=True)[0], rtol=2e-4, atol=2e-4)
+    if case.startswith("narrow"):
+        wide = native_isa().width >= narrow_gemm.MIN_LANES
+        helper = "narrow_gradient_product" if case == "narrow_gradient" else "narrow_product"
+        assert (helper in compiled.source) == wide and ("team_product" in compiled.source) == (not wide)
+
+
+@pytest.mark.parametrize("program", [lambda a, b: ((a @ b).exp() @ b).t() * 2,
+                                     lambda a, b: (((a @ b) @ b) @ b).reshape(4, 32)])
+def test_an_output_in_a_reused_storage_of_another_shape_is_returned_in_its_own_shape(program):
+    """A buffer in the storage of another (memory/plan.py's reuse and inplace) holds that
+    buffer's array in the compiled call, which hands it out reshaped: the values, the shape, the
+    peak and the allocator's traffic of the Python wrapper, and no reference leaked."""
+    x, w = _x(8, 16), _x(16, 16)
+    compiled = stax.compile(program, x, w)
+    assert {s.kind for s in compiled.memory_plan.storage.values()} > {"alloc"}
+    want = _python_wrapper(compiled)(x, w)
+    python_peak = compiled.memory.peak
+    got = compiled(x, w)
+    assert got.shape == want.shape and compiled.memory.peak == python_peak
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, evaluate(compiled.graph, x, w, upcast=True)[0], rtol=1e-4)
+    del got, want
+    references = sys.getrefcount(x), sys.getrefcount(w)
+    for _ in range(20):
+        compiled(x, w)
+    assert (sys.getrefcount(x), sys.getrefcount(w)) == references

@@ -1,26 +1,32 @@
 """The Python entry points of a graph's translation unit (``stax_py.h``): one METH_FASTCALL
 function per kernel, taking the kernel's arrays and returning whether the error flag was set.
 
-When the wrapper (seed 8.5) only checks inputs, allocates from the caching allocator and calls
-kernels, the unit also has ``graph_set_up``, which makes the graph's compiled call: the
-wrapper's work, line for line, without the interpreter.  It takes
+When the wrapper (seed 8.5) only checks inputs, allocates from the caching allocator or reuses
+storage, calls kernels and makes products on a gemm (``CallPlan``), the unit also has
+``graph_set_up``, which makes the graph's compiled call: the wrapper's work, line for line,
+without the interpreter.  A product's route (stax.matmul's ``plan_product``) is decided when
+the call is generated, from the shapes, dtypes and layouts it is compiled for.  It takes
 an input only if it is exactly a numpy array of the compiled dtype, shape and strides (writable
 when the graph updates it), passed by position; any other call, whatever the reason (arrays
 passed by name among them), goes to the Python wrapper, which explains or accepts it.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..dtypes import nbytes
+from .. import blas
+from ..dtypes import CPP_TYPE, nbytes
 from ..indexing import contiguous_strides
+from ..matmul import EXTERN_CALLS, GEMM_DTYPES, Product, Route, plan_product, product_terms
 from ..memory.plan import MemoryPlan
 from ..runtime import MODULE_NAME
 from .cpp import Kernel
 from .wrapper import WrapperPlan
 
 # the compiled call's state tuple: these, then each input's dtype, then one allocator site per kind
-# (CachingAllocator.compiled_site)
+# (CachingAllocator.compiled_site), then the entry points of its products (CallPlan.addresses)
 STATE = ("fallback", "ndarray", "counts", "kernel_error")
 Kind = tuple[tuple[int, ...], str]  # an allocation's shape and dtype
 
@@ -42,15 +48,77 @@ def _shim(kernel: Kernel) -> str:
 }}"""
 
 
-def compiled_call_kinds(plan: WrapperPlan, memory: MemoryPlan) -> list[Kind] | None:
-    """The allocator kinds a compiled call of ``plan`` allocates, in the order of its state's
-    sites; None when the wrapper does more than allocate and call kernels (extern calls, pooled
-    or reused storage, an output that is neither allocated nor an input, or returned twice)."""
+@dataclass(frozen=True)
+class Term:
+    """One product of an extern step: its plan and the names of its operands and output."""
+
+    product: Product
+    a: str
+    b: str
+    out: str
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """What a graph's compiled call does beyond calling kernels: the allocator kinds it takes, in
+    the order of its state's sites, and each extern step's products (by step), whose entry
+    points follow the sites in its state."""
+
+    kinds: list[Kind]
+    terms: dict[int, list[Term]]
+
+    def addresses(self) -> list[int]:
+        return [address for step in sorted(self.terms) for term in self.terms[step]
+                for address in term.product.addresses()]
+
+    @property
+    def limits_blas_threads(self) -> bool:
+        """Whether a call must hold numpy's OpenBLAS at one thread (stax.blas_threads): a team
+        gemm calls OpenBLAS, which would start threads of its own on the team's cores."""
+        return any(t.product.route is Route.TEAM and blas.gemm(t.product.dtype).provider == "openblas"
+                   for terms in self.terms.values() for t in terms)
+
+
+def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
+    """The products of an extern step as the compiled call makes them, or None when one of them
+    needs numpy (stax.matmul's Route.NUMPY) or the step is not a product."""
+    ext = kernel.extern
+    if ext["op"] not in EXTERN_CALLS:
+        return None
+    layouts = {i.name: (i.shape, i.dtype, tuple(i.strides) == contiguous_strides(i.shape)) for i in plan.inputs}
+    layouts.update({name: (shape, dtype, True) for name, (shape, dtype) in plan.buffer_meta.items()})
+    names = ext["inputs"]
+    views = ext.get("views") or [None] * len(names)
+    out_shape, out_dtype, _ = layouts[ext["output"]]
+    terms = []
+    for i, j, flags, accumulate in product_terms(ext["op"], len(names), ext.get("attrs", {}).get("transposed", ())):
+        (a_shape, a_dtype, a_plain), (b_shape, b_dtype, b_plain) = (layouts[names[i]], layouts[names[j]])
+        dtype = out_dtype if a_dtype == b_dtype == out_dtype and out_dtype in GEMM_DTYPES else None
+        product = plan_product(tuple(views[i] or a_shape), tuple(views[j] or b_shape), out_shape, dtype,
+                               a_plain and b_plain, ext["threads"], flags, accumulate)
+        if product.route is Route.NUMPY:
+            return None
+        terms.append(Term(product, names[i], names[j], ext["output"]))
+    return terms
+
+
+def compiled_call_plan(plan: WrapperPlan, memory: MemoryPlan) -> CallPlan | None:
+    """What a compiled call of ``plan`` allocates and multiplies; None when the wrapper does more
+    than allocate or reuse storage, call kernels and make products on a gemm (numpy's externs, a
+    pooled storage, an output that is neither a buffer nor an input, or returned twice)."""
     inputs = {i.name for i in plan.inputs}
-    if any(k.extern for k in plan.steps) or any(memory.storage[b].kind != "alloc" for b in plan.buffer_meta) \
+    if any(memory.storage[b].kind == "pool" for b in plan.buffer_meta) \
             or not set(plan.outputs) <= inputs | set(plan.buffer_meta) or len(set(plan.outputs)) < len(plan.outputs):
         return None
-    return list(dict.fromkeys(plan.buffer_meta.values()))
+    terms = {}
+    for step, kernel in enumerate(plan.steps):
+        if kernel.extern:
+            found = _extern_terms(plan, kernel)
+            if found is None:
+                return None
+            terms[step] = found
+    kinds = list(dict.fromkeys(meta for name, meta in plan.buffer_meta.items() if memory.storage[name].kind == "alloc"))
+    return CallPlan(kinds, terms)
 
 
 def _input_lines(plan: WrapperPlan) -> list[str]:
@@ -77,47 +145,76 @@ def _return_lines(returned: list[str]) -> list[str]:
     return lines + ["    return outputs;"]
 
 
-def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, kinds: list[Kind]) -> str:
+def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
+    """The call of one product (stax.matmul's ``run_product`` in C++), its entry points at
+    ``s[state]`` and after."""
+    p = term.product
+    t = CPP_TYPE[p.dtype] if p.dtype else "float"
+    a, b, c = (f"({'' if x == term.out else 'const '}{t}*)views.buf({slot[x]})" for x in (term.a, term.b, term.out))
+    add = int(p.accumulate)
+    if p.route is Route.EMPTY:
+        return [] if p.accumulate else [f"    std::memset(views.buf({slot[term.out]}), 0, {p.batch * p.m * p.n} * sizeof({t}));"]
+    if p.route is Route.NARROW:
+        call = f"stax::narrow_product(entry, {a}, {b}, {c}, {p.batch}, {p.m}, {p.n}, {p.k}, {p.threads}, {add})"
+    elif p.route is Route.NARROW_GRADIENT:
+        call = f"stax::narrow_gradient_product(entry, {a}, {b}, {c}, {p.m}, {p.n}, {p.k}, {p.threads}, {add})"
+    else:
+        ta, tb = (int(x) for x in p.transposed)
+        call = (f"stax::team_product<{t}>(entry, gemm, {a}, {b}, {c}, {p.batch}, {p.m}, {p.n}, {p.k}, {p.a_step}, "
+                f"{p.b_step}, {ta}, {tb}, {p.threads}, {t}({add}))")
+    gemm = [f"        void* gemm = PyLong_AsVoidPtr(s[{state + 1}]);"] if p.route is Route.TEAM else []
+    return ["    {", f"        void* entry = PyLong_AsVoidPtr(s[{state}]);", *gemm, "        Py_BEGIN_ALLOW_THREADS",
+            f"        {call};", "        Py_END_ALLOW_THREADS", "    }"]
+
+
+def _holder(name: str, memory: MemoryPlan) -> str:
+    """The allocated buffer (or input) whose array holds ``name``'s storage."""
+    while name in memory.storage and memory.storage[name].kind in ("reuse", "inplace"):
+        name = memory.storage[name].source
+    return name
+
+
+def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, call: CallPlan) -> str:
     """``graph_set_up`` and the compiled call it makes: the steps of ``wrapper_source`` in C++
-    (inputs, each buffer's allocation before its first kernel, releases after their last step,
-    the peak of the bytes held recorded at the end)."""
+    (inputs, each buffer's allocation or reused storage before its first step, kernels and
+    products, releases after their last step, the peak of the bytes held recorded at the end)."""
     inputs = sorted(plan.inputs, key=lambda i: i.position)
     buffers = list(plan.buffer_meta)
     slot = {name: k for k, name in enumerate([i.name for i in inputs] + buffers)}  # in views
     owned = {name: k for k, name in enumerate(buffers)}
     first_site = len(STATE) + len(inputs)
+    next_address = first_site + len(call.kinds)
     lines = [f"    if (nargs != {len(inputs)} || kwnames != NULL) return stax::call_wrapper(s[0], args, nargs, kwnames);",
              f"    stax::Owned<{len(buffers)}> owned;", f"    stax::Views<{len(slot)}> views;", *_input_lines(plan),
              f"    long long live = {memory.pool_size}, peak = live;  // bytes held"]
     created: set[str] = set()
-    for kernel, (first, last) in zip(plan.steps, plan.spans):
+    for step, (kernel, (first, last)) in enumerate(zip(plan.steps, plan.spans)):
         for p in kernel.params:
             if p in plan.buffer_meta and p not in created:
-                shape, dtype = plan.buffer_meta[p]
-                site = first_site + kinds.index((shape, dtype))
-                strides = [st * np.dtype(dtype).itemsize for st in contiguous_strides(shape)]
-                lines += [f"    static const Py_ssize_t {p}_shape[] = {{{', '.join(map(str, shape)) or 0}}}, "
-                          f"{p}_strides[] = {{{', '.join(map(str, strides)) or 0}}};",
-                          f"    if (!stax::take_output(s[{site}], s[1], {len(shape)}, {p}_shape, {p}_strides, owned, "
-                          f"{owned[p]}, views, {slot[p]}))",
-                          "        return NULL;",
-                          f"    live += {nbytes(shape, dtype)}; peak = std::max(peak, live);"]
+                lines += _storage_lines(p, plan, memory, call, slot, owned, first_site)
                 created.add(p)
-        args = ", ".join(f"({t})views.buf({slot[p]})" for p, t in zip(kernel.params, kernel.param_types))
         nodes = ", ".join(kernel.nodes)
-        lines += [f"    // {nodes}", "    {", "        int64_t err = 0;", "        Py_BEGIN_ALLOW_THREADS",
-                  f"        {kernel.name}({args}{', ' if args else ''}&err);", "        Py_END_ALLOW_THREADS",
-                  f'        if (err) return stax::raise_kernel_error(s[3], "{kernel.name}", "{nodes}");', "    }"]
+        lines.append(f"    // {nodes}")
+        if kernel.extern:
+            for term in call.terms[step]:
+                lines += _product_lines(term, next_address, slot)
+                next_address += len(term.product.addresses())
+        else:
+            args = ", ".join(f"({t})views.buf({slot[p]})" for p, t in zip(kernel.params, kernel.param_types))
+            lines += ["    {", "        int64_t err = 0;", "        Py_BEGIN_ALLOW_THREADS",
+                      f"        {kernel.name}({args}{', ' if args else ''}&err);", "        Py_END_ALLOW_THREADS",
+                      f'        if (err) return stax::raise_kernel_error(s[3], "{kernel.name}", "{nodes}");', "    }"]
         for t in range(first, last + 1):
             lines += [f"    owned.drop({owned[p]}); live -= {nbytes(*plan.buffer_meta[p])};"
                       for p in memory.releases.get(t, [])]
     lines.append("    stax::record_peak(s[2], peak);")
-    lines += _return_lines([f"owned.give({owned[p]})" if p in owned else f"Py_NewRef(args[{slot[p]}])"
-                            for p in plan.outputs])
-    size = len(STATE) + len(inputs) + len(kinds)
+    returned = [_returned(p, plan, memory, slot, owned) for p in plan.outputs]
+    lines += [shape_line for _, shape_line in returned if shape_line]
+    lines += _return_lines([expression for expression, _ in returned])
+    size = next_address
     body = "\n".join(lines)
     return f"""static PyObject* py_graph_call(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {{
-    PyObject* const* s = ((PyTupleObject*)state)->ob_item;  // {", ".join(STATE)}, dtypes, sites
+    PyObject* const* s = ((PyTupleObject*)state)->ob_item;  // {", ".join(STATE)}, dtypes, sites, entry points
 {body}
 }}
 
@@ -132,6 +229,46 @@ static PyObject* py_graph_set_up(PyObject*, PyObject* state) {{
     if (!stax::takes_counts(PyTuple_GET_ITEM(state, 2))) return NULL;
     return PyCFunction_New(&graph_call_def, state);
 }}"""
+
+
+def _storage_lines(name: str, plan: WrapperPlan, memory: MemoryPlan, call: CallPlan, slot: dict[str, int],
+                   owned: dict[str, int], first_site: int) -> list[str]:
+    """``name``'s array from the allocator, or the storage of the buffer it reuses (whose array
+    it then holds: the source is dead or read for the last time by the step that writes it)."""
+    where = memory.storage[name]
+    if where.kind == "alloc":
+        shape, dtype = plan.buffer_meta[name]
+        site = first_site + call.kinds.index((shape, dtype))
+        strides = [st * np.dtype(dtype).itemsize for st in contiguous_strides(shape)]
+        return [f"    static const Py_ssize_t {name}_shape[] = {{{', '.join(map(str, shape)) or 0}}}, "
+                f"{name}_strides[] = {{{', '.join(map(str, strides)) or 0}}};",
+                f"    if (!stax::take_output(s[{site}], s[1], {len(shape)}, {name}_shape, {name}_strides, owned, "
+                f"{owned[name]}, views, {slot[name]}))",
+                "        return NULL;",
+                f"    live += {nbytes(shape, dtype)}; peak = std::max(peak, live);"]
+    source = where.source
+    holder = f"owned.give({owned[source]})" if source in owned else f"Py_NewRef(args[{slot[source]}])"
+    return [f"    views.data[{slot[name]}] = views.data[{slot[source]}];  // {where.kind} of {source}",
+            f"    owned.obj[{owned[name]}] = {holder};"]
+
+
+def _returned(name: str, plan: WrapperPlan, memory: MemoryPlan, slot: dict[str, int],
+              owned: dict[str, int]) -> tuple[str, str | None]:
+    """The expression handing output ``name`` to the caller: its array, or when it holds the
+    storage of a buffer of another shape, a reshaped view (with the lines making it)."""
+    if name not in owned:
+        return f"Py_NewRef(args[{slot[name]}])", None
+    shape = plan.buffer_meta[name][0]
+    holder = _holder(name, memory)
+    held_shape = plan.buffer_meta[holder][0] if holder in plan.buffer_meta else \
+        next(i.shape for i in plan.inputs if i.name == holder)
+    if tuple(held_shape) == tuple(shape):
+        return f"owned.give({owned[name]})", None
+    return (f"{name}_returned",
+            f"    static const Py_ssize_t {name}_returned_shape[] = {{{', '.join(map(str, shape)) or 0}}};\n"
+            f"    PyObject* {name}_returned = stax::reshaped(owned.give({owned[name]}), {len(shape)}, "
+            f"{name}_returned_shape);\n"
+            f"    if ({name}_returned == NULL) return NULL;")
 
 
 def python_entry_points(kernels: list[Kernel], graph_call: str | None = None) -> str:

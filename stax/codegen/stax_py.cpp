@@ -137,6 +137,19 @@ PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t narg
   return PyObject_Vectorcall(wrapper, args, nargs, kwnames);
 }
 
+PyObject* reshaped(PyObject* array, int ndim, const Py_ssize_t* shape) {
+  static PyObject* const reshape_name = PyUnicode_InternFromString("reshape");
+  PyObject* dims = PyTuple_New(ndim);
+  for (int k = 0; dims != NULL && k < ndim; ++k) {
+    PyObject* size = PyLong_FromSsize_t(shape[k]);
+    if (size == NULL) Py_CLEAR(dims); else PyTuple_SET_ITEM(dims, k, size);
+  }
+  PyObject* view = dims == NULL ? NULL : PyObject_CallMethodOneArg(array, reshape_name, dims);
+  Py_XDECREF(dims);
+  Py_DECREF(array);
+  return view;
+}
+
 PyObject* raise_kernel_error(PyObject* raise, const char* kernel, const char* nodes) {
   PyObject* result = PyObject_CallFunction(raise, "s(s)", kernel, nodes);
   Py_XDECREF(result);

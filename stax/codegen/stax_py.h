@@ -96,4 +96,28 @@ PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t narg
 // ``raise_kernel_error(kernel, (nodes,))`` (wrapper.py), which raises KernelError: NULL.
 PyObject* raise_kernel_error(PyObject* raise, const char* kernel, const char* nodes);
 
+// ``array.reshape(shape)``, taking the caller's reference to ``array``: an output that holds the
+// storage of a buffer of another shape (memory/plan.py's reuse).  NULL with the exception set.
+PyObject* reshaped(PyObject* array, int ndim, const Py_ssize_t* shape);
+
+// The products of a compiled call (stax/matmul.py's Product, one function a Route), each by the
+// entry point a Python int of the call's state holds: narrow_gemm.py's kernels, and matmul.py's
+// team entry, which calls the BLAS gemm at ``gemm`` from every thread of the team.
+inline void narrow_product(void* entry, const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
+                           int64_t k, int threads, int add) {
+  reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, int, int)>(entry)(
+      a, b, c, batch, m, n, k, threads, add);
+}
+inline void narrow_gradient_product(void* entry, const float* a, const float* b, float* c, int64_t m, int64_t n,
+                                    int64_t k, int threads, int add) {
+  reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int, int)>(entry)(
+      a, b, c, m, n, k, threads, add);
+}
+template <typename T>
+inline void team_product(void* entry, void* gemm, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n,
+                         int64_t k, int64_t a_step, int64_t b_step, int ta, int tb, int threads, T beta) {
+  reinterpret_cast<void (*)(void*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int,
+                            int, int, T)>(entry)(gemm, a, b, c, batch, m, n, k, a_step, b_step, ta, tb, threads, beta);
+}
+
 }  // namespace stax

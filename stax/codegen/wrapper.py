@@ -6,8 +6,9 @@ line calls the caching allocator's function for its shape and dtype (``empty_flo
 resolved when the wrapper is built, so a call looks nothing up) and adds its bytes to a local
 count of the bytes held, which each release subtracts; the call's peak goes to
 ``MemoryTracker``, so the peak of a real run can be compared with Definition 7.5's estimate.
-When the wrapper only allocates and calls kernels, the graph's module also has a compiled call
-doing the same steps in C++ (entry.py); that is what a call runs, and it hands this function
+When the wrapper only allocates or reuses storage, calls kernels and makes products on a gemm,
+the graph's module also has a compiled call doing the same steps in C++ (entry.py); that is
+what a call runs, and it hands this function
 every call whose inputs are not exactly of the compiled layout (the function is then compiled at
 the first such call, not with the graph, which a warm compile would otherwise pay for).
 """
@@ -17,7 +18,7 @@ import inspect
 import math
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from ..ir import InputBuffer
 from ..memory.allocator import CachingAllocator, allocator
 from ..memory.plan import MemoryPlan
 from .cpp import Kernel
+
+if TYPE_CHECKING:
+    from .entry import CallPlan
 
 
 class MemoryTracker:
@@ -190,13 +194,13 @@ def raise_kernel_error(kernel: str, nodes: Sequence[str]) -> None:
                       "raises here too: make sure divisors of // and % are non-zero and indices in range")
 
 
-def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
-                  compiled_kinds: list[tuple[tuple[int, ...], str]] | None = None,
+def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType, call_plan: CallPlan | None = None,
                   allocator: CachingAllocator = allocator) -> tuple[str, Callable, MemoryTracker]:
     """Generate, execute and return the wrapper's source, its ``call`` function and its tracker.
     ``module`` is the graph's extension module (its kernels' entry points); when it has a
-    compiled call (entry.py, allocating ``compiled_kinds``), that is the function returned, and
-    the Python wrapper takes the calls it hands on.  ``allocator`` hands out its buffers."""
+    compiled call (entry.py, doing what ``call_plan`` says), that is the function returned (held
+    in ``one_blas_thread`` when its products call OpenBLAS), and the Python wrapper takes the
+    calls it hands on.  ``allocator`` hands out its buffers."""
     source = wrapper_source(plan, memory)
     pool = np.empty(memory.pool_size, dtype=np.uint8)
     tracker = MemoryTracker(held=memory.pool_size)
@@ -219,7 +223,7 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
         if "call" not in namespace:
             exec(compile(source, "<stax wrapper>", "exec"), namespace)
         return namespace["call"]
-    if compiled_kinds is None:
+    if call_plan is None:
         return source, python_call(), tracker
 
     def fallback(*arrays: Any, **named: Any) -> Any:
@@ -228,5 +232,14 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType,
     fallback.python_call = python_call  # type: ignore[attr-defined]
     dtypes = [np.dtype(i.dtype) for i in sorted(plan.inputs, key=lambda i: i.position)]
     state = (fallback, np.ndarray, tracker.counts, raise_kernel_error, *dtypes,
-             *(allocator.compiled_site(namespace[site_name(*kind)], *kind) for kind in compiled_kinds))
-    return source, module.graph_set_up(state), tracker
+             *(allocator.compiled_site(namespace[site_name(*kind)], *kind) for kind in call_plan.kinds),
+             *call_plan.addresses())
+    compiled_call = module.graph_set_up(state)
+    if not call_plan.limits_blas_threads:
+        return source, compiled_call, tracker
+
+    def call_on_one_blas_thread(*arrays: Any, **named: Any) -> Any:
+        with one_blas_thread():
+            return compiled_call(*arrays, **named)
+    call_on_one_blas_thread.compiled_call = compiled_call  # type: ignore[attr-defined]
+    return source, call_on_one_blas_thread, tracker

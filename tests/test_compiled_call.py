@@ -334,3 +334,15 @@ def test_an_output_in_a_reused_storage_of_another_shape_is_returned_in_its_own_s
     for _ in range(20):
         compiled(x, w)
     assert (sys.getrefcount(x), sys.getrefcount(w)) == references
+
+
+def test_a_value_returned_twice_is_one_array_from_the_compiled_call():
+    """As from the Python wrapper: the same array object at both places of the outputs (an LSTM
+    cell's training step returns its cell state's gradient so)."""
+    x = _x(4, 8)
+    compiled = stax.compile(lambda t: (t * 2, t.exp(), t * 2), x)
+    assert _calls_through_python(compiled, x) == 0
+    first, other, again = compiled(x)
+    assert first is again
+    np.testing.assert_allclose(first, x * 2)
+    np.testing.assert_allclose(other, np.exp(x), rtol=1e-6)

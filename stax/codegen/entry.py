@@ -105,10 +105,10 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
 def compiled_call_plan(plan: WrapperPlan, memory: MemoryPlan) -> CallPlan | None:
     """What a compiled call of ``plan`` allocates and multiplies; None when the wrapper does more
     than allocate or reuse storage, call kernels and make products on a gemm (numpy's externs, a
-    pooled storage, an output that is neither a buffer nor an input, or returned twice)."""
+    pooled storage, an output that is neither a buffer nor an input)."""
     inputs = {i.name for i in plan.inputs}
-    if any(memory.storage[b].kind == "pool" for b in plan.buffer_meta) \
-            or not set(plan.outputs) <= inputs | set(plan.buffer_meta) or len(set(plan.outputs)) < len(plan.outputs):
+    if any(memory.storage[b].kind == "pool" for b in plan.buffer_meta) or \
+            not set(plan.outputs) <= inputs | set(plan.buffer_meta):
         return None
     terms = {}
     for step, kernel in enumerate(plan.steps):
@@ -208,9 +208,11 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, call: CallPlan) 
             lines += [f"    owned.drop({owned[p]}); live -= {nbytes(*plan.buffer_meta[p])};"
                       for p in memory.releases.get(t, [])]
     lines.append("    stax::record_peak(s[2], peak);")
-    returned = [_returned(p, plan, memory, slot, owned) for p in plan.outputs]
-    lines += [shape_line for _, shape_line in returned if shape_line]
-    lines += _return_lines([expression for expression, _ in returned])
+    first = {p: plan.outputs.index(p) for p in plan.outputs}  # an output returned twice is one object
+    returned = {p: _returned(p, plan, memory, slot, owned) for p in first}
+    lines += [shape_line for _, shape_line in returned.values() if shape_line]
+    lines += _return_lines([returned[p][0] if first[p] == k else f"Py_NewRef(PyTuple_GET_ITEM(outputs, {first[p]}))"
+                            for k, p in enumerate(plan.outputs)])
     size = next_address
     body = "\n".join(lines)
     return f"""static PyObject* py_graph_call(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {{

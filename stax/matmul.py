@@ -160,13 +160,7 @@ def run_product(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray)
     """``product`` on these operands (of the shapes it was planned for)."""
     route = product.route
     if route is Route.NARROW or route is Route.NARROW_GRADIENT:
-        plain, by_transpose = narrow_gemm.entries()
-        if route is Route.NARROW:
-            plain(a.ctypes.data, b.ctypes.data, out.ctypes.data, product.batch, product.m, product.n, product.k,
-                  product.threads, int(product.accumulate))
-        else:
-            by_transpose(a.ctypes.data, b.ctypes.data, out.ctypes.data, product.m, product.n, product.k,
-                         product.threads, int(product.accumulate))
+        narrow_gemm.narrow_matmul(a, b, out, product.threads, product.transposed, product.accumulate)
     elif route is Route.TEAM:
         entry, gemm = _team_gemm(product.dtype)
         ta, tb = product.transposed

@@ -276,7 +276,6 @@ extern "C" void stax_narrow_gemm_bt(const float* a, const float* b, float* c, in
 
 
 @functools.cache
-@functools.cache
 def _entries(isa: Isa) -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
     """The plain and the weight-gradient entry points built for ``isa``, typed so that a call
     passes plain ints (which ctypes converts fastest)."""
@@ -319,12 +318,7 @@ def fits(a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: tuple[in
 def entry_address(gradient: bool) -> int:
     """The address of the plain (or the weight gradient's) entry point built for this CPU, which
     a compiled call calls (stax_py.h's narrow_product)."""
-    return ctypes.cast(entries()[gradient], ctypes.c_void_p).value
-
-
-def entries() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
-    """The plain and the weight gradient's entry points built for this CPU."""
-    return _entries(native_isa())
+    return ctypes.cast(_entries(native_isa())[gradient], ctypes.c_void_p).value
 
 
 def narrow_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int, transposed: tuple[bool, bool],

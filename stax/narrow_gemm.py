@@ -303,7 +303,9 @@ def fits(a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: tuple[in
     of MIN_LANES floats): ``a`` one matrix of at most MAX_ROWS rows, ``b`` stored as read, one
     matrix or ``out``'s batch of them, of at least MIN_COLUMNS columns and MIN_MACS multiply-adds;
     or a weight gradient, ``a`` (M x N, M at most MAX_ROWS and whole vectors) times ``b`` stored as
-    (K x N), a convolution's columns read transposed."""
+    (K x N), a convolution's columns read transposed, whose reduction N (the batch's pixels) is at
+    least as long as K: a product with the roles swapped (a classifier's features times its
+    32,000 classes' weights, ``x @ w.t()``) runs faster on the BLAS."""
     if transposed[0] or len(a_shape) != 2:
         return False
     m, k, n = a_shape[0], a_shape[1], out_shape[-1]
@@ -311,7 +313,7 @@ def fits(a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: tuple[in
     if m > MAX_ROWS or m * k * n < MIN_MACS or width < MIN_LANES:
         return False
     if transposed[1]:
-        return len(b_shape) == 2 and m % width == 0
+        return len(b_shape) == 2 and m % width == 0 and k >= b_shape[0]
     return len(b_shape) == len(out_shape) and b_shape[:-2] == out_shape[:-2] and n >= MIN_COLUMNS
 
 

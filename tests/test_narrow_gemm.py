@@ -48,16 +48,18 @@ def test_a_weight_gradient_reads_the_columns_transposed(isa, vectors, k, n, thre
 
 def test_the_extern_takes_the_shapes_of_a_convolution_and_leaves_the_rest_to_the_blas():
     """A 3x3 convolution's GEMMs at 32 channels over 8 x 16 x 16 outputs go to the narrow kernel
-    (forward and weight gradient) on a CPU with 16 float lanes; a square product, a float64 one and a transposed left operand
-    do not; each result matches numpy's."""
+    (forward and weight gradient) on a CPU with 16 float lanes; a square product, a float64 one, a
+    transposed left operand and a classifier's product by its weight read transposed (a reduction
+    shorter than the output's rows) do not; each result matches numpy's."""
     rng = np.random.default_rng(7)
     weight, columns = rng.standard_normal((32, 288), dtype=np.float32), rng.standard_normal((288, 2048), dtype=np.float32)
     grad = rng.standard_normal((32, 2048), dtype=np.float32)
     square = rng.standard_normal((512, 512), dtype=np.float32)
+    features, classes = rng.standard_normal((32, 256), dtype=np.float32), rng.standard_normal((4000, 256), dtype=np.float32)
     cases = [(weight, columns, (False, False), True), (grad, columns, (False, True), True),
              (square, square, (False, False), False), (weight.astype(np.float64), columns.astype(np.float64),
                                                        (False, False), False),
-             (columns, columns, (True, False), False)]
+             (columns, columns, (True, False), False), (features, classes, (False, True), False)]
     for a, b, transposed, narrow in cases:
         left, right = (x.T if t else x for x, t in zip((a, b), transposed))
         out = np.empty((left.shape[0], right.shape[1]), a.dtype)

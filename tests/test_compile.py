@@ -151,6 +151,49 @@ def test_a_division_by_a_loop_invariant_divisor_multiplies_by_its_reciprocal(isa
         assert "div_invariant" not in elementwise.kernel_source
 
 
+def _indent_of_line_with(source: str, text: str) -> tuple[int, int]:
+    """The indentation of the first line holding ``text`` and of the first loop opened after it."""
+    lines = source.splitlines()
+    at = next(i for i, line in enumerate(lines) if text in line)
+    loop = next(line for line in lines[at:] if line.lstrip().startswith("for ("))
+    return len(lines[at]) - len(lines[at].lstrip()), len(loop) - len(loop.lstrip())
+
+
+def test_a_value_invariant_along_the_vector_loop_is_computed_before_it(isa, check):
+    """A row's value of an int64 index, cast and compared, and its exp, the same at every point of
+    a row pass's vector loop (a sum's), run once before the loop (gcc redid the int64 vector's cast lane by
+    lane at every step); an integer division by a row's value, which may set the error flag, stays
+    in the loop, and so does what is computed from it; the results are the reference's either way."""
+    x = sample((6, 37), seed=73)  # 37 columns: a vector body and a scalar tail
+    rows = sample((6, 1), seed=74)
+    index = np.int64([[0], [3], [-100], [5], [3], [1]])
+    hoisted = check(lambda a, r, i: (a * (r * 2.0).exp() + (i != -100).float() * (i.int() == 3).float()).sum(-1),
+                    x, rows, index)
+    numerator, divisor = sample((6, 1), "int64", -50, 50, seed=75), np.int64([[3], [-2], [7], [1], [5], [9]])
+    kept = check(lambda a, n, d: (a * (n // d).float()).sum(-1), x, numerator, divisor)
+    if isa != "none":
+        before, loop = _indent_of_line_with(hoisted.kernel_source, "stax::v_exp(")
+        assert before == loop, hoisted.kernel_source
+        inside, loop = _indent_of_line_with(kept.kernel_source, "int_floordiv(")
+        assert inside > loop, kept.kernel_source
+    bad = divisor.copy()
+    bad[4] = 0
+    with pytest.raises(KernelError, match="division by zero"):
+        kept(x, numerator, bad)
+
+
+def test_a_select_between_one_value_is_that_value():
+    """``where(c, v, v)`` prints as ``v`` (a gather's index clamped where it is in bounds)."""
+    from stax.codegen.exprs import BodyPrinter, PrintState
+    from stax.ir import Load, Op
+    from stax.indexing import Index
+    lines: list[str] = []
+    printer = BodyPrinter(True, lambda ld: f"stax::vload({ld.buffer} + y0)", lines, "", PrintState())
+    value, condition = Load("x", Index.var("y0"), "float32"), Load("c", Index.var("y0"), "bool")
+    same = printer(Op("where", (condition, value, value), "float32"))
+    assert not any("select" in line for line in lines) and lines[-1] == f"auto {same} = {printer(value)};", lines
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_float_binary_broadcast_and_scalars(isa, dtype, check):
     def fn(x, y, row, col):

@@ -56,7 +56,7 @@ from ..indexing import Index, contiguous_strides, lane_step, linear_index
 from ..ir import ComputedBuffer, Expr, Load, Op, loads, walk
 from ..lowering import EXPENSIVE_OPS, substitute
 from ..scheduler.frame import Frame, make_frame
-from .exprs import BodyPrinter, lane_type, literal, reduction_identity
+from .exprs import BodyPrinter, Hoist, lane_type, literal, reduction_identity
 from .kernel_parts import (Emission, LoadContext, Member, access_kind, accumulator, fold, guard_condition, local_array,
                            with_line_head)
 from .interleave import Interleaved
@@ -547,9 +547,9 @@ class BlockKernel:
         return list(rows.items()) if rows and expensive_ops(members) >= len(rows) else []
 
     def printer(self, vector: bool, vvar: str | None, ctx: LoadContext | list[LoadContext], lines: list[str],
-                 ind: str) -> BodyPrinter:
+                 ind: str, hoist: Hoist | None = None) -> BodyPrinter:
         """A printer of one lane, or of one lane per context of ``ctx`` (lane k a vector further
-        along ``vvar`` than lane k - 1)."""
+        along ``vvar`` than lane k - 1); ``hoist`` takes the loop's invariant values."""
         def lane_load(local: LoadContext, lane: int) -> Callable[[Load], str]:
             def load(ld: Load) -> str:
                 if ld in self.emit.transposed_values:
@@ -559,7 +559,8 @@ class BlockKernel:
                 return self.load_text(ld, vector, vvar)
             return load
         contexts = ctx if isinstance(ctx, list) else [ctx]
-        return BodyPrinter(vector, [lane_load(c, lane) for lane, c in enumerate(contexts)], lines, ind, self.emit.state)
+        return BodyPrinter(vector, [lane_load(c, lane) for lane, c in enumerate(contexts)], lines, ind, self.emit.state,
+                           hoist=hoist)
 
     def _lane_shift(self, vvar: str | None, lane: int) -> dict[str, Index]:
         """The point of lane ``lane`` of an unrolled vector loop: ``vvar`` a vector per lane further."""
@@ -651,7 +652,8 @@ class BlockKernel:
         """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
         the main vector loop does ``unroll`` vectors per step (``emit_body``'s ``lanes`` argument).
         With ``blocks`` (lines opening and closing a block) a scalar last loop runs in blocks of
-        Tuning.sum_block iterations."""
+        Tuning.sum_block iterations.  ``emit_body`` may return lines to run once before its loop
+        (values invariant along it)."""
         f = self.frame
         lines: list[str] = []
         for v, r in zip(f.inner_vars[:-1], f.inner[:-1]):
@@ -683,9 +685,10 @@ class BlockKernel:
                     emit_body(inner + "    ", vec_loop, lines, copies)
                     lines += [inner + "}", *(inner + t for t in closing), ind + "}"]
                 continue
-            lines += [ind + self.loop(last, str(lo), str(hi), step), ind + "{"]
-            emit_body(ind + "    ", vec_loop, lines, copies)
-            lines.append(ind + "}")
+            loop: list[str] = []
+            before = emit_body(ind + "    ", vec_loop, loop, copies)
+            lines += [*(ind + line for line in before), ind + self.loop(last, str(lo), str(hi), step), ind + "{",
+                      *loop, ind + "}"]
         for _ in f.inner_vars[:-1]:
             ind = ind[:-4]
             lines.append(ind + "}")
@@ -736,8 +739,10 @@ class BlockKernel:
                 lines.append(f"{ind}{vector_kind} {acc[m.buf.name]}_vec{lane} = {vector_init};")
         ranges = self.frame.var_ranges
 
-        def body(bind: str, vec_loop: bool, out: list[str], lanes: int) -> None:
+        def body(bind: str, vec_loop: bool, out: list[str], lanes: int) -> list[str]:
             vector = vec_loop or outer_vector
+            # a vector loop along the innermost variable: its invariant values run once before it
+            hoist = Hoist(vvar) if vec_loop and not outer_vector else None
             for lane in range(lanes):
                 for address, dtype in prefetch if vec_loop else []:
                     offset = lane * self.width
@@ -745,7 +750,7 @@ class BlockKernel:
                         out.append(f"{bind}__builtin_prefetch({address}{f' + {offset}' if offset else ''}, 0, 2);")
             contexts = [ctx.inner() for _ in range(lanes)]
             shifts = [self._lane_shift(vvar, lane) for lane in range(lanes)]
-            printer = self.printer(vector, vvar, contexts, out, bind)
+            printer = self.printer(vector, vvar, contexts, out, bind, hoist)
             # one element per accumulator and step here: Welford's 1 / n from the row index, once
             row_index = self._row_index()
             inverse = {} if inner_vector else {m.buf.dtype: self.emit.state.fresh("tmp_inv") for m in phase
@@ -771,6 +776,7 @@ class BlockKernel:
                         index = self._row_index(shift)
                         out.append(f"{bind}stax::vstore({row}.get() + {index}, {value});" if vec_loop
                                    else f"{bind}{row}[{index}] = {value};")
+            return hoist.lines if hoist else []
         kind = {m.buf.name: accumulator(m.buf, outer_vector) for m in reductions if m.buf.name in blocked}
         blocks = ([f"{kind[name][0]} {acc[name]}_block = {kind[name][1]};" for name in sorted(blocked)],
                   [f"{acc[name]} = stax::r_sum({acc[name]}, {acc[name]}_block);" for name in sorted(blocked)])

@@ -7,7 +7,8 @@ loads, constants and casts differ between the two modes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -68,27 +69,55 @@ class PrintState:
         return f"{prefix}{self.counter - 1}"
 
 
+@dataclass
+class Hoist:
+    """The lines run once before a vector loop along ``var``: its invariant values."""
+
+    var: str
+    lines: list[str] = field(default_factory=list)
+
+    def takes(self, line: str, error_flag: str) -> bool:
+        """Whether a value invariant along the vector (``_is_invariant``) may run before the loop:
+        it does not read the loop's variable (a splat of ``x[y0 / 16]`` is one value a vector, a
+        new one each step) nor set the error flag (the loop may not run)."""
+        return re.search(rf"\b{self.var}\b", line) is None and f", {error_flag})" not in line
+
+
 class BodyPrinter:
     """Prints expressions of one loop body.  One printer may print several lanes at once: the
     copies of an unrolled vector loop's body, each shifted a vector further along the row (one
     ``load`` per lane renders a Load in that lane).  Their statements interleave node by node, and
-    four float32 exps of a node become one ``stax::v_exp4`` (one range test for four vectors)."""
+    four float32 exps of a node become one ``stax::v_exp4`` (one range test for four vectors).
+    Given a ``hoist``, a vector value the same at every point of its loop (a splat, an op of
+    splats) is printed into its lines, to run once before the loop: gcc recomputes some of them at
+    every step (an int64 vector of 16 lanes, cast or compared, goes lane by lane through memory)."""
 
     def __init__(self, vector: bool, load: Callable[[Load], str] | Sequence[Callable[[Load], str]],
-                 lines: list[str], indent: str, state: PrintState, error_flag: str = "err"):
+                 lines: list[str], indent: str, state: PrintState, error_flag: str = "err",
+                 hoist: Hoist | None = None):
         self.vector = vector
         self.loads = [load] if callable(load) else list(load)
         self.lines, self.indent, self.state = lines, indent, state
+        self.hoist = hoist
         self.error_flag = error_flag
         # by identity: an expression object prints once; the entry holds the objects too, so that
         # their ids are not reused by a later temporary (a member's body shifted to another lane)
         self.cache: dict[tuple[int, ...], tuple[Sequence[Expr], list[str]]] = {}
         self.emitted: dict[str, str] = {}
         self.invariant: set[str] = set()  # names of values the same at every point of the loop
+        self.looped: set[str] = set()  # names of values computed in the loop (not hoisted)
 
-    def emit(self, line: str) -> str:
+    def emit(self, line: str, invariant: bool = False, operands: Sequence[str] = ()) -> str:
+        """A temporary holding ``line``: before the loop when it is ``invariant``, hoisting, and
+        none of its ``operands`` is computed in the loop (an op that sets the error flag stays in
+        the loop, which may not run, and so do the values computed from it)."""
         name = self.state.fresh()
-        self.lines.append(f"{self.indent}auto {name} = {line};")
+        if invariant and self.hoist is not None and self.hoist.takes(line, self.error_flag) and \
+                not any(operand in self.looped for operand in operands):
+            self.hoist.lines.append(f"auto {name} = {line};")
+        else:
+            self.lines.append(f"{self.indent}auto {name} = {line};")
+            self.looped.add(name)
         return name
 
     def __call__(self, expr: Expr) -> str:
@@ -107,6 +136,7 @@ class BodyPrinter:
         first = exprs[0]
         if isinstance(first, Const):  # literals are printed in place
             return [literal(e.value, e.dtype, self.vector) for e in exprs]
+        args: list[list[str]] = []
         if isinstance(first, Load):
             texts = [load(e) for load, e in zip(self.loads, exprs)]
             invariant = [self._is_invariant(t) for t in texts]
@@ -119,9 +149,9 @@ class BodyPrinter:
         # structural CSE: equal text means an equal value (operands are already shared names), so
         # members of one loop body that inline the same producer compute it once (example 7.2),
         # and lanes share what does not depend on their point
-        for text, same in zip(texts, invariant):
+        for lane, (text, same) in enumerate(zip(texts, invariant)):
             if text not in self.emitted:
-                self.emitted[text] = self.emit(text)
+                self.emitted[text] = self.emit(text, same, [a[lane] for a in args])
                 if same:
                     self.invariant.add(self.emitted[text])
         return [self.emitted[text] for text in texts]
@@ -170,8 +200,8 @@ class BodyPrinter:
                 return f"stax::{v}float_{name}({a[0]}, {a[1]})"
             self.state.uses_error_flag = True
             return f"stax::{v}int_{name}({a[0]}, {a[1]}, {self.error_flag})"
-        if name == "where":
-            return f"stax::select({a[0]}, {a[1]}, {a[2]})"
+        if name == "where":  # both branches one value (an index clamped where it is in bounds): no select
+            return a[1] if a[1] == a[2] else f"stax::select({a[0]}, {a[1]}, {a[2]})"
         if name == "cast":
             if dtype == "bool":
                 return f"stax::{'v' if self.vector else ''}cast_bool({a[0]})"

@@ -35,12 +35,11 @@ MIN_MACS = 1 << 20
 MIN_LANES = 16
 
 _SOURCE = r"""
-#include "stax_vec.h"
+#include "stax_sweep.h"
 // C = A B (+ C when add): A m x k, B k x n (a batch of them, one C each), row-major, contiguous.
 typedef stax::vec<float> vf;
-// a tile: MR rows by VECTORS vectors of sums, held in registers with the vectors of B and A's
-// broadcast (32 vector registers at 16 lanes; 16 at 8 lanes, where 8 rows spilled)
-constexpr int MR = STAX_W >= 16 ? 8 : 6, VECTORS = 2;
+// a tile: stax::SWEEP_ROWS rows by VECTORS vectors of sums (stax_sweep.h)
+constexpr int MR = stax::SWEEP_ROWS, VECTORS = 2;
 constexpr int64_t PANEL = VECTORS * STAX_W;  // a tile's columns
 constexpr int64_t KC = 256;            // rows of B a tile reads per block (its lines stay in L1)
 constexpr int64_t AHEAD = 2 * PANEL;   // the first row tile of a panel prefetches this far along B's rows
@@ -49,57 +48,12 @@ constexpr int64_t AHEAD = 2 * PANEL;   // the first row tile of a panel prefetch
 // halves of the work would not let it do
 constexpr int64_t TASKS_A_THREAD = 4;
 
-// R rows x V vectors of C (rows ldc apart) over kc rows of B (ldb apart) and columns of A
-// (whose rows are lda apart), prefetching V vectors a row of `ahead` (rows ld_ahead apart) when FETCH
-template <int R, int V, bool FETCH>
-static void sweep(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t kc,
-                  bool add, const float* ahead, int64_t ld_ahead) {
-  vf acc[R][V] = {};
-  if (add)
-    for (int i = 0; i < R; ++i)
-      for (int v = 0; v < V; ++v) acc[i][v] = stax::vload(c + i * ldc + v * STAX_W);
-  for (int64_t p = 0; p < kc; ++p) {
-    const float* row = b + p * ldb;
-    if constexpr (FETCH)
-      for (int v = 0; v < V; ++v) __builtin_prefetch(ahead + p * ld_ahead + v * STAX_W);
-    vf bv[V];
-    for (int v = 0; v < V; ++v) bv[v] = stax::vload(row + v * STAX_W);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      const vf ai = stax::splat(a[i * lda + p]);
-      for (int v = 0; v < V; ++v) acc[i][v] += ai * bv[v];
-    }
-  }
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) stax::vstore(c + i * ldc + v * STAX_W, acc[i][v]);
-}
-
-// sweep, prefetching unless `ahead` is null
-template <int R, int V>
-static void tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t kc,
-                 bool add, const float* ahead, int64_t ld_ahead) {
-  if (ahead != nullptr)
-    sweep<R, V, true>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead);
-  else
-    sweep<R, V, false>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead);
-}
-
+// mr rows x V vectors of C (rows ldc apart) over kc rows of B (ldb apart) and columns of A (whose
+// rows are lda apart), prefetching V vectors a row of `ahead` (rows ld_ahead apart) unless null
 template <int V>
 static void rows(int64_t mr, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                  int64_t kc, bool add, const float* ahead = nullptr, int64_t ld_ahead = 0) {
-  if constexpr (MR > 4)
-    if (mr == MR) return tile<MR, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead);
-  switch (mr) {
-    case 4: tile<4, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
-    case 2: tile<2, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
-    default: tile<1, V>(a, lda, b, ldb, c, ldc, kc, add, ahead, ld_ahead); break;
-  }
-}
-
-// the rows of the tile starting at row m0: MR, or the largest of 4, 2, 1 that fits
-static inline int64_t tile_rows(int64_t m, int64_t m0) {
-  const int64_t left = m - m0;
-  return left >= MR ? MR : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+  stax::sweep_rows<V>(mr, a, lda, [=](int64_t p) { return b + p * ldb; }, c, ldc, kc, add, ahead, ld_ahead);
 }
 
 // kc x PANEL of B (rows ldb apart) into `panel`, rows PANEL apart
@@ -133,7 +87,7 @@ static void columns(const float* a, const float* b, float* c, int64_t m, int64_t
         ldb = PANEL;
       }
       for (int64_t m0 = 0, mr; m0 < m; m0 += mr) {
-        mr = tile_rows(m, m0);
+        mr = stax::tile_rows(m, m0);
         const float* tile_a = a + m0 * k + k0;
         if (whole && m0 == 0)
           rows<VECTORS>(mr, tile_a, k, block, ldb, c + m0 * n + j, n, kc, accumulate,

@@ -1,0 +1,107 @@
+"""A blocked direct 2-D convolution (stride 1, one group), float32, on an already padded input:
+the candidate of issue 28's item 5 that ``python -m experiments.bench_conv`` measures against the
+GEMM form (``stax.conv_gemm``) and a BLAS GEMM of the same FLOPs.  Not yet a form the compiler picks.
+
+The GEMM form writes its im2col columns, ``C * kH * kW`` times the input, to memory and reads them
+back.  Here the columns are never stored: an output row over the padded width is the sum, over the
+taps ``(ci, kh, kw)``, of the weight's column times the padded input shifted by
+``ci * HP * WP + kh * WP + kw`` (an implicit GEMM).  The same register tile as the narrow GEMM's
+(``stax_sweep.h``: 8 output channels by two vectors of outputs at 16 lanes, every tap's
+multiply-adds in registers) reads each shifted row from L1::
+
+    out[n, co, oh, ow] = sum over ci, kh, kw of w[co, ci, kh, kw] * xp[n, ci, oh + kh, ow + kw]
+
+The ``WP - OW`` outputs a row computes past ``OW`` are dropped when the tile is stored.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from .errors import ShapeError
+from .runtime import Isa, build, load, native_isa
+
+_SOURCE = r"""
+#include <cstring>
+#include <memory>
+#include "stax_sweep.h"
+constexpr int64_t PANEL = 2 * STAX_W;  // outputs a tile computes along the padded width
+
+// xp (n, c, hp, wp) padded, w (co, c, kh, kw), out (n, co, hp - kh + 1, wp - kw + 1)
+extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
+                                 int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+  const int64_t oh = hp - kh + 1, ow = wp - kw + 1, plane = hp * wp, image = c * plane, taps = c * kh * kw;
+  const int64_t columns = oh * wp, panels = (columns + PANEL - 1) / PANEL;
+  std::unique_ptr<int64_t[]> shift(new int64_t[taps]);
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t a = 0; a < kh; ++a)
+      for (int64_t b = 0; b < kw; ++b) shift[(ci * kh + a) * kw + b] = ci * plane + a * wp + b;
+  // panel t reads the image up to t * PANEL + PANEL + kw - 2 + (c - 1) * plane + (kh - 1) * wp: the
+  // last image's panels that would read past it read a copy of it with zeros after it instead
+  const int64_t slack = PANEL + kw, room = plane - (kh - 1) * wp - PANEL - kw + 2;
+  const int64_t tail = panels - std::min(panels, room > 0 ? (room + PANEL - 1) / PANEL : 0);
+  std::unique_ptr<float[]> last;
+  if (tail > 0) {
+    last.reset(new float[image + slack]());
+    std::memcpy(last.get(), xp + (n - 1) * image, image * sizeof(float));
+  }
+  const int64_t* offsets = shift.get();
+  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+  for (int64_t task = 0; task < n * panels; ++task) {
+    const int64_t img = task / panels, j = task % panels * PANEL;
+    const float* x = img == n - 1 && task % panels >= panels - tail ? last.get() : xp + img * image;
+    // the panel's outputs as runs along output rows: (offset in the tile, offset in a channel, length)
+    int64_t runs[PANEL + 2][3], count = 0;
+    for (int64_t col = j, end = std::min(j + PANEL, columns); col < end;) {
+      const int64_t r = col / wp, q = col - r * wp;
+      if (q < ow) {
+        const int64_t length = std::min(ow - q, end - col);
+        runs[count][0] = col - j, runs[count][1] = r * ow + q, runs[count++][2] = length;
+      }
+      col += wp - q;
+    }
+    alignas(64) float tile[stax::SWEEP_ROWS * PANEL];
+    for (int64_t m0 = 0, mr; m0 < co; m0 += mr) {
+      mr = stax::tile_rows(co, m0);
+      stax::sweep_rows<2>(mr, w + m0 * taps, taps, [=](int64_t p) { return x + j + offsets[p]; }, tile, PANEL, taps,
+                          false);
+      for (int64_t i = 0; i < mr; ++i) {
+        float* channel = out + (img * co + m0 + i) * oh * ow;
+        for (int64_t k = 0; k < count; ++k)
+          std::memcpy(channel + runs[k][1], tile + i * PANEL + runs[k][0], runs[k][2] * sizeof(float));
+      }
+    }
+  }
+}
+"""
+
+
+@functools.cache
+def _entry(isa: Isa) -> ctypes._CFuncPtr:
+    entry = load(build(_SOURCE, isa)).stax_direct_conv
+    entry.restype = None
+    entry.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 7 + [ctypes.c_int]
+    return entry
+
+
+def direct_conv2d(padded: np.ndarray, weight: np.ndarray, threads: int = 1, isa: Isa | None = None) -> np.ndarray:
+    """The stride-1 convolution of ``padded`` (N, C, HP, WP) with ``weight`` (C_out, C, kH, kW),
+    both float32 and C-contiguous: (N, C_out, HP - kH + 1, WP - kW + 1)."""
+    if padded.dtype != np.float32 or weight.dtype != np.float32 or padded.ndim != 4 or weight.ndim != 4 \
+            or not padded.flags.c_contiguous or not weight.flags.c_contiguous:
+        raise ShapeError("direct_conv2d: expected C-contiguous float32 arrays (N, C, HP, WP) and (C_out, C, kH, kW), "
+                         f"got {padded.dtype} {padded.shape} and {weight.dtype} {weight.shape}")
+    n, c, hp, wp = padded.shape
+    co, ci, kh, kw = weight.shape
+    if ci != c or kh > hp or kw > wp:
+        raise ShapeError(f"direct_conv2d: a weight of shape {weight.shape} does not fit an input of shape "
+                         f"{padded.shape} (its channels must match, its taps fit the padded image)")
+    out = np.empty((n, co, hp - kh + 1, wp - kw + 1), np.float32)
+    if out.size and c:
+        _entry(isa or native_isa())(padded.ctypes.data, weight.ctypes.data, out.ctypes.data, n, c, hp, wp, co, kh, kw,
+                                    threads)
+    elif out.size:
+        out.fill(0.0)
+    return out

@@ -2,12 +2,11 @@
 
 For each shape and thread count, in one process: the compiled convolution in the form
 ``stax.conv_gemm.plan_conv`` picks (its rule), in each forced form (direct: the fused reduction of
-graph ops; gemm: im2col columns times the weight on the BLAS extern), and the training step's three
+graph ops; gemm: im2col columns times the weight on the BLAS extern; blocked: ``stax.direct_conv``'s
+kernel on the padded input, for stride 1 and one group, ``-`` elsewhere), and the training step's three
 convolutions (forward, input gradient, weight gradient; 3x the forward's FLOPs); numpy's matmul
 of the GEMM the convolution is (M = C_out / groups, K = C / groups * kH * kW, N = batch * OH * OW,
-one per group) on the same number of BLAS threads; ``stax.direct_conv``'s blocked direct
-convolution of the input already padded (stride 1, one group: the candidate form not yet wired
-into the compiler; ``-`` for other shapes); torch's eager conv2d (and its forward plus
+one per group) on the same number of BLAS threads; torch's eager conv2d (and its forward plus
 backward) on as many threads, when torch is installed.  Ratios are to the GEMM's rate: the
 convolution at library speed is 0.8 or more.
 
@@ -27,8 +26,7 @@ from threadpoolctl import threadpool_limits
 
 import stax
 from stax import nn
-from stax.conv_gemm import ConvForm, plan_conv
-from stax.direct_conv import direct_conv2d
+from stax.conv_gemm import ConvForm, blocked_applies, plan_conv
 from stax.timing import time_call
 
 
@@ -99,17 +97,6 @@ def _blas_call(shape: Shape) -> Callable:
     return lambda: np.matmul(a, b, out=out)
 
 
-def _blocked_call(shape: Shape, threads: int) -> Callable | None:
-    """``stax.direct_conv`` on the padded input, for a stride-1 convolution of one group."""
-    if shape.stride != 1 or shape.groups != 1:
-        return None
-    rng = np.random.default_rng(2)
-    p = shape.padding
-    padded = rng.standard_normal((*shape.x[:2], shape.x[2] + 2 * p, shape.x[3] + 2 * p)).astype(np.float32)
-    weight = rng.standard_normal(shape.w).astype(np.float32)
-    return lambda: direct_conv2d(padded, weight, threads)
-
-
 def _torch_calls(shape: Shape, torch: Any) -> tuple[Callable, Callable]:
     x, w = torch.randn(*shape.x), torch.randn(*shape.w)
     conv = {"stride": shape.stride, "padding": shape.padding, "groups": shape.groups}
@@ -136,12 +123,13 @@ def row(shape: Shape, threads: int, rounds: int, torch: Any, best: bool = False)
     moves between them), each timing after a pause of SETTLE_SECONDS."""
     gflop = shape.flops() / 1e9
     calls: dict[str, tuple[Callable, float]] = {"blas": (_blas_call(shape), gflop)}
-    for label, form in (("rule", None), ("direct", ConvForm.DIRECT), ("gemm", ConvForm.GEMM)):
+    blocked = blocked_applies((shape.stride,) * 2, (1, 1), shape.groups, "float32")
+    for label, form in (("rule", None), ("direct", ConvForm.DIRECT), ("gemm", ConvForm.GEMM),
+                        ("blocked", ConvForm.BLOCKED)):
+        if form is ConvForm.BLOCKED and not blocked:
+            continue
         forward, training = _stax_calls(shape, form, threads)
         calls[label], calls[f"{label}_train"] = (forward, gflop), (training, 3 * gflop)
-    blocked = _blocked_call(shape, threads)
-    if blocked is not None:
-        calls["blocked"] = (blocked, gflop)
     if torch is not None:
         forward, training = _torch_calls(shape, torch)
         calls["torch"], calls["torch_train"] = (forward, gflop), (training, 3 * gflop)
@@ -177,21 +165,22 @@ def main() -> None:
     args = parser.parse_args()
     torch = _torch()
     print(f"GFLOP/s ({'best' if args.best else 'median'} of {args.rounds} rounds); rule = the form plan_conv picks; "
-          "blocked = stax.direct_conv on the padded input; train = forward + input gradient + weight "
+          "blocked = stax.direct_conv's kernel (stride 1, one group); train = forward + input gradient + weight "
           "gradient (3x the forward's FLOPs); /blas = rate / the same GEMM's rate on numpy's BLAS")
-    head = f"{'shape':<11} {'thr':>3} {'form':>6} {'blas':>6} {'rule':>6} {'direct':>6} {'gemm':>6} {'blocked':>7} " \
+    head = f"{'shape':<11} {'thr':>3} {'form':>7} {'blas':>6} {'rule':>6} {'direct':>6} {'gemm':>6} {'blocked':>7} " \
            f"{'torch':>6} {'rule/blas':>9} {'blk/blas':>8} {'torch/blas':>10} {'train':>6} {'d_trn':>6} {'g_trn':>6} {'trn/blas':>8} " \
            f"{'torch_trn':>9} {'t_trn/blas':>10}"
     print(head)
     for name in args.shapes:
         shape = SHAPES[name]
-        form = plan_conv((shape.x[0], shape.x[1]), shape.w, shape.out_hw(), shape.groups).form.value
+        form = plan_conv((shape.x[0], shape.x[1]), shape.w, shape.out_hw(), shape.groups,
+                         blocked=blocked_applies((shape.stride,) * 2, (1, 1), shape.groups, "float32")).form.value
         for threads in args.threads:
             r = row(shape, threads, args.rounds, torch, args.best)
             t, tt = r.get("torch", float("nan")), r.get("torch_train", float("nan"))
             blocked = f"{r['blocked']:7.1f} " if "blocked" in r else f"{'-':>7} "
             blocked_ratio = f"{r['blocked'] / r['blas']:8.2f} " if "blocked" in r else f"{'-':>8} "
-            print(f"{name:<11} {threads:>3} {form:>6} {r['blas']:6.1f} {r['rule']:6.1f} {r['direct']:6.1f} "
+            print(f"{name:<11} {threads:>3} {form:>7} {r['blas']:6.1f} {r['rule']:6.1f} {r['direct']:6.1f} "
                   f"{r['gemm']:6.1f} {blocked}{t:6.1f} {r['rule'] / r['blas']:9.2f} {blocked_ratio}{t / r['blas']:10.2f} "
                   f"{r['rule_train']:6.1f} {r['direct_train']:6.1f} {r['gemm_train']:6.1f} "
                   f"{r['rule_train'] / r['blas']:8.2f} {tt:9.1f} {tt / r['blas']:10.2f}",

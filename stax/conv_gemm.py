@@ -1,4 +1,5 @@
-"""The GEMM form of a 2-D convolution (im2col), and the rule that picks it over the direct form.
+"""The GEMM form of a 2-D convolution (im2col), the blocked form (``stax.direct_conv``, the
+columns never stored), and the rule that picks a form.
 
 The direct form (``stax.nn``) is a reduction over ``(C / groups, kH, kW)`` that fuses with its
 neighbours; its generated loop does about one multiply-add per load.  The GEMM form lays the
@@ -19,6 +20,7 @@ import enum
 from dataclasses import dataclass
 
 from .frontend import Tensor
+from .runtime import native_isa
 
 Pair = tuple[int, int]
 
@@ -31,6 +33,8 @@ GEMM_MIN_DEPTH = 16
 GEMM_MIN_ROWS = 2
 #: ... and this many multiply-adds: a smaller convolution is one short fused kernel
 GEMM_MIN_MACS = 1 << 20
+#: the blocked form wants vectors of at least this many floats
+BLOCKED_MIN_LANES = 8
 
 
 class ConvForm(enum.Enum):
@@ -38,6 +42,7 @@ class ConvForm(enum.Enum):
 
     DIRECT = "direct"  # a reduction of graph ops, fused with its neighbours
     GEMM = "gemm"  # im2col columns times the weight on the BLAS extern
+    BLOCKED = "blocked"  # stax.direct_conv's extern on the padded input (stride 1, one group, float32)
 
 
 @dataclass(frozen=True)
@@ -56,16 +61,35 @@ class ConvPlan:
         return self.groups * self.rows * self.depth * self.columns
 
 
+def blocked_applies(stride: Pair, dilation: Pair, groups: int, dtype: str) -> bool:
+    """Whether ``stax.direct_conv`` can compute the convolution: float32, stride and dilation 1,
+    one group, on a CPU with vector instructions (the blocked kernel is vector code; without it
+    the BLAS is faster)."""
+    return dtype == "float32" and stride == dilation == (1, 1) and groups == 1 and \
+        native_isa().width >= BLOCKED_MIN_LANES
+
+
 def plan_conv(x_shape: tuple[int, ...], weight_shape: tuple[int, ...], out_hw: Pair, groups: int,
-              form: ConvForm | None = None) -> ConvPlan:
+              form: ConvForm | None = None, blocked: bool = False) -> ConvPlan:
     """The form of the convolution of ``x_shape`` (padded) with ``weight_shape``: ``form`` when
-    given, else GEMM when its reduction, rows per group and work pass the thresholds above."""
+    given, else, when its reduction, rows per group and work pass the thresholds above, BLOCKED
+    where ``blocked`` (``blocked_applies``) and the kernel is wider than one tap (a pointwise
+    convolution is a product read in place), GEMM elsewhere; else DIRECT."""
     rows, depth = weight_shape[0] // groups, weight_shape[1] * weight_shape[2] * weight_shape[3]
     columns = x_shape[0] * out_hw[0] * out_hw[1]
     if form is None:
         large = depth >= GEMM_MIN_DEPTH and rows >= GEMM_MIN_ROWS and groups * rows * depth * columns >= GEMM_MIN_MACS
-        form = ConvForm.GEMM if large else ConvForm.DIRECT
+        pointwise = tuple(weight_shape[2:]) == (1, 1)
+        form = (ConvForm.BLOCKED if blocked and not pointwise else ConvForm.GEMM) if large else ConvForm.DIRECT
     return ConvPlan(form, groups, rows, depth, columns)
+
+
+def blocked_correlate(padded: Tensor, weight: Tensor) -> Tensor:
+    """The stride-1 convolution of a padded input with ``weight`` as the ``conv2d`` extern."""
+    n, _, hp, wp = padded.shape
+    _, _, kh, kw = weight.shape
+    return padded._tracer.emit("conv2d", (padded, weight), (n, weight.shape[0], hp - kh + 1, wp - kw + 1),
+                               padded.dtype)
 
 
 def is_pointwise(weight_shape: tuple[int, ...], stride: Pair, groups: int) -> bool:

@@ -1,6 +1,7 @@
 """A blocked direct 2-D convolution (stride 1, one group), float32, on an already padded input:
-the candidate of issue 28's item 5 that ``python -m experiments.bench_conv`` measures against the
-GEMM form (``stax.conv_gemm``) and a BLAS GEMM of the same FLOPs.  Not yet a form the compiler picks.
+the graph's ``conv2d`` extern, the blocked form ``stax.conv_gemm``'s rule picks for a wide
+convolution and its input gradient (``python -m experiments.bench_conv`` measures it against the
+GEMM form and a BLAS GEMM of the same FLOPs).
 
 The GEMM form writes its im2col columns, ``C * kH * kW`` times the input, to memory and reads them
 back.  Here the columns are never stored: an output row over the padded width is the sum, over the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -86,22 +88,64 @@ def _entry(isa: Isa) -> ctypes._CFuncPtr:
     return entry
 
 
-def direct_conv2d(padded: np.ndarray, weight: np.ndarray, threads: int = 1, isa: Isa | None = None) -> np.ndarray:
-    """The stride-1 convolution of ``padded`` (N, C, HP, WP) with ``weight`` (C_out, C, kH, kW),
-    both float32 and C-contiguous: (N, C_out, HP - kH + 1, WP - kW + 1)."""
-    if padded.dtype != np.float32 or weight.dtype != np.float32 or padded.ndim != 4 or weight.ndim != 4 \
-            or not padded.flags.c_contiguous or not weight.flags.c_contiguous:
-        raise ShapeError("direct_conv2d: expected C-contiguous float32 arrays (N, C, HP, WP) and (C_out, C, kH, kW), "
-                         f"got {padded.dtype} {padded.shape} and {weight.dtype} {weight.shape}")
-    n, c, hp, wp = padded.shape
-    co, ci, kh, kw = weight.shape
-    if ci != c or kh > hp or kw > wp:
-        raise ShapeError(f"direct_conv2d: a weight of shape {weight.shape} does not fit an input of shape "
-                         f"{padded.shape} (its channels must match, its taps fit the padded image)")
-    out = np.empty((n, co, hp - kh + 1, wp - kw + 1), np.float32)
-    if out.size and c:
-        _entry(isa or native_isa())(padded.ctypes.data, weight.ctypes.data, out.ctypes.data, n, c, hp, wp, co, kh, kw,
-                                    threads)
+@dataclass(frozen=True)
+class DirectConv:
+    """A ``conv2d`` extern as a compiled call makes it (codegen/entry.py): the entry point built
+    for this CPU and the shapes the call was generated for."""
+
+    n: int
+    c: int
+    hp: int
+    wp: int
+    co: int
+    kh: int
+    kw: int
+    threads: int
+
+    def addresses(self) -> tuple[int, ...]:
+        return (ctypes.cast(_entry(native_isa()), ctypes.c_void_p).value,)
+
+    def arguments(self) -> tuple[int, ...]:
+        """The sizes the entry point takes after its three arrays."""
+        return self.n, self.c, self.hp, self.wp, self.co, self.kh, self.kw, self.threads
+
+
+def plan_direct_conv(padded_shape: tuple[int, ...], weight_shape: tuple[int, ...], threads: int) -> DirectConv:
+    """The call of a convolution of a padded input of ``padded_shape`` (N, C, HP, WP) with a
+    weight of ``weight_shape`` (C_out, C, kH, kW)."""
+    if len(padded_shape) != 4 or len(weight_shape) != 4 or weight_shape[1] != padded_shape[1] or \
+            weight_shape[2] > padded_shape[2] or weight_shape[3] > padded_shape[3]:
+        raise ShapeError(f"direct_conv: a weight of shape {tuple(weight_shape)} does not fit an input of shape "
+                         f"{tuple(padded_shape)} (expected (N, C, HP, WP) and (C_out, C, kH, kW): the channels "
+                         "must match and the taps fit the padded image)")
+    n, c, hp, wp = padded_shape
+    co, _, kh, kw = weight_shape
+    return DirectConv(n, c, hp, wp, co, kh, kw, threads)
+
+
+def direct_conv(padded: np.ndarray, weight: np.ndarray, *, out: np.ndarray, threads: int,
+                isa: Isa | None = None) -> None:
+    """``out`` (N, C_out, HP - kH + 1, WP - kW + 1) = the stride-1 convolution of ``padded``
+    (N, C, HP, WP) with ``weight`` (C_out, C, kH, kW), all float32 and C-contiguous (the graph's
+    ``conv2d`` extern)."""
+    arrays = (padded, weight, out)
+    if any(a.dtype != np.float32 or a.ndim != 4 or not a.flags.c_contiguous for a in arrays):
+        raise ShapeError("direct_conv: expected C-contiguous float32 arrays (N, C, HP, WP), (C_out, C, kH, kW) and "
+                         f"the output, got {', '.join(f'{a.dtype} {a.shape}' for a in arrays)}")
+    plan = plan_direct_conv(padded.shape, weight.shape, threads)
+    want = (plan.n, plan.co, plan.hp - plan.kh + 1, plan.wp - plan.kw + 1)
+    if out.shape != want:
+        raise ShapeError(f"direct_conv: the output has shape {out.shape}, the convolution {want}")
+    if out.size and plan.c:
+        _entry(isa or native_isa())(padded.ctypes.data, weight.ctypes.data, out.ctypes.data, *plan.arguments())
     elif out.size:
         out.fill(0.0)
+
+
+def direct_conv2d(padded: np.ndarray, weight: np.ndarray, threads: int = 1, isa: Isa | None = None) -> np.ndarray:
+    """``direct_conv`` into a new array."""
+    out = np.empty((padded.shape[0], weight.shape[0], padded.shape[2] - weight.shape[2] + 1,
+                    padded.shape[3] - weight.shape[3] + 1), np.float32) if padded.ndim == weight.ndim == 4 \
+        else np.empty(0, np.float32)
+    direct_conv(padded, weight, out=out, threads=threads, isa=isa)
     return out

@@ -29,6 +29,9 @@ Ops and their attributes:
   batched 3-D right one (seed 7.1: whole-buffer dependency).
 - ``matmul_sum``: inputs ``(a_1, b_1, a_2, b_2, ...)``, the extern call ``sum_i a_i @ b_i``; made
   by ``stax.matmul_sums`` before lowering, never traced.
+- ``conv2d``: inputs ``(padded, weight)``, float32 ``(N, C, HP, WP)`` and ``(C_out, C, kH, kW)``: the
+  extern call of ``stax.direct_conv``, a stride-1 convolution of one group (the blocked form of
+  ``stax.conv_gemm``).
 
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
 to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
@@ -49,7 +52,7 @@ REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin", "m2"})
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
 VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
-EXTERN_OPS = frozenset({"matmul", "matmul_sum"})
+EXTERN_OPS = frozenset({"matmul", "matmul_sum", "conv2d"})
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,3 @@ def product_terms(op: str, operands: int, transposed: tuple[bool, ...] = ()) \
     pairs = range(0, operands, 2) if op == "matmul_sum" else (0,)
     return [(i, i + 1, (flags[i], flags[i + 1]), i > 0) for i in pairs]
 
-
-#: the extern ops of the graph (``stax.graph.EXTERN_OPS``) and the calls that run them
-EXTERN_CALLS = {"matmul": parallel_matmul, "matmul_sum": matmul_sum}

@@ -5,8 +5,9 @@
 
 A small convolution is not an extern call: it is composed of graph ops, so the lowering turns it
 into a reduction over ``(c_in, kh, kw)`` with affine indices that fuses and is scheduled like
-every other node (seed 6.x, 7.1).  A large one takes the GEMM form of :mod:`stax.conv_gemm`
-(im2col columns times the weight on the BLAS extern, as TorchInductor calls a library here);
+every other node (seed 6.x, 7.1).  A large one is an extern call, as TorchInductor calls a
+library here: the blocked form (``stax.direct_conv``, stride 1 and one group, float32) or the
+GEMM form of :mod:`stax.conv_gemm` (im2col columns times the weight on the BLAS extern);
 ``stax.conv_gemm.plan_conv`` decides, and ``graph.conv_plans`` records each decision.  The input is read through
 ``pad`` (a guarded load: the pad value where an index leaves the input) and two ``unfold``
 windows; the product with the weight is inlined into the sum, so it is never materialized::
@@ -27,8 +28,8 @@ import itertools
 from typing import Any, Sequence
 
 from . import dtypes
-from .conv_gemm import (ConvForm, ConvPlan, gemm_correlate, gemm_weight_grad, is_pointwise, plan_conv,
-                        pointwise_correlate, pointwise_weight_grad)
+from .conv_gemm import (ConvForm, ConvPlan, blocked_applies, blocked_correlate, gemm_correlate, gemm_weight_grad,
+                        is_pointwise, plan_conv, pointwise_correlate, pointwise_weight_grad)
 from .errors import ShapeError, UnsupportedError
 from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, vector_norm
 
@@ -226,9 +227,16 @@ def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: 
     times the weight; group g's outputs read its C / groups input channels only.  The form is
     ``form``, else the one ``plan_conv`` picks."""
     windows = _windows(x, weight.shape[2:], stride, dilation)
-    plan = plan_conv(x.shape, weight.shape, windows.shape[2:4], groups, form)
+    blocked = blocked_applies(stride, dilation, groups, x.dtype)
+    plan = plan_conv(x.shape, weight.shape, windows.shape[2:4], groups, form, blocked)
+    if plan.form is ConvForm.BLOCKED and not blocked:
+        raise UnsupportedError(f"conv2d: the blocked form takes float32 convolutions of stride and dilation 1 and one "
+                               f"group on a CPU with vector instructions, not a {x.dtype} one of stride {stride}, "
+                               f"dilation {dilation} and {groups} groups here; leave form= unset for the rule's choice")
     if plan.form is ConvForm.GEMM and is_pointwise(weight.shape, stride, groups):
         return _planned(pointwise_correlate(x, weight), plan)
+    if plan.form is ConvForm.BLOCKED:
+        return _planned(blocked_correlate(x, weight), plan)
     return _planned(gemm_correlate(windows, weight, groups) if plan.form is ConvForm.GEMM else
                     _direct_correlate(windows, weight, groups), plan)
 
@@ -274,7 +282,9 @@ def conv2d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], str
     if windows.shape[2:4] != grad.shape[2:]:
         raise ShapeError(f"conv2d_weight_grad: gradient of shape {grad.shape} does not match the output of "
                          f"the convolution of {x.shape} ({windows.shape[2:4]})")
-    plan = plan_conv(padded.shape, tuple(weight_shape), windows.shape[2:4], groups, form)
+    # the weight gradient has no blocked form: the rule's GEMM or direct one
+    plan = plan_conv(padded.shape, tuple(weight_shape), windows.shape[2:4], groups,
+                     ConvForm.GEMM if form is ConvForm.BLOCKED else form)
     if plan.form is ConvForm.GEMM and is_pointwise(tuple(weight_shape), stride, groups):
         return _planned(pointwise_weight_grad(grad, padded, tuple(weight_shape)), plan)
     if plan.form is ConvForm.GEMM:

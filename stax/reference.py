@@ -22,6 +22,7 @@ import math
 from typing import Callable
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from .errors import CallError, KernelError, StaxError
 from .graph import REDUCTION_OPS, SCAN_OPS, VIEW_OPS, Graph, Node
@@ -176,6 +177,9 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         return _pad(args[0], node)
     if op == "matmul":
         return np.matmul(*args)
+    if op == "conv2d":  # every window of the padded input times the weight (stax.direct_conv's extern)
+        windows = sliding_window_view(args[0], args[1].shape[2:], axis=(2, 3))
+        return np.einsum("ncyxij,ocij->noyx", windows, args[1], optimize=True).astype(args[0].dtype, copy=False)
     raise StaxError(f"reference: node {node.name} has unknown op {op!r}")
 
 
@@ -211,6 +215,8 @@ def _with_rounded_terms(node: Node, args: list[Array], dtypes: list[str],
         terms = args[0].shape[node.attr("dim")]
     elif node.op == "matmul":
         terms = args[0].shape[-1]
+    elif node.op == "conv2d":
+        terms = math.prod(args[1].shape[1:])
     else:
         return args
     return [_perturbed(args[0], dtypes[0], terms, rounding), *args[1:]]

@@ -17,7 +17,7 @@ import numpy as np
 
 from .compiler import CompiledFunction, generate_kernels, translation_unit
 from .problems import block_index
-from .matmul import EXTERN_CALLS
+from .externs import EXTERN_CALLS
 from .runtime import build, load
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import stax
-from stax import narrow_gemm
+from stax import conv_gemm, narrow_gemm, nn
 from stax.compiler import compile_graph
 from stax.errors import CallError, KernelError, StaxError
 from stax.frontend import parameter_names
@@ -281,13 +281,14 @@ def test_the_compiled_call_reads_empty_and_read_only_arrays_as_numpy_lays_them_o
 
 
 @pytest.mark.parametrize("case", ["small", "narrow", "narrow_gradient", "batched", "broadcast_weight", "sum",
-                                  "empty", "float64"])
+                                  "empty", "float64", "blocked_conv"])
 def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
     """Every route of stax.matmul's plan_product is called from C++ (none through Python), with
     the results of the Python wrapper's calls of the same plan and of numpy: a small product on
     the team gemm; a weight times a convolution's columns and its weight gradient (narrow_gemm's
     kernel on a CPU with 16 lanes, else the team gemm); batches, a weight broadcast over a batch,
-    a sum of products accumulating into one output, an empty product and float64."""
+    a sum of products accumulating into one output, an empty product and float64; and a 3x3
+    convolution on stax.direct_conv's blocked kernel (on a CPU with vector instructions)."""
     rng = np.random.default_rng(3)
     programs = {
         "small": (lambda a, b: a @ b + 1, [(8, 16), (16, 4)]),
@@ -298,6 +299,7 @@ def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
         "sum": (lambda a, b, c: a @ b + (a * 2) @ c, [(16, 24), (24, 8), (24, 8)]),
         "empty": (lambda a, b: a @ b + 1, [(8, 0), (0, 4)]),
         "float64": (lambda a, b: (a @ b).t() * 2, [(8, 16), (16, 12)]),
+        "blocked_conv": (lambda x, w: nn.conv2d(x, w, padding=1).relu(), [(4, 16, 20, 20), (24, 16, 3, 3)]),
     }
     fn, shapes = programs[case]
     dtype = np.float64 if case == "float64" else np.float32
@@ -312,6 +314,9 @@ def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
         wide = native_isa().width >= narrow_gemm.MIN_LANES
         helper = "narrow_gradient_product" if case == "narrow_gradient" else "narrow_product"
         assert (helper in compiled.source) == wide and ("team_product" in compiled.source) == (not wide)
+    if case == "blocked_conv":
+        blocked = native_isa().width >= conv_gemm.BLOCKED_MIN_LANES
+        assert ("stax::direct_conv(" in compiled.source) == blocked
 
 
 @pytest.mark.parametrize("program", [lambda a, b: ((a @ b).exp() @ b).t() * 2,

@@ -1,4 +1,4 @@
-"""The GEMM form of a convolution (``stax.conv_gemm``) next to the direct form: both give the
+"""The GEMM and blocked forms of a convolution (``stax.conv_gemm``) next to the direct form: all give the
 explicit loops' convolution and gradients (``test_conv``'s, which share no code with either) on
 strided, padded, dilated and grouped cases, in float32 and float64; the rule's decisions; the
 columns materialized once for the forward and the weight gradient; a ResNet basic block
@@ -12,7 +12,8 @@ from test_conv import loops_conv, loops_grads, pairs
 
 import stax
 from stax import nn
-from stax.conv_gemm import ConvForm, ConvPlan, plan_conv
+from stax.conv_gemm import ConvForm, ConvPlan, blocked_applies, plan_conv
+from stax.errors import UnsupportedError
 
 # (input shape, weight shape, groups, stride, padding, dilation)
 CASES = [((2, 3, 9, 8), (5, 3, 3, 3), 1, 1, 1, 1), ((2, 4, 11, 10), (6, 4, 3, 3), 1, 2, 1, 1),
@@ -43,6 +44,10 @@ def test_both_forms_match_explicit_loops(check, x_shape, w_shape, groups, stride
     def fn(x, w, g):
         return (nn.conv2d(x, w, **conv).relu(), nn.conv2d_input_grad(g, w, x.shape, **conv),
                 nn.conv2d_weight_grad(g, x, w.shape, **conv))
+    if form is ConvForm.BLOCKED and not blocked_applies(stride, dilation, groups, dtype):
+        with pytest.raises(UnsupportedError, match="blocked form takes float32 convolutions of stride and dilation 1"):
+            stax.compile(fn, x, w, g)
+        return
     tol = 1e-4 if dtype == "float32" else 1e-10
     compiled = check(fn, x, w, g, rtol=tol, atol=tol)
     out, gx, gw = grouped_loops(x, w, g, groups, stride, padding, dilation)
@@ -50,8 +55,10 @@ def test_both_forms_match_explicit_loops(check, x_shape, w_shape, groups, stride
         assert got.dtype == np.dtype(dtype)
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     externs = [k for k in compiled.block_kernels if k.extern]
-    assert bool(externs) == (form is ConvForm.GEMM)
-    assert {p.form for p in compiled.graph.conv_plans.values()} == {form}
+    assert bool(externs) == (form is not ConvForm.DIRECT)
+    # the weight gradient has no blocked form: it takes the GEMM's
+    assert {p.form for p in compiled.graph.conv_plans.values()} == ({form, ConvForm.GEMM} if form is ConvForm.BLOCKED
+                                                                     else {form})
 
 
 def test_the_rule_takes_the_gemm_form_for_wide_convolutions_only():
@@ -64,6 +71,11 @@ def test_the_rule_takes_the_gemm_form_for_wide_convolutions_only():
     assert plan_conv((8, 32, 18, 18), (32, 1, 3, 3), (16, 16), 32).form is ConvForm.DIRECT
     assert plan_conv((2, 3, 9, 9), (4, 3, 3, 3), (7, 7), 1).form is ConvForm.DIRECT
     assert plan_conv((2, 3, 9, 9), (4, 3, 3, 3), (7, 7), 1, ConvForm.GEMM).form is ConvForm.GEMM
+    # where the blocked kernel applies (stride 1, one group, float32, vectors), it takes the wide
+    # ones but the pointwise, which is a product read in place
+    assert plan_conv((8, 64, 34, 34), (64, 64, 3, 3), (32, 32), 1, blocked=True).form is ConvForm.BLOCKED
+    assert plan_conv((8, 256, 16, 16), (64, 256, 1, 1), (16, 16), 1, blocked=True).form is ConvForm.GEMM
+    assert plan_conv((2, 3, 9, 9), (4, 3, 3, 3), (7, 7), 1, blocked=True).form is ConvForm.DIRECT
 
 
 def test_the_columns_are_written_once_for_the_forward_and_the_weight_gradient():
@@ -72,7 +84,8 @@ def test_the_columns_are_written_once_for_the_forward_and_the_weight_gradient():
     x, w, g = sample((4, 32, 12, 12), seed=123), sample((32, 32, 3, 3), seed=124), sample((4, 32, 12, 12), seed=125)
 
     def fn(x, w, g):
-        return nn.conv2d(x, w, padding=1), nn.conv2d_weight_grad(g, x, w.shape, padding=1)
+        return (nn.conv2d(x, w, padding=1, form=ConvForm.GEMM),
+                nn.conv2d_weight_grad(g, x, w.shape, padding=1, form=ConvForm.GEMM))
     compiled = stax.compile(fn, x, w, g)
     columns = [b for b in compiled.program.buffers if b.shape == (1, 32, 3, 3, 4, 12, 12)]
     assert len(columns) == 1
@@ -97,9 +110,9 @@ def test_a_matrix_times_a_batch_reads_both_in_place(check):
                for ld in b.reads())
 
 
-def test_a_resnet_block_in_the_gemm_form_agrees_with_torch():
-    """A ResNet basic block wide enough for the rule's GEMM form, imported from torch: its
-    forward and training step match eager torch, and both of its convolutions' passes were GEMMs."""
+def test_a_resnet_block_in_the_rules_forms_agrees_with_torch():
+    """A ResNet basic block wide enough for the rule's blocked and GEMM forms, imported from torch:
+    its forward and training step match eager torch, in the forms the rule picks."""
     torch = pytest.importorskip("torch", reason="the torch import needs torch: pip install 'stax[torch]'")
     from experiments.compare_inductor import _largest_error
     from experiments.torch_zoo import ZooModel, _mse
@@ -117,14 +130,18 @@ def test_a_resnet_block_in_the_gemm_form_agrees_with_torch():
             return (x + self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))).relu()
     x = torch.randn(*shape)
     model = ZooModel("resnet_gemm", BasicBlock(), [x], [torch.randn_like(x)], _mse, "ResNet basic block")
-    for program in (model.forward(), model.training()):
+    blocked = blocked_applies((1, 1), (1, 1), 1, "float32")
+    # the forward's and the input gradient's convolutions are blocked where the kernel applies;
+    # the weight gradient's is a GEMM
+    for program, want in ((model.forward(), {ConvForm.BLOCKED} if blocked else {ConvForm.GEMM}),
+                          (model.training(), {ConvForm.BLOCKED, ConvForm.GEMM} if blocked else {ConvForm.GEMM})):
         arguments = program.arguments()
         compiled = program.compile()
         error = _largest_error(program, compiled(*arguments), arguments)
         scale = max(float(np.abs(e).max(initial=1.0)) for e in program.expected)
         assert error <= 1e-4 * scale, f"{program.name}: error {error}"
-        forms = [p.form for p in compiled.graph.conv_plans.values()]
-        assert forms and set(forms) == {ConvForm.GEMM}, forms
+        forms = {p.form for p in compiled.graph.conv_plans.values()}
+        assert forms == want, (program.name, forms)
 
 
 def test_a_pointwise_convolution_reads_its_input_and_gradient_in_place():

@@ -72,9 +72,9 @@ def test_operands_it_cannot_take_are_named():
     x, w = np.zeros((1, 2, 5, 5), np.float32), np.zeros((3, 2, 3, 3), np.float32)
     with pytest.raises(ShapeError, match="float32"):
         direct_conv2d(x.astype(np.float64), w)
-    with pytest.raises(ShapeError, match="channels must match"):
+    with pytest.raises(ShapeError, match=r"channels\s+must match"):
         direct_conv2d(x, np.zeros((3, 4, 3, 3), np.float32))
-    with pytest.raises(ShapeError, match="fit the padded image"):
+    with pytest.raises(ShapeError, match="taps fit the padded image"):
         direct_conv2d(x, np.zeros((3, 2, 6, 3), np.float32))
     assert direct_conv2d(np.zeros((0, 2, 5, 5), np.float32), w).shape == (0, 3, 3, 3)
     assert not direct_conv2d(np.ones((1, 0, 5, 5), np.float32), np.ones((3, 0, 3, 3), np.float32)).any()

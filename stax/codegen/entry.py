@@ -19,7 +19,9 @@ import numpy as np
 from .. import blas
 from ..dtypes import CPP_TYPE, nbytes
 from ..indexing import contiguous_strides
-from ..matmul import EXTERN_CALLS, GEMM_DTYPES, Product, Route, plan_product, product_terms
+from ..direct_conv import DirectConv, plan_direct_conv
+from ..externs import EXTERN_CALLS
+from ..matmul import GEMM_DTYPES, Product, Route, plan_product, product_terms
 from ..memory.plan import MemoryPlan
 from ..runtime import MODULE_NAME
 from .cpp import Kernel
@@ -50,9 +52,10 @@ def _shim(kernel: Kernel) -> str:
 
 @dataclass(frozen=True)
 class Term:
-    """One product of an extern step: its plan and the names of its operands and output."""
+    """One call of an extern step: its plan (a product's, or a blocked convolution's) and the
+    names of its operands and output."""
 
-    product: Product
+    product: Product | DirectConv
     a: str
     b: str
     out: str
@@ -75,13 +78,14 @@ class CallPlan:
     def limits_blas_threads(self) -> bool:
         """Whether a call must hold numpy's OpenBLAS at one thread (stax.blas_threads): a team
         gemm calls OpenBLAS, which would start threads of its own on the team's cores."""
-        return any(t.product.route is Route.TEAM and blas.gemm(t.product.dtype).provider == "openblas"
-                   for terms in self.terms.values() for t in terms)
+        return any(isinstance(t.product, Product) and t.product.route is Route.TEAM and
+                   blas.gemm(t.product.dtype).provider == "openblas" for terms in self.terms.values() for t in terms)
 
 
 def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
-    """The products of an extern step as the compiled call makes them, or None when one of them
-    needs numpy (stax.matmul's Route.NUMPY) or the step is not a product."""
+    """The products (or the blocked convolution) of an extern step as the compiled call makes
+    them, or None when one of them needs numpy (stax.matmul's Route.NUMPY) or the step is a
+    numpy call."""
     ext = kernel.extern
     if ext["op"] not in EXTERN_CALLS:
         return None
@@ -90,6 +94,10 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
     names = ext["inputs"]
     views = ext.get("views") or [None] * len(names)
     out_shape, out_dtype, _ = layouts[ext["output"]]
+    if ext["op"] == "conv2d":
+        (x_shape, _, _), (w_shape, _, _) = layouts[names[0]], layouts[names[1]]
+        return [Term(plan_direct_conv(tuple(x_shape), tuple(w_shape), ext["threads"]), names[0], names[1],
+                     ext["output"])]
     terms = []
     for i, j, flags, accumulate in product_terms(ext["op"], len(names), ext.get("attrs", {}).get("transposed", ())):
         (a_shape, a_dtype, a_plain), (b_shape, b_dtype, b_plain) = (layouts[names[i]], layouts[names[j]])
@@ -146,9 +154,14 @@ def _return_lines(returned: list[str]) -> list[str]:
 
 
 def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
-    """The call of one product (stax.matmul's ``run_product`` in C++), its entry points at
-    ``s[state]`` and after."""
+    """The call of one product (stax.matmul's ``run_product`` in C++) or blocked convolution
+    (stax.direct_conv's), its entry points at ``s[state]`` and after."""
     p = term.product
+    if isinstance(p, DirectConv):
+        x, w, out = (f"({'' if n == term.out else 'const '}float*)views.buf({slot[n]})" for n in (term.a, term.b, term.out))
+        sizes = ", ".join(map(str, p.arguments()))
+        return ["    {", f"        void* entry = PyLong_AsVoidPtr(s[{state}]);", "        Py_BEGIN_ALLOW_THREADS",
+                f"        stax::direct_conv(entry, {x}, {w}, {out}, {sizes});", "        Py_END_ALLOW_THREADS", "    }"]
     t = CPP_TYPE[p.dtype] if p.dtype else "float"
     a, b, c = (f"({'' if x == term.out else 'const '}{t}*)views.buf({slot[x]})" for x in (term.a, term.b, term.out))
     add = int(p.accumulate)

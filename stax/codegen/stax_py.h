@@ -113,6 +113,12 @@ inline void narrow_gradient_product(void* entry, const float* a, const float* b,
   reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int, int)>(entry)(
       a, b, c, m, n, k, threads, add);
 }
+// stax.direct_conv's entry point: out = the stride-1 convolution of the padded x with w
+inline void direct_conv(void* entry, const float* x, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
+                        int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+  reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                            int64_t, int)>(entry)(x, w, out, n, c, hp, wp, co, kh, kw, threads);
+}
 template <typename T>
 inline void team_product(void* entry, void* gemm, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n,
                          int64_t k, int64_t a_step, int64_t b_step, int ta, int tb, int threads, T beta) {

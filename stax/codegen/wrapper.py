@@ -25,7 +25,7 @@ import numpy as np
 from ..blas_threads import one_blas_thread
 from ..dtypes import nbytes
 from ..errors import CallError, KernelError
-from ..matmul import EXTERN_CALLS
+from ..externs import EXTERN_CALLS
 from ..ir import InputBuffer
 from ..memory.allocator import CachingAllocator, allocator
 from ..memory.plan import MemoryPlan

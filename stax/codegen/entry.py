@@ -95,9 +95,8 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
     views = ext.get("views") or [None] * len(names)
     out_shape, out_dtype, _ = layouts[ext["output"]]
     if ext["op"] == "conv2d":
-        (x_shape, _, _), (w_shape, _, _) = layouts[names[0]], layouts[names[1]]
-        return [Term(plan_direct_conv(tuple(x_shape), tuple(w_shape), ext["threads"]), names[0], names[1],
-                     ext["output"])]
+        x_shape, w_shape = (tuple(view or layouts[name][0]) for name, view in zip(names, views))
+        return [Term(plan_direct_conv(x_shape, w_shape, ext["threads"]), names[0], names[1], ext["output"])]
     terms = []
     for i, j, flags, accumulate in product_terms(ext["op"], len(names), ext.get("attrs", {}).get("transposed", ())):
         (a_shape, a_dtype, a_plain), (b_shape, b_dtype, b_plain) = (layouts[names[i]], layouts[names[j]])

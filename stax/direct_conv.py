@@ -34,6 +34,7 @@ constexpr int64_t PANEL = 2 * STAX_W;  // outputs a tile computes along the padd
 // xp (n, c, hp, wp) padded, w (co, c, kh, kw), out (n, co, hp - kh + 1, wp - kw + 1)
 extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
                                  int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+  if (n <= 0 || co <= 0) return;  // no output (the last image's copy below needs an image)
   const int64_t oh = hp - kh + 1, ow = wp - kw + 1, plane = hp * wp, image = c * plane, taps = c * kh * kw;
   const int64_t columns = oh * wp, panels = (columns + PANEL - 1) / PANEL;
   std::unique_ptr<int64_t[]> shift(new int64_t[taps]);

@@ -68,6 +68,22 @@ def test_an_input_at_the_end_of_readable_memory():
     libc.mprotect(ctypes.c_void_p(base + pages * page), page, 3)  # readable and writable again, to unmap
 
 
+def test_an_empty_batch_reads_nothing():
+    """The kernel's entry with no image (as a compiled call makes it for an empty batch) returns
+    without reading: its input here starts right after a page the process may not read."""
+    from stax.direct_conv import _entry
+    from stax.runtime import native_isa
+    page = mmap.PAGESIZE
+    memory = mmap.mmap(-1, 2 * page)
+    libc = ctypes.CDLL(None)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+    assert libc.mprotect(ctypes.c_void_p(base), page, 0) == 0  # PROT_NONE before the input
+    out = np.full(4, 7.0, np.float32)
+    _entry(native_isa())(base + page, base + page, out.ctypes.data, 0, 3, 7, 7, 4, 3, 3, 1)
+    assert (out == 7.0).all()
+    libc.mprotect(ctypes.c_void_p(base), page, 3)
+
+
 def test_operands_it_cannot_take_are_named():
     x, w = np.zeros((1, 2, 5, 5), np.float32), np.zeros((3, 2, 3, 3), np.float32)
     with pytest.raises(ShapeError, match="float32"):
@@ -78,3 +94,19 @@ def test_operands_it_cannot_take_are_named():
         direct_conv2d(x, np.zeros((3, 2, 6, 3), np.float32))
     assert direct_conv2d(np.zeros((0, 2, 5, 5), np.float32), w).shape == (0, 3, 3, 3)
     assert not direct_conv2d(np.ones((1, 0, 5, 5), np.float32), np.ones((3, 0, 3, 3), np.float32)).any()
+
+
+def test_a_forced_blocked_convolution_of_an_empty_batch_or_no_channels_runs_in_the_compiled_call():
+    """The compiled call calls the kernel whatever the sizes: an empty batch gives an empty output
+    (the kernel reads nothing), no input channels give zeros."""
+    import stax
+    from stax import nn
+    from stax.conv_gemm import ConvForm, blocked_applies
+    if not blocked_applies((1, 1), (1, 1), 1, "float32"):
+        pytest.skip("the blocked form needs vector instructions, which this CPU lacks")
+    for x_shape, w_shape in (((0, 3, 5, 5), (4, 3, 3, 3)), ((2, 0, 5, 5), (4, 0, 3, 3))):
+        x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
+        compiled = stax.compile(lambda a, b: nn.conv2d(a, b, padding=1, form=ConvForm.BLOCKED), x, w)
+        assert "stax::direct_conv(" in compiled.source
+        got = compiled(x, w)
+        assert got.shape == (x_shape[0], 4, 5, 5) and not got.any()

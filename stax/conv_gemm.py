@@ -13,6 +13,8 @@ here)::
 The output is read back as ``(N, C_out, OH, OW)`` through a view, so the epilogue (bias, batch
 norm, ReLU) is the next pointwise kernel.  The weight gradient multiplies the output gradient by
 the same columns, read transposed in place (the columns of the forward are materialized once).
+In the blocked form, the forward and the weight gradient are each one extern call on the padded
+input (``conv2d``, ``conv2d_weight``), and neither stores columns.
 """
 from __future__ import annotations
 
@@ -90,6 +92,14 @@ def blocked_correlate(padded: Tensor, weight: Tensor) -> Tensor:
     _, _, kh, kw = weight.shape
     return padded._tracer.emit("conv2d", (padded, weight), (n, weight.shape[0], hp - kh + 1, wp - kw + 1),
                                padded.dtype)
+
+
+def blocked_weight_grad(padded: Tensor, grad: Tensor) -> Tensor:
+    """The weight gradient of the stride-1 convolution of a padded input whose output's gradient
+    is ``grad`` as the ``conv2d_weight`` extern."""
+    n, c, hp, wp = padded.shape
+    return padded._tracer.emit("conv2d_weight", (padded, grad), (grad.shape[1], c, hp - grad.shape[2] + 1,
+                                                                 wp - grad.shape[3] + 1), padded.dtype)
 
 
 def is_pointwise(weight_shape: tuple[int, ...], stride: Pair, groups: int) -> bool:

@@ -1,7 +1,8 @@
-"""A blocked direct 2-D convolution (stride 1, one group), float32, on an already padded input:
-the graph's ``conv2d`` extern, the blocked form ``stax.conv_gemm``'s rule picks for a wide
-convolution and its input gradient (``python -m experiments.bench_conv`` measures it against the
-GEMM form and a BLAS GEMM of the same FLOPs).
+"""A blocked direct 2-D convolution (stride 1, one group), float32, on an already padded input,
+and its weight gradient: the graph's ``conv2d`` and ``conv2d_weight`` externs, the blocked form
+``stax.conv_gemm``'s rule picks for a wide convolution and its two gradients
+(``python -m experiments.bench_conv`` measures it against the GEMM form and a BLAS GEMM of the
+same FLOPs).
 
 The GEMM form writes its im2col columns, ``C * kH * kW`` times the input, to memory and reads them
 back.  Here the columns are never stored: an output row over the padded width is the sum, over the
@@ -13,6 +14,13 @@ multiply-adds in registers) reads each shifted row from L1::
     out[n, co, oh, ow] = sum over ci, kh, kw of w[co, ci, kh, kw] * xp[n, ci, oh + kh, ow + kw]
 
 The ``WP - OW`` outputs a row computes past ``OW`` are dropped when the tile is stored.
+
+The weight gradient (the ``conv2d_weight`` extern) runs on the same tile, transposed: taps by
+output channels, the shifted input rows broadcast and the output gradient laid over the padded
+width, channels last (zeros past ``OW``), read as vectors; the reduction runs over every image's
+outputs::
+
+    dw[co, ci, kh, kw] = sum over n, oh, ow of g[n, co, oh, ow] * xp[n, ci, oh + kh, ow + kw]
 """
 from __future__ import annotations
 
@@ -26,10 +34,24 @@ from .errors import ShapeError
 from .runtime import Isa, build, load, native_isa
 
 _SOURCE = r"""
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include "stax_sweep.h"
 constexpr int64_t PANEL = 2 * STAX_W;  // outputs a tile computes along the padded width
+// tasks a thread of the team, at least, so that the caller can take over a late thread's share
+// (stax_parallel.cpp)
+constexpr int64_t TASKS_A_THREAD = 4;
+
+// where tap (ci, kh, kw) reads a padded image: ci * hp * wp + kh * wp + kw
+static std::unique_ptr<int64_t[]> tap_offsets(int64_t c, int64_t kh, int64_t kw, int64_t hp, int64_t wp) {
+  std::unique_ptr<int64_t[]> shift(new int64_t[c * kh * kw]);
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t a = 0; a < kh; ++a)
+      for (int64_t b = 0; b < kw; ++b) shift[(ci * kh + a) * kw + b] = ci * hp * wp + a * wp + b;
+  return shift;
+}
 
 // xp (n, c, hp, wp) padded, w (co, c, kh, kw), out (n, co, hp - kh + 1, wp - kw + 1)
 extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
@@ -37,10 +59,7 @@ extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, in
   if (n <= 0 || co <= 0) return;  // no output (the last image's copy below needs an image)
   const int64_t oh = hp - kh + 1, ow = wp - kw + 1, plane = hp * wp, image = c * plane, taps = c * kh * kw;
   const int64_t columns = oh * wp, panels = (columns + PANEL - 1) / PANEL;
-  std::unique_ptr<int64_t[]> shift(new int64_t[taps]);
-  for (int64_t ci = 0; ci < c; ++ci)
-    for (int64_t a = 0; a < kh; ++a)
-      for (int64_t b = 0; b < kw; ++b) shift[(ci * kh + a) * kw + b] = ci * plane + a * wp + b;
+  const std::unique_ptr<int64_t[]> shift = tap_offsets(c, kh, kw, hp, wp);
   // panel t reads the image up to t * PANEL + PANEL + kw - 2 + (c - 1) * plane + (kh - 1) * wp: the
   // last image's panels that would read past it read a copy of it with zeros after it instead
   const int64_t slack = PANEL + kw, room = plane - (kh - 1) * wp - PANEL - kw + 2;
@@ -68,8 +87,8 @@ extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, in
     alignas(64) float tile[stax::SWEEP_ROWS * PANEL];
     for (int64_t m0 = 0, mr; m0 < co; m0 += mr) {
       mr = stax::tile_rows(co, m0);
-      stax::sweep_rows<2>(mr, w + m0 * taps, taps, [=](int64_t p) { return x + j + offsets[p]; }, tile, PANEL, taps,
-                          false);
+      stax::sweep_rows<2>(mr, [=](int64_t i) { return w + (m0 + i) * taps; }, [=](int64_t p) { return x + j + offsets[p]; },
+                          tile, PANEL, taps, false);
       for (int64_t i = 0; i < mr; ++i) {
         float* channel = out + (img * co + m0 + i) * oh * ow;
         for (int64_t k = 0; k < count; ++k)
@@ -78,12 +97,79 @@ extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, in
     }
   }
 }
+
+// the output gradient g (n, co, oh, ow) as gt (n, (oh - 1) * wp + ow, cop): laid over the padded
+// width, channels last, zeros past ow and co
+static void transpose_gradient(const float* g, float* gt, int64_t n, int64_t co, int64_t cop, int64_t oh, int64_t ow,
+                               int64_t wp, int threads) {
+  const int64_t len = (oh - 1) * wp + ow;
+  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+  for (int64_t row = 0; row < n * oh; ++row) {
+    const int64_t img = row / oh, r = row % oh;
+    float* dst = gt + (img * len + r * wp) * cop;
+    // a channel at a time: its row is read in order, and the row's ow * cop outputs stay in L1
+    // (reading the channels side by side would read rows oh * ow floats apart, which share
+    // the cache's sets when that is a multiple of 1024)
+    for (int64_t o = 0; o < co; ++o) {
+      const float* src = g + ((img * co + o) * oh + r) * ow;
+      for (int64_t q = 0; q < ow; ++q) dst[q * cop + o] = src[q];
+    }
+    for (int64_t q = 0; q < ow; ++q) std::fill(dst + q * cop + co, dst + (q + 1) * cop, 0.0f);
+    if (r + 1 < oh) std::memset(dst + ow * cop, 0, (wp - ow) * cop * sizeof(float));
+  }
+}
+
+// dw (co, c, kh, kw) = the sum over images and outputs of g (n, co, oh, ow) times the padded input
+// xp (n, c, hp, wp) under each tap: the transposed weight gradient, taps by channels, is the
+// shifted input rows (A) times the gradient laid over the padded width, channels last (B)
+extern "C" void stax_direct_conv_weight_grad(const float* xp, const float* g, float* dw, int64_t n, int64_t c,
+                                             int64_t hp, int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+  const int64_t taps = c * kh * kw;
+  if (co <= 0 || taps <= 0) return;
+  if (n <= 0) return (void)std::memset(dw, 0, co * taps * sizeof(float));
+  const int64_t oh = hp - kh + 1, ow = wp - kw + 1, image = c * hp * wp, len = (oh - 1) * wp + ow;
+  auto run = [&](auto vectors) {
+    constexpr int V = decltype(vectors)::value;
+    constexpr int64_t COLUMNS = V * STAX_W, GROUP = 8;  // a task's channels; its row tiles, at most
+    const int64_t cop = (co + COLUMNS - 1) / COLUMNS * COLUMNS, blocks = cop / COLUMNS;
+    std::unique_ptr<float[]> gt(new float[n * len * cop]);
+    transpose_gradient(g, gt.get(), n, co, cop, oh, ow, wp, threads);
+    const std::unique_ptr<int64_t[]> shift = tap_offsets(c, kh, kw, hp, wp);
+    const int64_t tiles = (taps + stax::SWEEP_ROWS - 1) / stax::SWEEP_ROWS;
+    const int64_t per_task = std::clamp<int64_t>(tiles * blocks / (TASKS_A_THREAD * threads), 1, GROUP);
+    const int64_t span = per_task * stax::SWEEP_ROWS, groups = (taps + span - 1) / span;
+    const float* b = gt.get();
+    const int64_t* offsets = shift.get();
+    #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+    for (int64_t task = 0; task < groups * blocks; ++task) {
+      const int64_t o0 = task % blocks * COLUMNS, first = task / blocks * span, last = std::min(taps, first + span);
+      alignas(64) float sums[GROUP * stax::SWEEP_ROWS * COLUMNS];  // rows: the taps first..last
+      for (int64_t img = 0; img < n; ++img) {
+        const float* x = xp + img * image;
+        const float* rows = b + img * len * cop + o0;
+        for (int64_t t0 = first, mr; t0 < last; t0 += mr) {
+          mr = stax::tile_rows(last, t0);
+          stax::sweep_rows<V>(mr, [=](int64_t i) { return x + offsets[t0 + i]; },
+                              [=](int64_t p) { return rows + p * cop; }, sums + (t0 - first) * COLUMNS, COLUMNS, len,
+                              img > 0);
+        }
+      }
+      for (int64_t o = o0; o < std::min(co, o0 + COLUMNS); ++o)
+        for (int64_t t = first; t < last; ++t) dw[o * taps + t] = sums[(t - first) * COLUMNS + o - o0];
+    }
+  };
+  if (co <= STAX_W)
+    run(std::integral_constant<int, 1>());
+  else
+    run(std::integral_constant<int, 2>());
+}
 """
 
 
 @functools.cache
-def _entry(isa: Isa) -> ctypes._CFuncPtr:
-    entry = load(build(_SOURCE, isa)).stax_direct_conv
+def _entry(isa: Isa, weight_grad: bool) -> ctypes._CFuncPtr:
+    library = load(build(_SOURCE, isa))
+    entry = library.stax_direct_conv_weight_grad if weight_grad else library.stax_direct_conv
     entry.restype = None
     entry.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 7 + [ctypes.c_int]
     return entry
@@ -91,8 +177,9 @@ def _entry(isa: Isa) -> ctypes._CFuncPtr:
 
 @dataclass(frozen=True)
 class DirectConv:
-    """A ``conv2d`` extern as a compiled call makes it (codegen/entry.py): the entry point built
-    for this CPU and the shapes the call was generated for."""
+    """A ``conv2d`` extern, or with ``weight_grad`` a ``conv2d_weight`` one, as a compiled call
+    makes it (codegen/entry.py): the entry point built for this CPU and the shapes of the
+    convolution the call was generated for (its input padded, its weight)."""
 
     n: int
     c: int
@@ -102,19 +189,30 @@ class DirectConv:
     kh: int
     kw: int
     threads: int
+    weight_grad: bool = False
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        """The weight's shape for the weight gradient, else the convolution's output's."""
+        return (self.co, self.c, self.kh, self.kw) if self.weight_grad else \
+            (self.n, self.co, self.hp - self.kh + 1, self.wp - self.kw + 1)
 
     def addresses(self) -> tuple[int, ...]:
-        return (ctypes.cast(_entry(native_isa()), ctypes.c_void_p).value,)
+        return (ctypes.cast(_entry(native_isa(), self.weight_grad), ctypes.c_void_p).value,)
 
     def arguments(self) -> tuple[int, ...]:
         """The sizes the entry point takes after its three arrays."""
         return self.n, self.c, self.hp, self.wp, self.co, self.kh, self.kw, self.threads
 
 
+def _not_4d(*shapes: tuple[int, ...]) -> bool:
+    return any(len(shape) != 4 for shape in shapes)
+
+
 def plan_direct_conv(padded_shape: tuple[int, ...], weight_shape: tuple[int, ...], threads: int) -> DirectConv:
     """The call of a convolution of a padded input of ``padded_shape`` (N, C, HP, WP) with a
     weight of ``weight_shape`` (C_out, C, kH, kW)."""
-    if len(padded_shape) != 4 or len(weight_shape) != 4 or weight_shape[1] != padded_shape[1] or \
+    if _not_4d(padded_shape, weight_shape) or weight_shape[1] != padded_shape[1] or \
             weight_shape[2] > padded_shape[2] or weight_shape[3] > padded_shape[3]:
         raise ShapeError(f"direct_conv: a weight of shape {tuple(weight_shape)} does not fit an input of shape "
                          f"{tuple(padded_shape)} (expected (N, C, HP, WP) and (C_out, C, kH, kW): the channels "
@@ -124,27 +222,65 @@ def plan_direct_conv(padded_shape: tuple[int, ...], weight_shape: tuple[int, ...
     return DirectConv(n, c, hp, wp, co, kh, kw, threads)
 
 
+def plan_direct_conv_weight_grad(padded_shape: tuple[int, ...], grad_shape: tuple[int, ...],
+                                 threads: int) -> DirectConv:
+    """The call of the weight gradient of a stride-1 convolution of a padded input of
+    ``padded_shape`` (N, C, HP, WP) given its output's gradient of ``grad_shape`` (N, C_out, OH, OW)."""
+    if _not_4d(padded_shape, grad_shape) or grad_shape[0] != padded_shape[0] or \
+            not 0 < grad_shape[2] <= padded_shape[2] or not 0 < grad_shape[3] <= padded_shape[3]:
+        raise ShapeError(f"direct_conv_weight_grad: a gradient of shape {tuple(grad_shape)} is not the output of a "
+                         f"stride-1 convolution of an input of shape {tuple(padded_shape)} (expected (N, C, HP, WP) "
+                         "and (N, C_out, OH, OW) with the same N, OH <= HP and OW <= WP)")
+    n, c, hp, wp = padded_shape
+    return DirectConv(n, c, hp, wp, grad_shape[1], hp - grad_shape[2] + 1, wp - grad_shape[3] + 1, threads, True)
+
+
+#: the planner of each extern op the kernels compute
+PLANNERS = {"conv2d": plan_direct_conv, "conv2d_weight": plan_direct_conv_weight_grad}
+
+
+def _run(op: str, padded: np.ndarray, other: np.ndarray, out: np.ndarray, threads: int, isa: Isa | None) -> None:
+    """Check the arrays of extern ``op`` and call its entry."""
+    arrays = (padded, other, out)
+    if any(a.dtype != np.float32 or a.ndim != 4 or not a.flags.c_contiguous for a in arrays):
+        raise ShapeError(f"{op}: expected C-contiguous 4-D float32 arrays, got "
+                         f"{', '.join(f'{a.dtype} {a.shape}' for a in arrays)}")
+    plan = PLANNERS[op](padded.shape, other.shape, threads)
+    if out.shape != plan.out_shape:
+        raise ShapeError(f"{op}: the output has shape {out.shape}, expected {plan.out_shape}")
+    # the entries take every size: no image or output channel writes nothing (the weight gradient
+    # of no image is zeros), no input channel zeros
+    _entry(isa or native_isa(), plan.weight_grad)(padded.ctypes.data, other.ctypes.data, out.ctypes.data,
+                                                  *plan.arguments())
+
+
 def direct_conv(padded: np.ndarray, weight: np.ndarray, *, out: np.ndarray, threads: int,
                 isa: Isa | None = None) -> None:
     """``out`` (N, C_out, HP - kH + 1, WP - kW + 1) = the stride-1 convolution of ``padded``
     (N, C, HP, WP) with ``weight`` (C_out, C, kH, kW), all float32 and C-contiguous (the graph's
     ``conv2d`` extern)."""
-    arrays = (padded, weight, out)
-    if any(a.dtype != np.float32 or a.ndim != 4 or not a.flags.c_contiguous for a in arrays):
-        raise ShapeError("direct_conv: expected C-contiguous float32 arrays (N, C, HP, WP), (C_out, C, kH, kW) and "
-                         f"the output, got {', '.join(f'{a.dtype} {a.shape}' for a in arrays)}")
-    plan = plan_direct_conv(padded.shape, weight.shape, threads)
-    want = (plan.n, plan.co, plan.hp - plan.kh + 1, plan.wp - plan.kw + 1)
-    if out.shape != want:
-        raise ShapeError(f"direct_conv: the output has shape {out.shape}, the convolution {want}")
-    # the entry takes every size: no image or output channel writes nothing, no input channel zeros
-    _entry(isa or native_isa())(padded.ctypes.data, weight.ctypes.data, out.ctypes.data, *plan.arguments())
+    _run("conv2d", padded, weight, out, threads, isa)
+
+
+def direct_conv_weight_grad(padded: np.ndarray, grad: np.ndarray, *, out: np.ndarray, threads: int,
+                            isa: Isa | None = None) -> None:
+    """``out`` (C_out, C, kH, kW) = the weight gradient of the stride-1 convolution of ``padded``
+    (N, C, HP, WP) whose output's gradient is ``grad`` (N, C_out, OH, OW): the sum over the images
+    and outputs of the gradient times the input under each tap (the graph's ``conv2d_weight``
+    extern)."""
+    _run("conv2d_weight", padded, grad, out, threads, isa)
 
 
 def direct_conv2d(padded: np.ndarray, weight: np.ndarray, threads: int = 1, isa: Isa | None = None) -> np.ndarray:
     """``direct_conv`` into a new array."""
-    out = np.empty((padded.shape[0], weight.shape[0], padded.shape[2] - weight.shape[2] + 1,
-                    padded.shape[3] - weight.shape[3] + 1), np.float32) if padded.ndim == weight.ndim == 4 \
-        else np.empty(0, np.float32)
+    out = np.empty(plan_direct_conv(padded.shape, weight.shape, threads).out_shape, np.float32)
     direct_conv(padded, weight, out=out, threads=threads, isa=isa)
+    return out
+
+
+def direct_conv2d_weight_grad(padded: np.ndarray, grad: np.ndarray, threads: int = 1,
+                              isa: Isa | None = None) -> np.ndarray:
+    """``direct_conv_weight_grad`` into a new array."""
+    out = np.empty(plan_direct_conv_weight_grad(padded.shape, grad.shape, threads).out_shape, np.float32)
+    direct_conv_weight_grad(padded, grad, out=out, threads=threads, isa=isa)
     return out

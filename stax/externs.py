@@ -2,7 +2,8 @@
 library calls): each takes its operands, then ``out=`` and ``threads=`` (and the node's attributes)."""
 from __future__ import annotations
 
-from .direct_conv import direct_conv
+from .direct_conv import direct_conv, direct_conv_weight_grad
 from .matmul import matmul_sum, parallel_matmul
 
-EXTERN_CALLS = {"matmul": parallel_matmul, "matmul_sum": matmul_sum, "conv2d": direct_conv}
+EXTERN_CALLS = {"matmul": parallel_matmul, "matmul_sum": matmul_sum, "conv2d": direct_conv,
+                "conv2d_weight": direct_conv_weight_grad}

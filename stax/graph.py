@@ -32,6 +32,9 @@ Ops and their attributes:
 - ``conv2d``: inputs ``(padded, weight)``, float32 ``(N, C, HP, WP)`` and ``(C_out, C, kH, kW)``: the
   extern call of ``stax.direct_conv``, a stride-1 convolution of one group (the blocked form of
   ``stax.conv_gemm``).
+- ``conv2d_weight``: inputs ``(padded, grad)``, float32 ``(N, C, HP, WP)`` and ``(N, C_out, OH, OW)``:
+  the weight gradient ``(C_out, C, HP - OH + 1, WP - OW + 1)`` of that convolution, on the same
+  kernel's tile.
 
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
 to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
@@ -52,7 +55,7 @@ REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin", "m2"})
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
 VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
-EXTERN_OPS = frozenset({"matmul", "matmul_sum", "conv2d"})
+EXTERN_OPS = frozenset({"matmul", "matmul_sum", "conv2d", "conv2d_weight"})
 
 
 @dataclass(frozen=True)

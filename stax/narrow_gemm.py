@@ -53,7 +53,8 @@ constexpr int64_t TASKS_A_THREAD = 4;
 template <int V>
 static void rows(int64_t mr, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                  int64_t kc, bool add, const float* ahead = nullptr, int64_t ld_ahead = 0) {
-  stax::sweep_rows<V>(mr, a, lda, [=](int64_t p) { return b + p * ldb; }, c, ldc, kc, add, ahead, ld_ahead);
+  stax::sweep_rows<V>(mr, [=](int64_t i) { return a + i * lda; }, [=](int64_t p) { return b + p * ldb; }, c, ldc, kc, add,
+                      ahead, ld_ahead);
 }
 
 // kc x PANEL of B (rows ldb apart) into `panel`, rows PANEL apart

@@ -28,8 +28,8 @@ import itertools
 from typing import Any, Sequence
 
 from . import dtypes
-from .conv_gemm import (ConvForm, ConvPlan, blocked_applies, blocked_correlate, gemm_correlate, gemm_weight_grad,
-                        is_pointwise, plan_conv, pointwise_correlate, pointwise_weight_grad)
+from .conv_gemm import (ConvForm, ConvPlan, blocked_applies, blocked_correlate, blocked_weight_grad, gemm_correlate,
+                        gemm_weight_grad, is_pointwise, plan_conv, pointwise_correlate, pointwise_weight_grad)
 from .errors import ShapeError, UnsupportedError
 from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, vector_norm
 
@@ -221,6 +221,11 @@ def _planned(result: Tensor, plan: ConvPlan) -> Tensor:
     return result
 
 
+_NOT_BLOCKED = ("{op}: the blocked form takes float32 convolutions of stride and dilation 1 and one group on a CPU "
+                "with vector instructions, not a {dtype} one of stride {stride}, dilation {dilation} and {groups} "
+                "groups here; leave form= unset for the rule's choice")
+
+
 def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: int = 1,
                form: ConvForm | None = None) -> Tensor:
     """The convolution of an already padded input: a sum over (C / groups, kH, kW) of the windows
@@ -230,9 +235,8 @@ def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: 
     blocked = blocked_applies(stride, dilation, groups, x.dtype)
     plan = plan_conv(x.shape, weight.shape, windows.shape[2:4], groups, form, blocked)
     if plan.form is ConvForm.BLOCKED and not blocked:
-        raise UnsupportedError(f"conv2d: the blocked form takes float32 convolutions of stride and dilation 1 and one "
-                               f"group on a CPU with vector instructions, not a {x.dtype} one of stride {stride}, "
-                               f"dilation {dilation} and {groups} groups here; leave form= unset for the rule's choice")
+        raise UnsupportedError(_NOT_BLOCKED.format(op="conv2d", dtype=x.dtype, stride=stride, dilation=dilation,
+                                                   groups=groups))
     if plan.form is ConvForm.GEMM and is_pointwise(weight.shape, stride, groups):
         return _planned(pointwise_correlate(x, weight), plan)
     if plan.form is ConvForm.BLOCKED:
@@ -282,9 +286,13 @@ def conv2d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], str
     if windows.shape[2:4] != grad.shape[2:]:
         raise ShapeError(f"conv2d_weight_grad: gradient of shape {grad.shape} does not match the output of "
                          f"the convolution of {x.shape} ({windows.shape[2:4]})")
-    # the weight gradient has no blocked form: the rule's GEMM or direct one
-    plan = plan_conv(padded.shape, tuple(weight_shape), windows.shape[2:4], groups,
-                     ConvForm.GEMM if form is ConvForm.BLOCKED else form)
+    blocked = blocked_applies(stride, dilation, groups, x.dtype)
+    plan = plan_conv(padded.shape, tuple(weight_shape), windows.shape[2:4], groups, form, blocked)
+    if plan.form is ConvForm.BLOCKED and not blocked:
+        raise UnsupportedError(_NOT_BLOCKED.format(op="conv2d_weight_grad", dtype=x.dtype, stride=stride,
+                                                   dilation=dilation, groups=groups))
+    if plan.form is ConvForm.BLOCKED:
+        return _planned(blocked_weight_grad(padded, grad), plan)
     if plan.form is ConvForm.GEMM and is_pointwise(tuple(weight_shape), stride, groups):
         return _planned(pointwise_weight_grad(grad, padded, tuple(weight_shape)), plan)
     if plan.form is ConvForm.GEMM:

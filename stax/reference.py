@@ -180,6 +180,10 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
     if op == "conv2d":  # every window of the padded input times the weight (stax.direct_conv's extern)
         windows = sliding_window_view(args[0], args[1].shape[2:], axis=(2, 3))
         return np.einsum("ncyxij,ocij->noyx", windows, args[1], optimize=True).astype(args[0].dtype, copy=False)
+    if op == "conv2d_weight":  # the gradient times the input's windows, summed over images and outputs
+        kernel = tuple(args[0].shape[d] - args[1].shape[d] + 1 for d in (2, 3))
+        windows = sliding_window_view(args[0], kernel, axis=(2, 3))
+        return np.einsum("noyx,ncyxij->ocij", args[1], windows, optimize=True).astype(args[0].dtype, copy=False)
     raise StaxError(f"reference: node {node.name} has unknown op {op!r}")
 
 
@@ -217,6 +221,8 @@ def _with_rounded_terms(node: Node, args: list[Array], dtypes: list[str],
         terms = args[0].shape[-1]
     elif node.op == "conv2d":
         terms = math.prod(args[1].shape[1:])
+    elif node.op == "conv2d_weight":
+        terms = args[1].shape[0] * args[1].shape[2] * args[1].shape[3]  # N * OH * OW
     else:
         return args
     return [_perturbed(args[0], dtypes[0], terms, rounding), *args[1:]]

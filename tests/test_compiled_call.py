@@ -281,7 +281,8 @@ def test_the_compiled_call_reads_empty_and_read_only_arrays_as_numpy_lays_them_o
 
 
 @pytest.mark.parametrize("case", ["small", "narrow", "narrow_gradient", "batched", "broadcast_weight", "sum",
-                                  "empty", "float64", "blocked_conv", "blocked_conv_flat_weight"])
+                                  "empty", "float64", "blocked_conv", "blocked_conv_flat_weight",
+                                  "blocked_conv_weight_grad"])
 def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
     """Every route of stax.matmul's plan_product is called from C++ (none through Python), with
     the results of the Python wrapper's calls of the same plan and of numpy: a small product on
@@ -289,7 +290,7 @@ def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
     kernel on a CPU with 16 lanes, else the team gemm); batches, a weight broadcast over a batch,
     a sum of products accumulating into one output, an empty product and float64; and a 3x3
     convolution on stax.direct_conv's blocked kernel (on a CPU with vector instructions), also
-    of a weight read in place as a reshape of a flat input."""
+    of a weight read in place as a reshape of a flat input, and its weight gradient."""
     rng = np.random.default_rng(3)
     programs = {
         "small": (lambda a, b: a @ b + 1, [(8, 16), (16, 4)]),
@@ -303,6 +304,8 @@ def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
         "blocked_conv": (lambda x, w: nn.conv2d(x, w, padding=1).relu(), [(4, 16, 20, 20), (24, 16, 3, 3)]),
         "blocked_conv_flat_weight": (lambda x, w: nn.conv2d(x, w.reshape(24, 16, 3, 3), padding=1),
                                      [(4, 16, 20, 20), (24 * 16 * 9,)]),
+        "blocked_conv_weight_grad": (lambda g, x: nn.conv2d_weight_grad(g.relu(), x, (24, 16, 3, 3), padding=1) * 2,
+                                     [(4, 24, 20, 20), (4, 16, 20, 20)]),
     }
     fn, shapes = programs[case]
     dtype = np.float64 if case == "float64" else np.float32

@@ -56,9 +56,7 @@ def test_both_forms_match_explicit_loops(check, x_shape, w_shape, groups, stride
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     externs = [k for k in compiled.block_kernels if k.extern]
     assert bool(externs) == (form is not ConvForm.DIRECT)
-    # the weight gradient has no blocked form: it takes the GEMM's
-    assert {p.form for p in compiled.graph.conv_plans.values()} == ({form, ConvForm.GEMM} if form is ConvForm.BLOCKED
-                                                                     else {form})
+    assert {p.form for p in compiled.graph.conv_plans.values()} == {form}
 
 
 def test_the_rule_takes_the_gemm_form_for_wide_convolutions_only():
@@ -131,10 +129,9 @@ def test_a_resnet_block_in_the_rules_forms_agrees_with_torch():
     x = torch.randn(*shape)
     model = ZooModel("resnet_gemm", BasicBlock(), [x], [torch.randn_like(x)], _mse, "ResNet basic block")
     blocked = blocked_applies((1, 1), (1, 1), 1, "float32")
-    # the forward's and the input gradient's convolutions are blocked where the kernel applies;
-    # the weight gradient's is a GEMM
-    for program, want in ((model.forward(), {ConvForm.BLOCKED} if blocked else {ConvForm.GEMM}),
-                          (model.training(), {ConvForm.BLOCKED, ConvForm.GEMM} if blocked else {ConvForm.GEMM})):
+    # the convolutions and both their gradients are blocked where the kernel applies
+    want = {ConvForm.BLOCKED} if blocked else {ConvForm.GEMM}
+    for program in (model.forward(), model.training()):
         arguments = program.arguments()
         compiled = program.compile()
         error = _largest_error(program, compiled(*arguments), arguments)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import blas
 from ..dtypes import CPP_TYPE, nbytes
 from ..indexing import contiguous_strides
-from ..direct_conv import DirectConv, plan_direct_conv
+from ..direct_conv import PLANNERS, DirectConv
 from ..externs import EXTERN_CALLS
 from ..matmul import GEMM_DTYPES, Product, Route, plan_product, product_terms
 from ..memory.plan import MemoryPlan
@@ -52,8 +52,8 @@ def _shim(kernel: Kernel) -> str:
 
 @dataclass(frozen=True)
 class Term:
-    """One call of an extern step: its plan (a product's, or a blocked convolution's) and the
-    names of its operands and output."""
+    """One call of an extern step: its plan (a product's, or a blocked convolution's or weight
+    gradient's) and the names of its operands and output."""
 
     product: Product | DirectConv
     a: str
@@ -83,9 +83,9 @@ class CallPlan:
 
 
 def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
-    """The products (or the blocked convolution) of an extern step as the compiled call makes
-    them, or None when one of them needs numpy (stax.matmul's Route.NUMPY) or the step is a
-    numpy call."""
+    """The products (or the blocked convolution or weight gradient) of an extern step as the
+    compiled call makes them, or None when one of them needs numpy (stax.matmul's Route.NUMPY) or
+    the step is a numpy call."""
     ext = kernel.extern
     if ext["op"] not in EXTERN_CALLS:
         return None
@@ -94,9 +94,9 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
     names = ext["inputs"]
     views = ext.get("views") or [None] * len(names)
     out_shape, out_dtype, _ = layouts[ext["output"]]
-    if ext["op"] == "conv2d":
-        x_shape, w_shape = (tuple(view or layouts[name][0]) for name, view in zip(names, views))
-        return [Term(plan_direct_conv(x_shape, w_shape, ext["threads"]), names[0], names[1], ext["output"])]
+    if ext["op"] in PLANNERS:
+        x_shape, other_shape = (tuple(view or layouts[name][0]) for name, view in zip(names, views))
+        return [Term(PLANNERS[ext["op"]](x_shape, other_shape, ext["threads"]), names[0], names[1], ext["output"])]
     terms = []
     for i, j, flags, accumulate in product_terms(ext["op"], len(names), ext.get("attrs", {}).get("transposed", ())):
         (a_shape, a_dtype, a_plain), (b_shape, b_dtype, b_plain) = (layouts[names[i]], layouts[names[j]])
@@ -153,8 +153,8 @@ def _return_lines(returned: list[str]) -> list[str]:
 
 
 def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
-    """The call of one product (stax.matmul's ``run_product`` in C++) or blocked convolution
-    (stax.direct_conv's), its entry points at ``s[state]`` and after."""
+    """The call of one product (stax.matmul's ``run_product`` in C++) or blocked convolution or
+    weight gradient (stax.direct_conv's), its entry points at ``s[state]`` and after."""
     p = term.product
     if isinstance(p, DirectConv):
         x, w, out = (f"({'' if n == term.out else 'const '}float*)views.buf({slot[n]})" for n in (term.a, term.b, term.out))

@@ -113,7 +113,8 @@ inline void narrow_gradient_product(void* entry, const float* a, const float* b,
   reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int, int)>(entry)(
       a, b, c, m, n, k, threads, add);
 }
-// stax.direct_conv's entry point: out = the stride-1 convolution of the padded x with w
+// one of stax.direct_conv's entry points: out = the stride-1 convolution of the padded x with w, or
+// the weight gradient of such a convolution of x whose output's gradient is w
 inline void direct_conv(void* entry, const float* x, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
                         int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
   reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,

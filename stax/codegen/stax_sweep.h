@@ -1,6 +1,7 @@
 // The register tile of stax's hand-written products (stax/narrow_gemm.py, stax/direct_conv.py):
-// C (R rows, ldc apart, by V vectors) = A (R rows, lda apart) times kc rows of B, where B's row p
-// is wherever `row(p)` points: a matrix's rows, or a convolution's input shifted under each tap.
+// C (R rows, ldc apart, by V vectors) = A (R rows) times kc rows of B, where A's row i is wherever
+// `arow(i)` points and B's row p wherever `row(p)` points: a matrix's rows, or a convolution's
+// input shifted under each tap.
 #pragma once
 #include <type_traits>
 #include "stax_vec.h"
@@ -10,9 +11,11 @@ namespace stax {
 // sums in registers (32 vector registers at 16 lanes; 16 at 8 lanes, where 8 rows spilled), with
 // the vectors of B's row and A's broadcast; + C when add; prefetching V vectors a row of `ahead`
 // (rows ld_ahead apart) when FETCH
-template <int R, int V, bool FETCH, typename Row>
-inline void sweep(const float* a, int64_t lda, Row row, float* c, int64_t ldc, int64_t kc, bool add,
-                  const float* ahead, int64_t ld_ahead) {
+template <int R, int V, bool FETCH, typename ARow, typename Row>
+inline void sweep(ARow arow, Row row, float* c, int64_t ldc, int64_t kc, bool add, const float* ahead,
+                  int64_t ld_ahead) {
+  const float* a[R];
+  for (int i = 0; i < R; ++i) a[i] = arow(i);
   vec<float> acc[R][V] = {};
   if (add)
     for (int i = 0; i < R; ++i)
@@ -25,7 +28,7 @@ inline void sweep(const float* a, int64_t lda, Row row, float* c, int64_t ldc, i
     for (int v = 0; v < V; ++v) bv[v] = vload(b + v * STAX_W);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      const vec<float> ai = splat(a[i * lda + p]);
+      const vec<float> ai = splat(a[i][p]);
       for (int v = 0; v < V; ++v) acc[i][v] += ai * bv[v];
     }
   }
@@ -37,15 +40,15 @@ inline void sweep(const float* a, int64_t lda, Row row, float* c, int64_t ldc, i
 constexpr int SWEEP_ROWS = STAX_W >= 16 ? 8 : 6;
 
 // `sweep` of mr rows (SWEEP_ROWS, 4, 2 or 1), prefetching unless `ahead` is null
-template <int V, typename Row>
-inline void sweep_rows(int64_t mr, const float* a, int64_t lda, Row row, float* c, int64_t ldc, int64_t kc, bool add,
+template <int V, typename ARow, typename Row>
+inline void sweep_rows(int64_t mr, ARow arow, Row row, float* c, int64_t ldc, int64_t kc, bool add,
                        const float* ahead = nullptr, int64_t ld_ahead = 0) {
   auto tile = [&](auto rows) {
     constexpr int R = decltype(rows)::value;
     if (ahead != nullptr)
-      sweep<R, V, true>(a, lda, row, c, ldc, kc, add, ahead, ld_ahead);
+      sweep<R, V, true>(arow, row, c, ldc, kc, add, ahead, ld_ahead);
     else
-      sweep<R, V, false>(a, lda, row, c, ldc, kc, add, ahead, ld_ahead);
+      sweep<R, V, false>(arow, row, c, ldc, kc, add, ahead, ld_ahead);
   };
   switch (mr) {
     case SWEEP_ROWS: return tile(std::integral_constant<int, SWEEP_ROWS>());

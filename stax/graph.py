@@ -55,7 +55,9 @@ REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin", "m2"})
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
 VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
-EXTERN_OPS = frozenset({"matmul", "matmul_sum", "conv2d", "conv2d_weight"})
+#: the extern products, which read an operand stored transposed in place (BLAS's transpose flag)
+PRODUCT_OPS = frozenset({"matmul", "matmul_sum"})
+EXTERN_OPS = PRODUCT_OPS | {"conv2d", "conv2d_weight"}
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,7 @@ class Lowering:
                 must.add(node.name)
                 if node.op in g.EXTERN_OPS:
                     must.update(node.inputs)
+                if node.op in g.PRODUCT_OPS:
                     must.update(self._transposed_sources(node))
                     must.update(filter(None, map(self._shared_reshape_source, node.inputs)))
         return must
@@ -283,8 +284,10 @@ class Lowering:
         if op in g.SCAN_OPS:
             return self._scan(node, ins[0])
         if op in g.EXTERN_OPS:
-            # matmul reads a (transposed) view of a contiguous buffer, and a reshape of one, in place
+            # a product reads a (transposed) view of a contiguous buffer, and a reshape of one, in
+            # place; a convolution reads its operands as stored, so only a reshape
             stored = [self._in_place_storage(v) or self._reshape_storage(name) for name, v in zip(node.inputs, ins)]
+            stored = [t if t and (not t[1] or op in g.PRODUCT_OPS) else None for t in stored]
             operands = [t[0] if t else self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v)
                         else v for name, v, t in zip(node.inputs, ins, stored)]
             name = self._new_name()

@@ -162,3 +162,18 @@ def test_a_pointwise_convolution_reads_its_input_and_gradient_in_place():
     gx, gw = loops_grads(g.astype(np.float64), x, w.astype(np.float64), (1, 1), (0, 0), (1, 1))
     for have, want in zip(got, (np.maximum(out, 0), gx, gw)):
         np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("program", [lambda x, w: nn.conv2d(x.transpose(2, 3), w, form=ConvForm.BLOCKED),
+                                     lambda x, w: nn.conv2d(x, w.transpose(2, 3), form=ConvForm.BLOCKED),
+                                     lambda x, w: nn.conv2d_weight_grad(x.transpose(2, 3), x, (16, 16, 3, 3), padding=1,
+                                                                        form=ConvForm.BLOCKED)])
+def test_a_blocked_convolution_reads_a_transposed_operand_as_its_values(check, program):
+    """The blocked kernels read their operands as stored: a transposed view of a buffer (an
+    unpadded input, a weight, an output gradient) is copied in its own layout, where a product would read it in place
+    with a transpose flag (the kernels once read such an input untransposed)."""
+    if not blocked_applies((1, 1), (1, 1), 1, "float32"):
+        pytest.skip("the blocked form needs vector instructions, which this CPU lacks")
+    x, w = sample((4, 16, 24, 24), seed=140), sample((24, 16, 3, 3), seed=141)
+    compiled = check(program, x, w, rtol=1e-4, atol=1e-2)  # sums of up to 1,936 terms of size 10
+    assert "stax::direct_conv(" in compiled.source

@@ -18,7 +18,8 @@ tensors (gather, scatter, scatter_add, scatter_reduce, index_select, slice_scatt
 constant powers (stax.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``, integer
 ``//`` and truncating division (division by zero included), in-place updates of inputs and
 intermediates, ``matmul`` (an extern kernel) and sums of matmuls (one accumulating extern,
-stax.matmul_sums), stride-1 convolutions on the blocked kernel (stax.direct_conv), shared subexpressions, several outputs (also inputs and repeated values), odd
+stax.matmul_sums), stride-1 convolutions and their weight gradients on the blocked kernels
+(stax.direct_conv), shared subexpressions, several outputs (also inputs and repeated values), odd
 sizes for vector tails, sizes 0 and 1, and now and then a long first dim.  Inputs may be
 contiguous, transposed, flipped, strided or broadcast.
 
@@ -200,10 +201,16 @@ def _interleave(x: stax.Tensor, y: stax.Tensor, phases: int) -> stax.Tensor:
     return nn.cat([p.unsqueeze(-1) for p in parts], -1).reshape(x.shape[:-1] + (phases * x.shape[-1],))
 
 
-def _conv(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: int) -> stax.Tensor:
-    """``x`` as one (1, rows, cols) image per leading row convolved (stride 1) with a weight of
-    ``channels`` outputs made of ``y``'s values, in the blocked form where it applies (float32 on
-    a CPU with vectors: ``stax.direct_conv``'s extern), else the rule's; back to 2-D."""
+def _conv_params(rng: random.Random, args: list) -> tuple:
+    """Output channels, kernel size and padding of a convolution op."""
+    return rng.choice((1, 3, 9)), rng.choice((1, 2, 3)), rng.choice((0, 1))
+
+
+def _conv_operands(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int,
+                   padding: int) -> tuple[stax.Tensor, stax.Tensor, ConvForm | None]:
+    """``x`` as one (1, rows, cols) image per leading row, a weight of ``channels`` outputs made of
+    ``y``'s values, and the blocked form where it applies (float32 on a CPU with vectors:
+    ``stax.direct_conv``'s externs), else None (the rule's)."""
     image = x.float().reshape((1, 1) + ((1, x.numel()) if x.ndim < 2 else (x.shape[0], -1)))
     if min(image.shape[2:]) + 2 * padding < kernel:
         raise StaxError("the image is smaller than the kernel")
@@ -212,8 +219,22 @@ def _conv(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: i
     weight = (values[:taps] if values.numel() >= taps else values[:1].expand((taps,))) \
         if values.numel() else image.flatten()[:1].expand((taps,))
     form = ConvForm.BLOCKED if blocked_applies((1, 1), (1, 1), 1, "float32") else None
-    out = nn.conv2d(image, weight.reshape(channels, 1, kernel, kernel), padding=padding, form=form)
+    return image, weight.reshape(channels, 1, kernel, kernel), form
+
+
+def _conv(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: int) -> stax.Tensor:
+    """The stride-1 convolution of ``_conv_operands``, back to 2-D."""
+    image, weight, form = _conv_operands(x, y, channels, kernel, padding)
+    out = nn.conv2d(image, weight, padding=padding, form=form)
     return out.reshape(out.shape[1] * out.shape[2], out.shape[3])
+
+
+def _conv_weight_grad(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: int) -> stax.Tensor:
+    """The weight gradient of ``_conv``'s convolution for an output gradient made from its output
+    (its tanh), as (channels, kernel * kernel)."""
+    image, weight, form = _conv_operands(x, y, channels, kernel, padding)
+    grad = nn.conv2d(image, weight, padding=padding, form=form).tanh()
+    return nn.conv2d_weight_grad(grad, image, weight.shape, padding=padding, form=form).reshape(channels, -1)
 
 
 def _slice(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
@@ -357,8 +378,8 @@ OPS: dict[str, Op] = {
     "flip": Op(1, lambda x, dim: x.flip(dim), _one_dim(), weight=0.3),
     "cat": Op(2, lambda x, y, dim: nn.cat([x, y], dim), _one_dim(), weight=0.5),
     "interleave": Op(2, _interleave, _choice(2, 3), weight=1.2),
-    "conv": Op(2, _conv, lambda rng, args: (rng.choice((1, 3, 9)), rng.choice((1, 2, 3)), rng.choice((0, 1))),
-               weight=0.8),
+    "conv": Op(2, _conv, _conv_params, weight=0.8),
+    "conv_weight_grad": Op(2, _conv_weight_grad, _conv_params, weight=0.5),
     "heads": Op(1, _heads, _head_size, weight=2.0),
     "merge_heads": Op(1, _merge_heads, weight=1.0),
     "head_softmax": Op(1, lambda x, size: _merge_heads(_heads(x.float(), size).softmax(-1)), _head_size, weight=2.0),
@@ -538,7 +559,7 @@ class _Walk:
 #: programs of a seed stay the ones measured
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
-                                                        *HEAD_OPS))
+                                                        "conv_weight_grad", *HEAD_OPS))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

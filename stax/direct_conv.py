@@ -107,14 +107,21 @@ static void transpose_gradient(const float* g, float* gt, int64_t n, int64_t co,
   for (int64_t row = 0; row < n * oh; ++row) {
     const int64_t img = row / oh, r = row % oh;
     float* dst = gt + (img * len + r * wp) * cop;
-    // a channel at a time: its row is read in order, and the row's ow * cop outputs stay in L1
-    // (reading the channels side by side would read rows oh * ow floats apart, which share
-    // the cache's sets when that is a multiple of 1024)
-    for (int64_t o = 0; o < co; ++o) {
-      const float* src = g + ((img * co + o) * oh + r) * ow;
-      for (int64_t q = 0; q < ow; ++q) dst[q * cop + o] = src[q];
+    const float* src = g + (img * co * oh + r) * ow;  // channel o's row at src + o * oh * ow
+    // blocks of STAX_W channels by STAX_W columns transposed in registers (zeros past co), the
+    // columns past the last full block a channel at a time
+    const int64_t full = ow / STAX_W * STAX_W;
+    for (int64_t o0 = 0; o0 < cop; o0 += STAX_W) {
+      for (int64_t q0 = 0; q0 < full; q0 += STAX_W) {
+        stax::vec<float> block[STAX_W];
+        for (int64_t i = 0; i < STAX_W; ++i)
+          block[i] = o0 + i < co ? stax::vload(src + (o0 + i) * oh * ow + q0) : stax::vec<float>{};
+        stax::transpose(block);
+        for (int64_t l = 0; l < STAX_W; ++l) stax::vstore(dst + (q0 + l) * cop + o0, block[l]);
+      }
+      for (int64_t o = o0; o < o0 + STAX_W; ++o)
+        for (int64_t q = full; q < ow; ++q) dst[q * cop + o] = o < co ? src[o * oh * ow + q] : 0.0f;
     }
-    for (int64_t q = 0; q < ow; ++q) std::fill(dst + q * cop + co, dst + (q + 1) * cop, 0.0f);
     if (r + 1 < oh) std::memset(dst + ow * cop, 0, (wp - ow) * cop * sizeof(float));
   }
 }

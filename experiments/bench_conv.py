@@ -6,9 +6,10 @@ graph ops; gemm: im2col columns times the weight on the BLAS extern; blocked: ``
 kernel on the padded input, for stride 1 and one group, ``-`` elsewhere), and the training step's three
 convolutions (forward, input gradient, weight gradient; 3x the forward's FLOPs); numpy's matmul
 of the GEMM the convolution is (M = C_out / groups, K = C / groups * kH * kW, N = batch * OH * OW,
-one per group) on the same number of BLAS threads; torch's eager conv2d (and its forward plus
-backward) on as many threads, when torch is installed.  Ratios are to the GEMM's rate: the
-convolution at library speed is 0.8 or more.
+one per group) on the same number of BLAS threads, and the same GEMM on the BLAS stax's own
+products call (``lib``: ``stax.blas``, MKL when installed, from every thread of the kernels'
+team); torch's eager conv2d (and its forward plus backward) on as many threads, when torch is
+installed.  Ratios are to the GEMM's rate: the convolution at library speed is 0.8 or more.
 
     python -m experiments.bench_conv [--threads 1 2] [--rounds 5] [--best] [--shapes resnet64 ...]
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import statistics
 import time
 from dataclasses import dataclass
@@ -25,8 +27,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import stax
-from stax import nn
+from stax import blas, nn
 from stax.conv_gemm import ConvForm, blocked_applies, plan_conv
+from stax.matmul import Route, plan_product, run_product
 from stax.timing import time_call
 
 
@@ -89,12 +92,27 @@ def _stax_calls(shape: Shape, form: ConvForm | None, threads: int) -> tuple[Call
     return (lambda: forward(x, w)), (lambda: training(x, w, g))
 
 
-def _blas_call(shape: Shape) -> Callable:
+def _gemm_operands(shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gr, m, k, n = shape.gemm()
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((gr, m, k)).astype(np.float32), rng.standard_normal((gr, k, n)).astype(np.float32)
-    out = np.empty((gr, m, n), np.float32)
+    return a, b, np.empty((gr, m, n), np.float32)
+
+
+def _blas_call(shape: Shape) -> Callable:
+    a, b, out = _gemm_operands(shape)
     return lambda: np.matmul(a, b, out=out)
+
+
+def _library_call(shape: Shape, threads: int) -> Callable | None:
+    """The GEMM on the BLAS that stax's products call (the team route of ``stax.matmul``), or None
+    when stax found no BLAS ``gemm``."""
+    if blas.gemm("float32") is None:
+        return None
+    a, b, out = _gemm_operands(shape)
+    product = dataclasses.replace(plan_product(a.shape, b.shape, out.shape, "float32", True, threads),
+                                  route=Route.TEAM)
+    return lambda: run_product(product, a, b, out)
 
 
 def _torch_calls(shape: Shape, torch: Any) -> tuple[Callable, Callable]:
@@ -123,6 +141,9 @@ def row(shape: Shape, threads: int, rounds: int, torch: Any, best: bool = False)
     moves between them), each timing after a pause of SETTLE_SECONDS."""
     gflop = shape.flops() / 1e9
     calls: dict[str, tuple[Callable, float]] = {"blas": (_blas_call(shape), gflop)}
+    library = _library_call(shape, threads)
+    if library is not None:
+        calls["lib"] = (library, gflop)
     blocked = blocked_applies((shape.stride,) * 2, (1, 1), shape.groups, "float32")
     for label, form in (("rule", None), ("direct", ConvForm.DIRECT), ("gemm", ConvForm.GEMM),
                         ("blocked", ConvForm.BLOCKED)):
@@ -154,6 +175,13 @@ def row(shape: Shape, threads: int, rounds: int, torch: Any, best: bool = False)
     return {name: max(rates) if best else statistics.median(rates) for name, rates in samples.items()}
 
 
+def _cell(rates: dict[str, float], key: str | tuple[str, str], width: int) -> str:
+    """A rate (a key), or the ratio of two (a pair), or ``-`` where one was not measured."""
+    if isinstance(key, tuple):
+        return f"{rates[key[0]] / rates[key[1]]:{width}.2f}" if key[0] in rates and key[1] in rates else f"{'-':>{width}}"
+    return f"{rates[key]:{width}.1f}" if key in rates else f"{'-':>{width}}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default: 1 2)")
@@ -164,27 +192,26 @@ def main() -> None:
                         help=f"default: all of {', '.join(SHAPES)}")
     args = parser.parse_args()
     torch = _torch()
+    library = blas.gemm("float32")
     print(f"GFLOP/s ({'best' if args.best else 'median'} of {args.rounds} rounds); rule = the form plan_conv picks; "
           "blocked = stax.direct_conv's kernel (stride 1, one group); train = forward + input gradient + weight "
-          "gradient (3x the forward's FLOPs); /blas = rate / the same GEMM's rate on numpy's BLAS")
-    head = f"{'shape':<11} {'thr':>3} {'form':>7} {'blas':>6} {'rule':>6} {'direct':>6} {'gemm':>6} {'blocked':>7} " \
-           f"{'torch':>6} {'rule/blas':>9} {'blk/blas':>8} {'torch/blas':>10} {'train':>6} {'d_trn':>6} {'g_trn':>6} {'trn/blas':>8} " \
-           f"{'torch_trn':>9} {'t_trn/blas':>10}"
-    print(head)
+          "gradient (3x the forward's FLOPs); /blas = rate / the same GEMM's rate on numpy's BLAS; lib = that GEMM "
+          f"on the BLAS stax's products call ({library.provider if library else 'none found'}), /lib = rate / it")
+    columns = [("blas", "blas"), ("lib", "lib"), ("rule", "rule"), ("direct", "direct"), ("gemm", "gemm"),
+               ("blocked", "blocked"), ("torch", "torch"), ("rule/blas", ("rule", "blas")),
+               ("blk/blas", ("blocked", "blas")), ("rule/lib", ("rule", "lib")), ("blk/lib", ("blocked", "lib")),
+               ("torch/blas", ("torch", "blas")), ("train", "rule_train"), ("d_trn", "direct_train"),
+               ("g_trn", "gemm_train"), ("trn/blas", ("rule_train", "blas")), ("trn/lib", ("rule_train", "lib")),
+               ("torch_trn", "torch_train"), ("t_trn/blas", ("torch_train", "blas"))]
+    print(f"{'shape':<11} {'thr':>3} {'form':>7} " + " ".join(f"{head:>{max(6, len(head))}}" for head, _ in columns))
     for name in args.shapes:
         shape = SHAPES[name]
         form = plan_conv((shape.x[0], shape.x[1]), shape.w, shape.out_hw(), shape.groups,
                          blocked=blocked_applies((shape.stride,) * 2, (1, 1), shape.groups, "float32")).form.value
         for threads in args.threads:
             r = row(shape, threads, args.rounds, torch, args.best)
-            t, tt = r.get("torch", float("nan")), r.get("torch_train", float("nan"))
-            blocked = f"{r['blocked']:7.1f} " if "blocked" in r else f"{'-':>7} "
-            blocked_ratio = f"{r['blocked'] / r['blas']:8.2f} " if "blocked" in r else f"{'-':>8} "
-            print(f"{name:<11} {threads:>3} {form:>7} {r['blas']:6.1f} {r['rule']:6.1f} {r['direct']:6.1f} "
-                  f"{r['gemm']:6.1f} {blocked}{t:6.1f} {r['rule'] / r['blas']:9.2f} {blocked_ratio}{t / r['blas']:10.2f} "
-                  f"{r['rule_train']:6.1f} {r['direct_train']:6.1f} {r['gemm_train']:6.1f} "
-                  f"{r['rule_train'] / r['blas']:8.2f} {tt:9.1f} {tt / r['blas']:10.2f}",
-                  flush=True)
+            cells = [_cell(r, key, max(6, len(head))) for head, key in columns]
+            print(f"{name:<11} {threads:>3} {form:>7} " + " ".join(cells), flush=True)
     print("shapes: " + "; ".join(f"{s.name} x{s.x} w{s.w} stride {s.stride} pad {s.padding} groups {s.groups}"
                                   for s in (SHAPES[n] for n in args.shapes)))
 

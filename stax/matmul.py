@@ -128,6 +128,15 @@ class Product:
         return ()
 
 
+def _library_reads_in_place(b_shape: tuple[int, ...], transposed: tuple[bool, bool]) -> bool:
+    """Whether the BLAS multiplies a few rows by ``b`` without packing it first, the cost the
+    narrow kernel exists to avoid: MKL's small-row kernels read one matrix times one matrix in
+    place, so such a product goes to the team gemm; a batch (a weight times each image) and a
+    weight gradient keep the narrow kernel."""
+    found = blas.gemm("float32")
+    return found is not None and found.provider == "mkl" and len(b_shape) == 2 and not transposed[1]
+
+
 @functools.lru_cache(maxsize=4096)
 def plan_product(a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: tuple[int, ...], dtype: str | None,
                  contiguous: bool, threads: int, transposed: tuple[bool, bool] = (False, False),
@@ -147,7 +156,8 @@ def plan_product(a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: 
     a_step, b_step = (0 if flat or len(a_shape) == 2 else m * k), (0 if flat else k * n)
     if math.prod(out_shape) == 0 or k == 0:  # nothing to multiply (a BLAS refuses a leading dimension of 0)
         route = Route.EMPTY
-    elif dtype == "float32" and contiguous and narrow_gemm.fits(a_shape, b_shape, out_shape, transposed):
+    elif dtype == "float32" and contiguous and narrow_gemm.fits(a_shape, b_shape, out_shape, transposed) and \
+            not _library_reads_in_place(b_shape, transposed):
         route, batch = (Route.NARROW_GRADIENT, 1) if transposed[1] else (Route.NARROW, batch)
     elif dtype is None or not contiguous or not (flat or batched) or _team_gemm(dtype) is None:
         route = Route.NUMPY

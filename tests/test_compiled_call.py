@@ -286,7 +286,7 @@ def test_the_compiled_call_reads_empty_and_read_only_arrays_as_numpy_lays_them_o
 def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
     """Every route of stax.matmul's plan_product is called from C++ (none through Python), with
     the results of the Python wrapper's calls of the same plan and of numpy: a small product on
-    the team gemm; a weight times a convolution's columns and its weight gradient (narrow_gemm's
+    the team gemm; a weight times a batch of columns and a weight gradient (narrow_gemm's
     kernel on a CPU with 16 lanes, else the team gemm); batches, a weight broadcast over a batch,
     a sum of products accumulating into one output, an empty product and float64; and a 3x3
     convolution on stax.direct_conv's blocked kernel (on a CPU with vector instructions), also
@@ -294,7 +294,7 @@ def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
     rng = np.random.default_rng(3)
     programs = {
         "small": (lambda a, b: a @ b + 1, [(8, 16), (16, 4)]),
-        "narrow": (lambda a, b: (a @ b).relu(), [(32, 288), (288, 2048)]),
+        "narrow": (lambda a, b: (a @ b).relu(), [(32, 288), (2, 288, 1024)]),
         "narrow_gradient": (lambda g, c: g @ c.t() * 2, [(32, 2048), (288, 2048)]),
         "batched": (lambda a, b: (a @ b).exp(), [(4, 8, 16), (4, 16, 8)]),
         "broadcast_weight": (lambda a, b: a @ b - 1, [(8, 16), (3, 16, 40)]),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from stax import narrow_gemm
+from stax import blas, matmul, narrow_gemm
 from stax.matmul import parallel_matmul
 from stax.runtime import ISA_LEVELS, native_isa, runs_here
 
@@ -67,3 +67,24 @@ def test_the_extern_takes_the_shapes_of_a_convolution_and_leaves_the_rest_to_the
         assert narrow_gemm.applies(a, b, out, transposed) == (narrow and wide), (a.shape, b.shape, transposed)
         parallel_matmul(a, b, out, 2, transposed)
         np.testing.assert_allclose(out, left.astype(np.float64) @ right, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("provider", ["mkl", "openblas"])
+def test_with_mkl_one_matrix_times_one_matrix_goes_to_the_library(monkeypatch, provider):
+    """MKL multiplies a few rows by one matrix without packing it, so with MKL such a product takes
+    the team gemm; a batch (a weight times each image) and a weight gradient keep the narrow
+    kernel, and with OpenBLAS (which packs) all three take it."""
+    if native_isa().width < narrow_gemm.MIN_LANES:
+        pytest.skip(f"the narrow kernel needs vectors of {narrow_gemm.MIN_LANES} floats, which this CPU lacks")
+    if matmul._team_gemm("float32") is None:  # loaded before the provider is stubbed below
+        pytest.skip("no CBLAS gemm is loaded")
+    monkeypatch.setattr(matmul.blas, "gemm", lambda dtype: blas.Gemm(provider, 0, "i32"))
+    matmul.plan_product.cache_clear()
+    try:
+        flat = matmul.plan_product((32, 256), (256, 1024), (32, 1024), "float32", True, 1)
+        batch = matmul.plan_product((32, 288), (2, 288, 1024), (2, 32, 1024), "float32", True, 1)
+        gradient = matmul.plan_product((32, 2048), (288, 2048), (32, 288), "float32", True, 1, (False, True))
+        assert flat.route is (matmul.Route.TEAM if provider == "mkl" else matmul.Route.NARROW)
+        assert batch.route is matmul.Route.NARROW and gradient.route is matmul.Route.NARROW_GRADIENT
+    finally:
+        matmul.plan_product.cache_clear()

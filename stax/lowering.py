@@ -99,9 +99,9 @@ class Lowering:
                 must.add(node.name)
                 if node.op in g.EXTERN_OPS:
                     must.update(node.inputs)
+                    must.update(filter(None, map(self._shared_reshape_source, node.inputs)))
                 if node.op in g.PRODUCT_OPS:
                     must.update(self._transposed_sources(node))
-                    must.update(filter(None, map(self._shared_reshape_source, node.inputs)))
         return must
 
     def _shared_reshape_source(self, name: str) -> str | None:

@@ -40,9 +40,6 @@ _SOURCE = r"""
 #include <type_traits>
 #include "stax_sweep.h"
 constexpr int64_t PANEL = 2 * STAX_W;  // outputs a tile computes along the padded width
-// tasks a thread of the team, at least, so that the caller can take over a late thread's share
-// (stax_parallel.cpp)
-constexpr int64_t TASKS_A_THREAD = 4;
 
 // where tap (ci, kh, kw) reads a padded image: ci * hp * wp + kh * wp + kw
 static std::unique_ptr<int64_t[]> tap_offsets(int64_t c, int64_t kh, int64_t kw, int64_t hp, int64_t wp) {
@@ -87,8 +84,8 @@ extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, in
     alignas(64) float tile[stax::SWEEP_ROWS * PANEL];
     for (int64_t m0 = 0, mr; m0 < co; m0 += mr) {
       mr = stax::tile_rows(co, m0);
-      stax::sweep_rows<2>(mr, [=](int64_t i) { return w + (m0 + i) * taps; }, [=](int64_t p) { return x + j + offsets[p]; },
-                          tile, PANEL, taps, false);
+      stax::sweep_rows<2>(mr, [=](int64_t i) { return w + (m0 + i) * taps; },
+                          [=](int64_t p) { return x + j + offsets[p]; }, tile, PANEL, taps, false);
       for (int64_t i = 0; i < mr; ++i) {
         float* channel = out + (img * co + m0 + i) * oh * ow;
         for (int64_t k = 0; k < count; ++k)
@@ -143,7 +140,7 @@ extern "C" void stax_direct_conv_weight_grad(const float* xp, const float* g, fl
     transpose_gradient(g, gt.get(), n, co, cop, oh, ow, wp, threads);
     const std::unique_ptr<int64_t[]> shift = tap_offsets(c, kh, kw, hp, wp);
     const int64_t tiles = (taps + stax::SWEEP_ROWS - 1) / stax::SWEEP_ROWS;
-    const int64_t per_task = std::clamp<int64_t>(tiles * blocks / (TASKS_A_THREAD * threads), 1, GROUP);
+    const int64_t per_task = std::clamp<int64_t>(tiles * blocks / (stax::TASKS_A_THREAD * threads), 1, GROUP);
     const int64_t span = per_task * stax::SWEEP_ROWS, groups = (taps + span - 1) / span;
     const float* b = gt.get();
     const int64_t* offsets = shift.get();

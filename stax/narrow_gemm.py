@@ -43,10 +43,6 @@ constexpr int MR = stax::SWEEP_ROWS, VECTORS = 2;
 constexpr int64_t PANEL = VECTORS * STAX_W;  // a tile's columns
 constexpr int64_t KC = 256;            // rows of B a tile reads per block (its lines stay in L1)
 constexpr int64_t AHEAD = 2 * PANEL;   // the first row tile of a panel prefetches this far along B's rows
-// tasks a thread of the team, at least: a thread that shares its core with another process runs
-// slower, and the caller takes over the tasks it has not claimed (stax_parallel.cpp), which two
-// halves of the work would not let it do
-constexpr int64_t TASKS_A_THREAD = 4;
 
 // mr rows x V vectors of C (rows ldc apart) over kc rows of B (ldb apart) and columns of A (whose
 // rows are lda apart), prefetching V vectors a row of `ahead` (rows ld_ahead apart) unless null
@@ -119,10 +115,10 @@ static void transpose(const float* src, float* dst, int64_t rows, int64_t cols, 
 
 extern "C" void stax_narrow_gemm(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
                                  int64_t k, int threads, int add) {
-  // each product split into parts when the batch has fewer than TASKS_A_THREAD products a thread:
+  // each product split into parts when the batch has fewer than stax::TASKS_A_THREAD products a thread:
   // of whole panels, or of rows when the panels are fewer than two a part (a weight gradient's),
   // as even as the rows allow (parts of whole 8-row tiles are uneven when the tiles are few)
-  const int64_t parts = threads > 1 ? std::max<int64_t>(1, (threads * TASKS_A_THREAD + batch - 1) / batch) : 1;
+  const int64_t parts = threads > 1 ? std::max<int64_t>(1, (threads * stax::TASKS_A_THREAD + batch - 1) / batch) : 1;
   const int64_t panels = n / PANEL;
   const bool by_rows = panels < 2 * parts;
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
@@ -191,7 +187,8 @@ static void dots_rows(int64_t tb, const float* a, const float* b, int64_t ld, in
 static void dots_product(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, int threads,
                          bool add) {
   const int64_t blocks = (k + NB - 1) / NB;
-  const int64_t parts = threads > 1 ? std::max<int64_t>(1, std::min<int64_t>(threads * TASKS_A_THREAD, blocks)) : 1;
+  const int64_t parts =
+      threads > 1 ? std::max<int64_t>(1, std::min<int64_t>(threads * stax::TASKS_A_THREAD, blocks)) : 1;
   std::unique_ptr<float[]> sums(new float[parts * m * n]());
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parts > 1)
   for (int64_t part = 0; part < parts; ++part) {

@@ -36,6 +36,11 @@ inline void sweep(ARow arow, Row row, float* c, int64_t ldc, int64_t kc, bool ad
     for (int v = 0; v < V; ++v) vstore(c + i * ldc + v * STAX_W, acc[i][v]);
 }
 
+// tasks a thread of the team, at least, that a product splits into: a thread that shares its core
+// with another process runs slower, and the caller takes over the tasks it has not claimed
+// (stax_parallel.cpp), which two halves of the work would not let it do
+constexpr int64_t TASKS_A_THREAD = 4;
+
 // a tile's rows: the register file holds this many by two vectors
 constexpr int SWEEP_ROWS = STAX_W >= 16 ? 8 : 6;
 

@@ -50,13 +50,36 @@ static std::unique_ptr<int64_t[]> tap_offsets(int64_t c, int64_t kh, int64_t kw,
   return shift;
 }
 
-// xp (n, c, hp, wp) padded, w (co, c, kh, kw), out (n, co, hp - kh + 1, wp - kw + 1)
-extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
-                                 int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
-  if (n <= 0 || co <= 0) return;  // no output (the last image's copy below needs an image)
-  const int64_t oh = hp - kh + 1, ow = wp - kw + 1, plane = hp * wp, image = c * plane, taps = c * kh * kw;
+// ow a multiple of STAX_W: a tile is two output vectors (along a row, or the end of one row and the
+// start of the next), stored in place; nothing past ow is computed, nor read past the image
+static void conv_whole_vectors(const float* xp, const float* w, float* out, int64_t n, int64_t image, int64_t wp,
+                               int64_t co, int64_t taps, int64_t oh, int64_t ow, const int64_t* offsets,
+                               int threads) {
+  const int64_t row_vectors = ow / STAX_W, vectors = oh * row_vectors, pairs = (vectors + 1) / 2, plane = oh * ow;
+  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+  for (int64_t task = 0; task < n * pairs; ++task) {
+    const int64_t img = task / pairs, k = task % pairs * 2, r = k / row_vectors, u = k % row_vectors;
+    const float* x = xp + img * image + r * wp + u * STAX_W;
+    const int64_t vstep = u + 1 < row_vectors ? STAX_W : wp - u * STAX_W;  // to the second vector's input
+    float* c = out + img * co * plane + k * STAX_W;
+    for (int64_t m0 = 0, mr; m0 < co; m0 += mr) {
+      mr = stax::tile_rows(co, m0);
+      auto arow = [=](int64_t i) { return w + (m0 + i) * taps; };
+      auto brow = [=](int64_t p) { return x + offsets[p]; };
+      if (k + 1 < vectors)
+        stax::sweep_rows<2>(mr, arow, brow, c + m0 * plane, plane, taps, false, nullptr, 0, vstep);
+      else
+        stax::sweep_rows<1>(mr, arow, brow, c + m0 * plane, plane, taps, false);
+    }
+  }
+}
+
+// any ow: a tile is PANEL outputs along the padded width, the WP - OW past each row dropped
+static void conv_padded_width(const float* xp, const float* w, float* out, int64_t n, int64_t image, int64_t hp,
+                              int64_t wp, int64_t co, int64_t kh, int64_t kw, int64_t taps, const int64_t* offsets,
+                              int threads) {
+  const int64_t oh = hp - kh + 1, ow = wp - kw + 1, plane = hp * wp;
   const int64_t columns = oh * wp, panels = (columns + PANEL - 1) / PANEL;
-  const std::unique_ptr<int64_t[]> shift = tap_offsets(c, kh, kw, hp, wp);
   // panel t reads the image up to t * PANEL + PANEL + kw - 2 + (c - 1) * plane + (kh - 1) * wp: the
   // last image's panels that would read past it read a copy of it with zeros after it instead
   const int64_t slack = PANEL + kw, room = plane - (kh - 1) * wp - PANEL - kw + 2;
@@ -66,7 +89,6 @@ extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, in
     last.reset(new float[image + slack]());
     std::memcpy(last.get(), xp + (n - 1) * image, image * sizeof(float));
   }
-  const int64_t* offsets = shift.get();
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
   for (int64_t task = 0; task < n * panels; ++task) {
     const int64_t img = task / panels, j = task % panels * PANEL;
@@ -93,6 +115,18 @@ extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, in
       }
     }
   }
+}
+
+// xp (n, c, hp, wp) padded, w (co, c, kh, kw), out (n, co, hp - kh + 1, wp - kw + 1)
+extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
+                                 int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+  if (n <= 0 || co <= 0) return;  // no output (the last image's copy needs an image)
+  const int64_t oh = hp - kh + 1, ow = wp - kw + 1, image = c * hp * wp, taps = c * kh * kw;
+  const std::unique_ptr<int64_t[]> shift = tap_offsets(c, kh, kw, hp, wp);
+  if (ow % STAX_W == 0)
+    conv_whole_vectors(xp, w, out, n, image, wp, co, taps, oh, ow, shift.get(), threads);
+  else
+    conv_padded_width(xp, w, out, n, image, hp, wp, co, kh, kw, taps, shift.get(), threads);
 }
 
 // the output gradient g (n, co, oh, ow) as gt (n, (oh - 1) * wp + ow, cop): laid over the padded

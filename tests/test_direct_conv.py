@@ -57,6 +57,21 @@ def test_the_zoo_shapes(isa):
         _check(rng.standard_normal(x, dtype=np.float32), rng.standard_normal(w, dtype=np.float32), 2, isa)
 
 
+@pytest.mark.parametrize("isa", LEVELS)
+@pytest.mark.parametrize("vectors, extra", [(1, 0), (2, 0), (3, 0), (1, 3), (2, 5)])
+def test_rows_of_whole_vectors_and_rows_with_a_tail(isa, vectors, extra):
+    """Output rows of one, two and three whole vectors (tiles of two vectors along a row or across
+    two rows, an odd number of vectors in all: the last tile has one), and rows with a tail (tiles
+    along the padded width); output channels past a tile's rows; odd output heights."""
+    width = ISA_LEVELS[isa].width
+    rng = np.random.default_rng(vectors * 10 + extra)
+    for n, c, oh, co, k in ((2, 3, 5, 13, 3), (1, 5, 3, 9, 1), (3, 2, 1, 17, 2)):
+        ow = vectors * width + extra
+        padded = rng.standard_normal((n, c, oh + k - 1, ow + k - 1), dtype=np.float32)
+        for threads in (1, 2):
+            _check(padded, rng.standard_normal((co, c, k, k), dtype=np.float32), threads, isa)
+
+
 def _check_weight_grad(padded: np.ndarray, grad: np.ndarray, threads: int, isa: str) -> None:
     got = direct_conv2d_weight_grad(padded, grad, threads, ISA_LEVELS[isa])
     kernel = tuple(padded.shape[d] - grad.shape[d] + 1 for d in (2, 3))
@@ -87,12 +102,14 @@ def test_the_weight_gradient_of_the_zoo_shapes(isa):
         _check_weight_grad(rng.standard_normal(x, dtype=np.float32), rng.standard_normal(g, dtype=np.float32), 2, isa)
 
 
-def test_an_input_at_the_end_of_readable_memory():
-    """The last image's last panels read past its last row: they read a copy, never the page after
-    the input (here one the process may not read, where a read would crash the test).  The weight
-    gradient reads no further than the last image's last element."""
+@pytest.mark.parametrize("width", [15, 18])
+def test_an_input_at_the_end_of_readable_memory(width):
+    """The last image's last panels along the padded width read past its last row: they read a
+    copy, never the page after the input (here one the process may not read, where a read would
+    crash the test); rows of whole vectors (16 outputs) read no further than the image.  The
+    weight gradient reads no further than the last image's last element."""
     page = mmap.PAGESIZE
-    shape, weight = (2, 3, 13, 15), np.random.default_rng(6).standard_normal((5, 3, 3, 3), dtype=np.float32)
+    shape, weight = (2, 3, 13, width), np.random.default_rng(6).standard_normal((5, 3, 3, 3), dtype=np.float32)
     size = int(np.prod(shape)) * 4
     pages = -(-size // page)
     memory = mmap.mmap(-1, (pages + 1) * page)
@@ -101,7 +118,7 @@ def test_an_input_at_the_end_of_readable_memory():
     assert libc.mprotect(ctypes.c_void_p(base + pages * page), page, 0) == 0  # PROT_NONE
     padded = np.frombuffer(memory, np.float32, int(np.prod(shape)), pages * page - size).reshape(shape)
     padded[...] = np.random.default_rng(7).standard_normal(shape, dtype=np.float32)
-    grad = np.random.default_rng(8).standard_normal((2, 5, 11, 13), dtype=np.float32)
+    grad = np.random.default_rng(8).standard_normal((2, 5, 11, width - 2), dtype=np.float32)
     for isa in LEVELS:
         _check(padded, weight, 1, isa)
         _check_weight_grad(padded, grad, 1, isa)

@@ -1,7 +1,7 @@
 // The register tile of stax's hand-written products (stax/narrow_gemm.py, stax/direct_conv.py):
 // C (R rows, ldc apart, by V vectors) = A (R rows) times kc rows of B, where A's row i is wherever
-// `arow(i)` points and B's row p wherever `row(p)` points: a matrix's rows, or a convolution's
-// input shifted under each tap.
+// `arow(i)` points and B's row p wherever `row(p)` points, its vectors vstep apart: a matrix's rows,
+// or a convolution's input shifted under each tap.
 #pragma once
 #include <type_traits>
 #include "stax_vec.h"
@@ -13,7 +13,7 @@ namespace stax {
 // (rows ld_ahead apart) when FETCH
 template <int R, int V, bool FETCH, typename ARow, typename Row>
 inline void sweep(ARow arow, Row row, float* c, int64_t ldc, int64_t kc, bool add, const float* ahead,
-                  int64_t ld_ahead) {
+                  int64_t ld_ahead, int64_t vstep) {
   const float* a[R];
   for (int i = 0; i < R; ++i) a[i] = arow(i);
   vec<float> acc[R][V] = {};
@@ -25,7 +25,7 @@ inline void sweep(ARow arow, Row row, float* c, int64_t ldc, int64_t kc, bool ad
     if constexpr (FETCH)
       for (int v = 0; v < V; ++v) __builtin_prefetch(ahead + p * ld_ahead + v * STAX_W);
     vec<float> bv[V];
-    for (int v = 0; v < V; ++v) bv[v] = vload(b + v * STAX_W);
+    for (int v = 0; v < V; ++v) bv[v] = vload(b + v * vstep);
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const vec<float> ai = splat(a[i][p]);
@@ -47,13 +47,13 @@ constexpr int SWEEP_ROWS = STAX_W >= 16 ? 8 : 6;
 // `sweep` of mr rows (SWEEP_ROWS, 4, 2 or 1), prefetching unless `ahead` is null
 template <int V, typename ARow, typename Row>
 inline void sweep_rows(int64_t mr, ARow arow, Row row, float* c, int64_t ldc, int64_t kc, bool add,
-                       const float* ahead = nullptr, int64_t ld_ahead = 0) {
+                       const float* ahead = nullptr, int64_t ld_ahead = 0, int64_t vstep = STAX_W) {
   auto tile = [&](auto rows) {
     constexpr int R = decltype(rows)::value;
     if (ahead != nullptr)
-      sweep<R, V, true>(arow, row, c, ldc, kc, add, ahead, ld_ahead);
+      sweep<R, V, true>(arow, row, c, ldc, kc, add, ahead, ld_ahead, vstep);
     else
-      sweep<R, V, false>(arow, row, c, ldc, kc, add, ahead, ld_ahead);
+      sweep<R, V, false>(arow, row, c, ldc, kc, add, ahead, ld_ahead, vstep);
   };
   switch (mr) {
     case SWEEP_ROWS: return tile(std::integral_constant<int, SWEEP_ROWS>());

@@ -229,6 +229,16 @@ def _conv(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: i
     return out.reshape(out.shape[1] * out.shape[2], out.shape[3])
 
 
+def _conv_epilogue(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: int) -> stax.Tensor:
+    """``_conv``'s convolution through a per-channel chain that folds into its kernel
+    (``stax.conv_epilogues``): a mean subtracted, a scale, a bias and a ReLU, made of its weight's
+    values."""
+    image, weight, form = _conv_operands(x, y, channels, kernel, padding)
+    channel = weight.reshape(channels, -1)[:, :1].reshape(1, channels, 1, 1)
+    out = ((nn.conv2d(image, weight, padding=padding, form=form) - channel) * channel.sigmoid() + 0.5).relu()
+    return out.reshape(out.shape[1] * out.shape[2], out.shape[3])
+
+
 def _conv_weight_grad(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: int) -> stax.Tensor:
     """The weight gradient of ``_conv``'s convolution for an output gradient made from its output
     (its tanh), as (channels, kernel * kernel)."""
@@ -380,6 +390,7 @@ OPS: dict[str, Op] = {
     "interleave": Op(2, _interleave, _choice(2, 3), weight=1.2),
     "conv": Op(2, _conv, _conv_params, weight=0.8),
     "conv_weight_grad": Op(2, _conv_weight_grad, _conv_params, weight=0.5),
+    "conv_epilogue": Op(2, _conv_epilogue, _conv_params, weight=0.5),
     "heads": Op(1, _heads, _head_size, weight=2.0),
     "merge_heads": Op(1, _merge_heads, weight=1.0),
     "head_softmax": Op(1, lambda x, size: _merge_heads(_heads(x.float(), size).softmax(-1)), _head_size, weight=2.0),
@@ -559,7 +570,7 @@ class _Walk:
 #: programs of a seed stay the ones measured
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
-                                                        "conv_weight_grad", *HEAD_OPS))
+                                                        "conv_weight_grad", "conv_epilogue", *HEAD_OPS))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

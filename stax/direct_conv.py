@@ -50,11 +50,32 @@ static std::unique_ptr<int64_t[]> tap_offsets(int64_t c, int64_t kh, int64_t kw,
   return shift;
 }
 
+// what the tile store applies to output channel m: times scale[m], plus shift[m] (each when given),
+// then max(0, .) when relu (stax.conv_epilogues)
+struct Epilogue {
+  const float* scale;
+  const float* shift;
+  bool relu;
+
+  bool any() const { return scale != nullptr || shift != nullptr || relu; }
+
+  // on the tile rows of channels m0 ... m0 + mr - 1, `vectors` vectors each, ldc apart
+  void apply(float* c, int64_t ldc, int64_t m0, int64_t mr, int vectors) const {
+    for (int64_t i = 0; i < mr; ++i) {
+      const stax::vec<float> s = stax::splat(scale ? scale[m0 + i] : 1.0f), t = stax::splat(shift ? shift[m0 + i] : 0.0f);
+      for (int v = 0; v < vectors; ++v) {
+        stax::vec<float> x = stax::vload(c + i * ldc + v * STAX_W) * s + t;
+        stax::vstore(c + i * ldc + v * STAX_W, relu ? stax::v_max(x, stax::splat(0.0f)) : x);
+      }
+    }
+  }
+};
+
 // ow a multiple of STAX_W: a tile is two output vectors (along a row, or the end of one row and the
 // start of the next), stored in place; nothing past ow is computed, nor read past the image
 static void conv_whole_vectors(const float* xp, const float* w, float* out, int64_t n, int64_t image, int64_t wp,
                                int64_t co, int64_t taps, int64_t oh, int64_t ow, const int64_t* offsets,
-                               int threads) {
+                               const Epilogue& epilogue, int threads) {
   const int64_t row_vectors = ow / STAX_W, vectors = oh * row_vectors, pairs = (vectors + 1) / 2, plane = oh * ow;
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
   for (int64_t task = 0; task < n * pairs; ++task) {
@@ -66,10 +87,12 @@ static void conv_whole_vectors(const float* xp, const float* w, float* out, int6
       mr = stax::tile_rows(co, m0);
       auto arow = [=](int64_t i) { return w + (m0 + i) * taps; };
       auto brow = [=](int64_t p) { return x + offsets[p]; };
-      if (k + 1 < vectors)
+      const int vectors_here = k + 1 < vectors ? 2 : 1;
+      if (vectors_here == 2)
         stax::sweep_rows<2>(mr, arow, brow, c + m0 * plane, plane, taps, false, nullptr, 0, vstep);
       else
         stax::sweep_rows<1>(mr, arow, brow, c + m0 * plane, plane, taps, false);
+      if (epilogue.any()) epilogue.apply(c + m0 * plane, plane, m0, mr, vectors_here);
     }
   }
 }
@@ -77,7 +100,7 @@ static void conv_whole_vectors(const float* xp, const float* w, float* out, int6
 // any ow: a tile is PANEL outputs along the padded width, the WP - OW past each row dropped
 static void conv_padded_width(const float* xp, const float* w, float* out, int64_t n, int64_t image, int64_t hp,
                               int64_t wp, int64_t co, int64_t kh, int64_t kw, int64_t taps, const int64_t* offsets,
-                              int threads) {
+                              const Epilogue& epilogue, int threads) {
   const int64_t oh = hp - kh + 1, ow = wp - kw + 1, plane = hp * wp;
   const int64_t columns = oh * wp, panels = (columns + PANEL - 1) / PANEL;
   // panel t reads the image up to t * PANEL + PANEL + kw - 2 + (c - 1) * plane + (kh - 1) * wp: the
@@ -108,6 +131,7 @@ static void conv_padded_width(const float* xp, const float* w, float* out, int64
       mr = stax::tile_rows(co, m0);
       stax::sweep_rows<2>(mr, [=](int64_t i) { return w + (m0 + i) * taps; },
                           [=](int64_t p) { return x + j + offsets[p]; }, tile, PANEL, taps, false);
+      if (epilogue.any()) epilogue.apply(tile, PANEL, m0, mr, 2);
       for (int64_t i = 0; i < mr; ++i) {
         float* channel = out + (img * co + m0 + i) * oh * ow;
         for (int64_t k = 0; k < count; ++k)
@@ -117,16 +141,19 @@ static void conv_padded_width(const float* xp, const float* w, float* out, int64
   }
 }
 
-// xp (n, c, hp, wp) padded, w (co, c, kh, kw), out (n, co, hp - kh + 1, wp - kw + 1)
-extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
-                                 int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+// xp (n, c, hp, wp) padded, w (co, c, kh, kw), out (n, co, hp - kh + 1, wp - kw + 1), each output
+// channel's tiles stored through the epilogue of scale and shift (co each, or null) and relu
+extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, const float* scale, const float* shift,
+                                 int64_t n, int64_t c, int64_t hp, int64_t wp, int64_t co, int64_t kh, int64_t kw,
+                                 int relu, int threads) {
   if (n <= 0 || co <= 0) return;  // no output (the last image's copy needs an image)
   const int64_t oh = hp - kh + 1, ow = wp - kw + 1, image = c * hp * wp, taps = c * kh * kw;
-  const std::unique_ptr<int64_t[]> shift = tap_offsets(c, kh, kw, hp, wp);
+  const std::unique_ptr<int64_t[]> offsets = tap_offsets(c, kh, kw, hp, wp);
+  const Epilogue epilogue{scale, shift, relu != 0};
   if (ow % STAX_W == 0)
-    conv_whole_vectors(xp, w, out, n, image, wp, co, taps, oh, ow, shift.get(), threads);
+    conv_whole_vectors(xp, w, out, n, image, wp, co, taps, oh, ow, offsets.get(), epilogue, threads);
   else
-    conv_padded_width(xp, w, out, n, image, hp, wp, co, kh, kw, taps, shift.get(), threads);
+    conv_padded_width(xp, w, out, n, image, hp, wp, co, kh, kw, taps, offsets.get(), epilogue, threads);
 }
 
 // the output gradient g (n, co, oh, ow) as gt (n, (oh - 1) * wp + ow, cop): laid over the padded
@@ -209,15 +236,19 @@ def _entry(isa: Isa, weight_grad: bool) -> ctypes._CFuncPtr:
     library = load(build(_SOURCE, isa))
     entry = library.stax_direct_conv_weight_grad if weight_grad else library.stax_direct_conv
     entry.restype = None
-    entry.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 7 + [ctypes.c_int]
+    if weight_grad:  # xp, g, dw, sizes, threads
+        entry.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 7 + [ctypes.c_int]
+    else:  # xp, w, out, scale, shift, sizes, relu, threads
+        entry.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 7 + [ctypes.c_int] * 2
     return entry
 
 
 @dataclass(frozen=True)
 class DirectConv:
     """A ``conv2d`` extern, or with ``weight_grad`` a ``conv2d_weight`` one, as a compiled call
-    makes it (codegen/entry.py): the entry point built for this CPU and the shapes of the
-    convolution the call was generated for (its input padded, its weight)."""
+    makes it (codegen/entry.py): the entry point built for this CPU, the shapes of the
+    convolution the call was generated for (its input padded, its weight) and the convolution's
+    epilogue (``stax.conv_epilogues``): whether it takes a per-channel scale and shift, and a ReLU."""
 
     n: int
     c: int
@@ -228,6 +259,9 @@ class DirectConv:
     kw: int
     threads: int
     weight_grad: bool = False
+    scale: bool = False
+    shift: bool = False
+    relu: bool = False
 
     @property
     def out_shape(self) -> tuple[int, int, int, int]:
@@ -239,17 +273,20 @@ class DirectConv:
         return (ctypes.cast(_entry(native_isa(), self.weight_grad), ctypes.c_void_p).value,)
 
     def arguments(self) -> tuple[int, ...]:
-        """The sizes the entry point takes after its three arrays."""
-        return self.n, self.c, self.hp, self.wp, self.co, self.kh, self.kw, self.threads
+        """What the entry point takes after its arrays (three, or the convolution's five with the
+        scale and the shift): the sizes, the convolution's ReLU flag, the threads."""
+        sizes = (self.n, self.c, self.hp, self.wp, self.co, self.kh, self.kw)
+        return (*sizes, self.threads) if self.weight_grad else (*sizes, int(self.relu), self.threads)
 
 
 def _not_4d(*shapes: tuple[int, ...]) -> bool:
     return any(len(shape) != 4 for shape in shapes)
 
 
-def plan_direct_conv(padded_shape: tuple[int, ...], weight_shape: tuple[int, ...], threads: int) -> DirectConv:
+def plan_direct_conv(padded_shape: tuple[int, ...], weight_shape: tuple[int, ...], threads: int, *,
+                     scale: bool = False, shift: bool = False, relu: bool = False) -> DirectConv:
     """The call of a convolution of a padded input of ``padded_shape`` (N, C, HP, WP) with a
-    weight of ``weight_shape`` (C_out, C, kH, kW)."""
+    weight of ``weight_shape`` (C_out, C, kH, kW), and the epilogue its tiles are stored through."""
     if _not_4d(padded_shape, weight_shape) or weight_shape[1] != padded_shape[1] or \
             weight_shape[2] > padded_shape[2] or weight_shape[3] > padded_shape[3]:
         raise ShapeError(f"direct_conv: a weight of shape {tuple(weight_shape)} does not fit an input of shape "
@@ -257,7 +294,7 @@ def plan_direct_conv(padded_shape: tuple[int, ...], weight_shape: tuple[int, ...
                          "must match and the taps fit the padded image)")
     n, c, hp, wp = padded_shape
     co, _, kh, kw = weight_shape
-    return DirectConv(n, c, hp, wp, co, kh, kw, threads)
+    return DirectConv(n, c, hp, wp, co, kh, kw, threads, scale=scale, shift=shift, relu=relu)
 
 
 def plan_direct_conv_weight_grad(padded_shape: tuple[int, ...], grad_shape: tuple[int, ...],
@@ -277,27 +314,41 @@ def plan_direct_conv_weight_grad(padded_shape: tuple[int, ...], grad_shape: tupl
 PLANNERS = {"conv2d": plan_direct_conv, "conv2d_weight": plan_direct_conv_weight_grad}
 
 
-def _run(op: str, padded: np.ndarray, other: np.ndarray, out: np.ndarray, threads: int, isa: Isa | None) -> None:
-    """Check the arrays of extern ``op`` and call its entry."""
+def _check(op: str, padded: np.ndarray, other: np.ndarray, out: np.ndarray, plan: DirectConv) -> None:
+    """Raise a ShapeError naming what is wrong with the arrays of extern ``op``."""
     arrays = (padded, other, out)
     if any(a.dtype != np.float32 or a.ndim != 4 or not a.flags.c_contiguous for a in arrays):
         raise ShapeError(f"{op}: expected C-contiguous 4-D float32 arrays, got "
                          f"{', '.join(f'{a.dtype} {a.shape}' for a in arrays)}")
-    plan = PLANNERS[op](padded.shape, other.shape, threads)
     if out.shape != plan.out_shape:
         raise ShapeError(f"{op}: the output has shape {out.shape}, expected {plan.out_shape}")
-    # the entries take every size: no image or output channel writes nothing (the weight gradient
-    # of no image is zeros), no input channel zeros
-    _entry(isa or native_isa(), plan.weight_grad)(padded.ctypes.data, other.ctypes.data, out.ctypes.data,
-                                                  *plan.arguments())
 
 
-def direct_conv(padded: np.ndarray, weight: np.ndarray, *, out: np.ndarray, threads: int,
-                isa: Isa | None = None) -> None:
+def _address(array: np.ndarray, which: str, co: int) -> int:
+    """The address of the epilogue's per-channel ``which`` (scale or shift)."""
+    if array.dtype != np.float32 or array.shape != (co,) or not array.flags.c_contiguous:
+        raise ShapeError(f"conv2d: the epilogue's {which} must be a contiguous float32 vector of the {co} output "
+                         f"channels, got {array.dtype} {array.shape}")
+    return array.ctypes.data
+
+
+def direct_conv(padded: np.ndarray, weight: np.ndarray, *channels: np.ndarray, out: np.ndarray, threads: int,
+                scale: bool = False, shift: bool = False, relu: bool = False, isa: Isa | None = None) -> None:
     """``out`` (N, C_out, HP - kH + 1, WP - kW + 1) = the stride-1 convolution of ``padded``
     (N, C, HP, WP) with ``weight`` (C_out, C, kH, kW), all float32 and C-contiguous (the graph's
-    ``conv2d`` extern)."""
-    _run("conv2d", padded, weight, out, threads, isa)
+    ``conv2d`` extern), through its epilogue: times ``channels``' scale (C_out,) when ``scale``,
+    plus their shift when ``shift`` (in that order), then max(0, .) when ``relu``."""
+    if len(channels) != scale + shift:
+        raise ShapeError(f"conv2d: {len(channels)} per-channel operands for an epilogue with "
+                         f"scale={scale} and shift={shift} (one each)")
+    plan = plan_direct_conv(padded.shape, weight.shape, threads, scale=scale, shift=shift, relu=relu)
+    _check("conv2d", padded, weight, out, plan)
+    given = iter(channels)
+    vectors = [_address(next(given), which, plan.co) if flag else None
+               for which, flag in (("scale", scale), ("shift", shift))]
+    # the entries take every size: no image or output channel writes nothing, no input channel zeros
+    _entry(isa or native_isa(), False)(padded.ctypes.data, weight.ctypes.data, out.ctypes.data, *vectors,
+                                       *plan.arguments())
 
 
 def direct_conv_weight_grad(padded: np.ndarray, grad: np.ndarray, *, out: np.ndarray, threads: int,
@@ -306,13 +357,18 @@ def direct_conv_weight_grad(padded: np.ndarray, grad: np.ndarray, *, out: np.nda
     (N, C, HP, WP) whose output's gradient is ``grad`` (N, C_out, OH, OW): the sum over the images
     and outputs of the gradient times the input under each tap (the graph's ``conv2d_weight``
     extern)."""
-    _run("conv2d_weight", padded, grad, out, threads, isa)
+    plan = plan_direct_conv_weight_grad(padded.shape, grad.shape, threads)
+    _check("conv2d_weight", padded, grad, out, plan)
+    _entry(isa or native_isa(), True)(padded.ctypes.data, grad.ctypes.data, out.ctypes.data, *plan.arguments())
 
 
-def direct_conv2d(padded: np.ndarray, weight: np.ndarray, threads: int = 1, isa: Isa | None = None) -> np.ndarray:
-    """``direct_conv`` into a new array."""
+def direct_conv2d(padded: np.ndarray, weight: np.ndarray, threads: int = 1, isa: Isa | None = None, *,
+                  scale: np.ndarray | None = None, shift: np.ndarray | None = None, relu: bool = False) -> np.ndarray:
+    """``direct_conv`` into a new array, through the epilogue of the given scale and shift and relu."""
     out = np.empty(plan_direct_conv(padded.shape, weight.shape, threads).out_shape, np.float32)
-    direct_conv(padded, weight, out=out, threads=threads, isa=isa)
+    channels = [v for v in (scale, shift) if v is not None]
+    direct_conv(padded, weight, *channels, out=out, threads=threads, scale=scale is not None,
+                shift=shift is not None, relu=relu, isa=isa)
     return out
 
 

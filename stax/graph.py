@@ -31,7 +31,9 @@ Ops and their attributes:
   by ``stax.matmul_sums`` before lowering, never traced.
 - ``conv2d``: inputs ``(padded, weight)``, float32 ``(N, C, HP, WP)`` and ``(C_out, C, kH, kW)``: the
   extern call of ``stax.direct_conv``, a stride-1 convolution of one group (the blocked form of
-  ``stax.conv_gemm``).
+  ``stax.conv_gemm``).  Before lowering, ``stax.conv_epilogues`` may give it an epilogue: the
+  attributes ``scale``, ``shift`` and ``relu`` (true when present), and after the weight the scale
+  and the shift it has, ``(C_out,)`` each: ``relu(conv * scale + shift)`` per output channel.
 - ``conv2d_weight``: inputs ``(padded, grad)``, float32 ``(N, C, HP, WP)`` and ``(N, C_out, OH, OW)``:
   the weight gradient ``(C_out, C, HP - OH + 1, WP - OW + 1)`` of that convolution, on the same
   kernel's tile.

@@ -34,6 +34,7 @@ from .errors import UnsupportedError
 from .indexing import Index, contiguous_strides, floordiv, lane_step, linear_index, mod
 from .ir import (Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads,
                  reduction_identity, walk)
+from .conv_epilogues import fold_conv_epilogues
 from .matmul_sums import fold_matmul_sums
 from .scheduler.legality import VECTOR_LOOP_MIN
 from .simplify import simplify
@@ -292,7 +293,9 @@ class Lowering:
                         else v for name, v, t in zip(node.inputs, ins, stored)]
             name = self._new_name()
             views = tuple(v.shape if v.shape != self._stored_shape(v.buffer) else None for v in operands)
-            attrs = {"transposed": tuple(bool(t and t[1]) for t in stored)} if any(t and t[1] for t in stored) else {}
+            attrs = dict(node.attrs)  # a convolution's epilogue (stax.conv_epilogues)
+            if any(t and t[1] for t in stored):
+                attrs["transposed"] = tuple(bool(t and t[1]) for t in stored)
             self.buffers.append(ExternBuffer(name, node.shape, node.dtype, op, tuple(v.buffer for v in operands),
                                              origin=node.name, attrs=attrs, views=views if any(views) else ()))
             return self._buffer_value(name, node.shape, node.dtype)
@@ -525,9 +528,10 @@ def guarded(load: Load, guard: Sequence[tuple[Index, int]], other, ranges: dict[
 def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram:
     """Lower a traced graph to loop IR (see the module docstring for the rules), its constant
     powers first simplified (``stax.simplify``), its sums of matmuls made one accumulating call
-    (``stax.matmul_sums``) and two-pass variances that would re-read memory made one pass
+    (``stax.matmul_sums``), its blocked convolutions' per-channel epilogues folded into them
+    (``stax.conv_epilogues``) and two-pass variances that would re-read memory made one pass
     (``stax.variance``)."""
-    graph = fold_matmul_sums(simplify(graph))
+    graph = fold_conv_epilogues(fold_matmul_sums(simplify(graph)))
     if cost_model.cached_pass_bytes is not None:
         graph = one_pass_variances(graph, cost_model.cached_pass_bytes)
     return Lowering(graph, cost_model).run()

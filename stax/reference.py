@@ -179,12 +179,23 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         return np.matmul(*args)
     if op == "conv2d":  # every window of the padded input times the weight (stax.direct_conv's extern)
         windows = sliding_window_view(args[0], args[1].shape[2:], axis=(2, 3))
-        return np.einsum("ncyxij,ocij->noyx", windows, args[1], optimize=True).astype(args[0].dtype, copy=False)
+        out = np.einsum("ncyxij,ocij->noyx", windows, args[1], optimize=True).astype(args[0].dtype, copy=False)
+        return _conv_epilogue(out, node, args[2:])
     if op == "conv2d_weight":  # the gradient times the input's windows, summed over images and outputs
         kernel = tuple(args[0].shape[d] - args[1].shape[d] + 1 for d in (2, 3))
         windows = sliding_window_view(args[0], kernel, axis=(2, 3))
         return np.einsum("noyx,ncyxij->ocij", args[1], windows, optimize=True).astype(args[0].dtype, copy=False)
     raise StaxError(f"reference: node {node.name} has unknown op {op!r}")
+
+
+def _conv_epilogue(out: Array, node: Node, channels: list[Array]) -> Array:
+    """A ``conv2d`` node's epilogue (``stax.conv_epilogues``): times its scale, plus its shift,
+    per output channel, then a ReLU, as its attributes say."""
+    given = iter(channels)
+    for key, apply in (("scale", np.multiply), ("shift", np.add)):
+        if node.attr(key, False):
+            out = apply(out, next(given).reshape(-1, 1, 1))
+    return _UNARY["relu"](out) if node.attr("relu", False) else out
 
 
 def _check_inputs(graph: Graph, arrays: tuple[Array, ...]) -> None:

@@ -176,4 +176,4 @@ def test_a_blocked_convolution_reads_a_transposed_operand_as_its_values(check, p
         pytest.skip("the blocked form needs vector instructions, which this CPU lacks")
     x, w = sample((4, 16, 24, 24), seed=140), sample((24, 16, 3, 3), seed=141)
     compiled = check(program, x, w, rtol=1e-4, atol=1e-2)  # sums of up to 1,936 terms of size 10
-    assert "stax::direct_conv(" in compiled.source
+    assert "stax::direct_conv" in compiled.source  # the convolution's entry or the weight gradient's

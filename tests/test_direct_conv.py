@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
-from stax.direct_conv import direct_conv2d, direct_conv2d_weight_grad
+from stax.direct_conv import direct_conv, direct_conv2d, direct_conv2d_weight_grad
 from stax.errors import ShapeError
 from stax.runtime import ISA_LEVELS, runs_here
 
@@ -70,6 +70,33 @@ def test_rows_of_whole_vectors_and_rows_with_a_tail(isa, vectors, extra):
         padded = rng.standard_normal((n, c, oh + k - 1, ow + k - 1), dtype=np.float32)
         for threads in (1, 2):
             _check(padded, rng.standard_normal((co, c, k, k), dtype=np.float32), threads, isa)
+
+
+@pytest.mark.parametrize("isa", LEVELS)
+@pytest.mark.parametrize("extra", [0, 3])
+@pytest.mark.parametrize("scaled, shifted, relu", [(True, True, True), (True, False, False), (False, True, False),
+                                                   (False, False, True)])
+def test_the_epilogue_scales_shifts_and_clamps_each_output_channel(isa, extra, scaled, shifted, relu):
+    """The tile store's epilogue, relu(conv * scale + shift) per output channel, on rows of whole
+    vectors and rows with a tail; a NaN scale gives NaNs through the ReLU, as torch's relu does."""
+    rng = np.random.default_rng(extra)
+    co, width = 13, 2 * ISA_LEVELS[isa].width + extra
+    padded = rng.standard_normal((2, 3, 7, width + 2), dtype=np.float32)
+    weight = rng.standard_normal((co, 3, 3, 3), dtype=np.float32)
+    scale, shift = rng.standard_normal(co, dtype=np.float32), rng.standard_normal(co, dtype=np.float32)
+    scale[4] = np.nan
+    want = _reference(padded, weight)
+    if scaled:
+        want = want * scale[:, None, None]
+    if shifted:
+        want = want + shift[:, None, None]
+    if relu:
+        want = np.where(np.isnan(want), want, np.maximum(want, 0))
+    for threads in (1, 2):
+        got = direct_conv2d(padded, weight, threads, ISA_LEVELS[isa], scale=scale if scaled else None,
+                            shift=shift if shifted else None, relu=relu)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+        assert np.isnan(got[:, 4]).all() == scaled
 
 
 def _check_weight_grad(padded: np.ndarray, grad: np.ndarray, threads: int, isa: str) -> None:
@@ -138,7 +165,7 @@ def test_an_empty_batch_reads_nothing():
     base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
     assert libc.mprotect(ctypes.c_void_p(base), page, 0) == 0  # PROT_NONE before the input
     out = np.full(4, 7.0, np.float32)
-    _entry(native_isa(), False)(base + page, base + page, out.ctypes.data, 0, 3, 7, 7, 4, 3, 3, 1)
+    _entry(native_isa(), False)(base + page, base + page, out.ctypes.data, None, None, 0, 3, 7, 7, 4, 3, 3, 0, 1)
     assert (out == 7.0).all()
     weight_grad = np.full((4, 3, 3, 3), 7.0, np.float32)
     _entry(native_isa(), True)(base + page, base + page, weight_grad.ctypes.data, 0, 3, 7, 7, 4, 3, 3, 1)
@@ -154,6 +181,10 @@ def test_operands_it_cannot_take_are_named():
         direct_conv2d(x, np.zeros((3, 4, 3, 3), np.float32))
     with pytest.raises(ShapeError, match="taps fit the padded image"):
         direct_conv2d(x, np.zeros((3, 2, 6, 3), np.float32))
+    with pytest.raises(ShapeError, match="epilogue's shift must be a contiguous float32 vector of the 3 output"):
+        direct_conv2d(x, w, shift=np.zeros(4, np.float32))
+    with pytest.raises(ShapeError, match="0 per-channel operands for an epilogue with scale=True"):
+        direct_conv(x, w, out=np.zeros((1, 3, 3, 3), np.float32), threads=1, scale=True)
     assert direct_conv2d(np.zeros((0, 2, 5, 5), np.float32), w).shape == (0, 3, 3, 3)
     assert not direct_conv2d(np.ones((1, 0, 5, 5), np.float32), np.ones((3, 0, 3, 3), np.float32)).any()
     with pytest.raises(ShapeError, match="not the output of a stride-1 convolution"):
@@ -180,6 +211,6 @@ def test_a_forced_blocked_convolution_and_weight_gradient_of_an_empty_batch_or_n
         assert got.shape == (x_shape[0], 4, 5, 5) and not got.any()
         g = np.ones((x_shape[0], 4, 5, 5), np.float32)
         compiled = stax.compile(lambda a, b: nn.conv2d_weight_grad(b, a, w_shape, padding=1, form=ConvForm.BLOCKED), x, g)
-        assert "stax::direct_conv(" in compiled.source
+        assert "stax::direct_conv_weight_grad(" in compiled.source
         got = compiled(x, g)
         assert got.shape == w_shape and not got.any()

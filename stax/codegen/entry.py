@@ -53,12 +53,14 @@ def _shim(kernel: Kernel) -> str:
 @dataclass(frozen=True)
 class Term:
     """One call of an extern step: its plan (a product's, or a blocked convolution's or weight
-    gradient's) and the names of its operands and output."""
+    gradient's) and the names of its operands and output, and of a convolution's per-channel
+    epilogue operands (its scale, then its shift, those it has)."""
 
     product: Product | DirectConv
     a: str
     b: str
     out: str
+    channels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,9 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
     views = ext.get("views") or [None] * len(names)
     out_shape, out_dtype, _ = layouts[ext["output"]]
     if ext["op"] in PLANNERS:
-        x_shape, other_shape = (tuple(view or layouts[name][0]) for name, view in zip(names, views))
-        return [Term(PLANNERS[ext["op"]](x_shape, other_shape, ext["threads"]), names[0], names[1], ext["output"])]
+        x_shape, other_shape = (tuple(view or layouts[name][0]) for name, view in zip(names[:2], views))
+        plan = PLANNERS[ext["op"]](x_shape, other_shape, ext["threads"], **ext.get("attrs", {}))
+        return [Term(plan, names[0], names[1], ext["output"], tuple(names[2:]))]
     terms = []
     for i, j, flags, accumulate in product_terms(ext["op"], len(names), ext.get("attrs", {}).get("transposed", ())):
         (a_shape, a_dtype, a_plain), (b_shape, b_dtype, b_plain) = (layouts[names[i]], layouts[names[j]])
@@ -158,9 +161,14 @@ def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
     p = term.product
     if isinstance(p, DirectConv):
         x, w, out = (f"({'' if n == term.out else 'const '}float*)views.buf({slot[n]})" for n in (term.a, term.b, term.out))
-        sizes = ", ".join(map(str, p.arguments()))
+        given = iter(term.channels)
+        arrays = [x, w, out] if p.weight_grad else \
+            [x, w, out, *(f"(const float*)views.buf({slot[next(given)]})" if flag else "nullptr"
+                          for flag in (p.scale, p.shift))]
+        call = f"stax::direct_conv{'_weight_grad' if p.weight_grad else ''}(entry, {', '.join(arrays)}, " \
+               f"{', '.join(map(str, p.arguments()))})"
         return ["    {", f"        void* entry = PyLong_AsVoidPtr(s[{state}]);", "        Py_BEGIN_ALLOW_THREADS",
-                f"        stax::direct_conv(entry, {x}, {w}, {out}, {sizes});", "        Py_END_ALLOW_THREADS", "    }"]
+                f"        {call};", "        Py_END_ALLOW_THREADS", "    }"]
     t = CPP_TYPE[p.dtype] if p.dtype else "float"
     a, b, c = (f"({'' if x == term.out else 'const '}{t}*)views.buf({slot[x]})" for x in (term.a, term.b, term.out))
     add = int(p.accumulate)

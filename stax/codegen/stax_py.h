@@ -113,12 +113,20 @@ inline void narrow_gradient_product(void* entry, const float* a, const float* b,
   reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int, int)>(entry)(
       a, b, c, m, n, k, threads, add);
 }
-// one of stax.direct_conv's entry points: out = the stride-1 convolution of the padded x with w, or
-// the weight gradient of such a convolution of x whose output's gradient is w
-inline void direct_conv(void* entry, const float* x, const float* w, float* out, int64_t n, int64_t c, int64_t hp,
-                        int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+// stax.direct_conv's entry points: out = the stride-1 convolution of the padded x with w, each
+// output channel times scale, plus shift (when not null), then max(0, .) when relu ...
+inline void direct_conv(void* entry, const float* x, const float* w, float* out, const float* scale,
+                        const float* shift, int64_t n, int64_t c, int64_t hp, int64_t wp, int64_t co, int64_t kh,
+                        int64_t kw, int relu, int threads) {
+  reinterpret_cast<void (*)(const float*, const float*, float*, const float*, const float*, int64_t, int64_t, int64_t,
+                            int64_t, int64_t, int64_t, int64_t, int, int)>(entry)(x, w, out, scale, shift, n, c, hp,
+                                                                                  wp, co, kh, kw, relu, threads);
+}
+// ... and dw = the weight gradient of such a convolution of x whose output's gradient is g
+inline void direct_conv_weight_grad(void* entry, const float* x, const float* g, float* dw, int64_t n, int64_t c,
+                                    int64_t hp, int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
   reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, int)>(entry)(x, w, out, n, c, hp, wp, co, kh, kw, threads);
+                            int64_t, int)>(entry)(x, g, dw, n, c, hp, wp, co, kh, kw, threads);
 }
 template <typename T>
 inline void team_product(void* entry, void* gemm, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n,

@@ -244,11 +244,33 @@ def small_cnn(small: bool) -> ZooModel:
                     f"CNN classifier, widths {widths}, train-mode BatchNorm2d, cross_entropy, on {shape}")
 
 
+def lenet(small: bool) -> ZooModel:
+    """PyTorch's CIFAR-10 tutorial network (LeNet-5 style): two conv-ReLU-max-pool blocks, three
+    Linear layers, cross_entropy with class indices."""
+    torch = _torch()
+    nn = torch.nn
+    shape, classes = ((2, 3, 16, 16), 5) if small else ((16, 3, 32, 32), 10)
+    flat = 16 * ((shape[2] - 4) // 2 - 4) // 2 * ((shape[3] - 4) // 2 - 4) // 2
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1, self.conv2, self.pool = nn.Conv2d(3, 6, 5), nn.Conv2d(6, 16, 5), nn.MaxPool2d(2, 2)
+            self.fc1, self.fc2, self.fc3 = nn.Linear(flat, 120), nn.Linear(120, 84), nn.Linear(84, classes)
+
+        def forward(self, x):
+            x = self.pool(self.conv2(self.pool(self.conv1(x).relu())).relu())
+            return self.fc3(self.fc2(self.fc1(x.flatten(1)).relu()).relu())
+    return ZooModel("lenet", Net(), [torch.randn(*shape)], [torch.randint(0, classes, (shape[0],))],
+                    torch.nn.functional.cross_entropy,
+                    f"PyTorch's CIFAR-10 tutorial CNN: conv-ReLU-MaxPool2d twice, three Linear, cross_entropy, on {shape}")
+
+
 ZOO: dict[str, Callable[[bool], ZooModel]] = {
     "gpt2_block": gpt2_block, "transformer_decoder": transformer_decoder, "mlp_mixer": mlp_mixer,
     "rmsnorm_swiglu": rmsnorm_swiglu, "nn_rmsnorm_swiglu": nn_rmsnorm_swiglu, "resnet_block": resnet_block,
     "depthwise_separable": depthwise_separable, "gru_cell": gru_cell, "lstm_cell": lstm_cell,
-    "cross_entropy_head": cross_entropy_head, "small_cnn": small_cnn,
+    "cross_entropy_head": cross_entropy_head, "small_cnn": small_cnn, "lenet": lenet,
 }
 
 

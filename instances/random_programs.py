@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 import stax
-from stax import nn
+from stax import nn, pooling
 from stax.conv_gemm import ConvForm, blocked_applies
 from stax.errors import StaxError
 
@@ -247,6 +247,28 @@ def _conv_weight_grad(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int
     return nn.conv2d_weight_grad(grad, image, weight.shape, padding=padding, form=form).reshape(channels, -1)
 
 
+def _pool_params(rng: random.Random, args: list) -> tuple:
+    """Max or average, kernel size, stride and padding (at most half the kernel) of a pooling op."""
+    kernel = rng.choice((1, 2, 3))
+    return rng.random() < 0.5, kernel, rng.choice((1, 2)), rng.choice((0, kernel // 2))
+
+
+def _pool_grad(x: stax.Tensor, take_max: bool, kernel: int, stride: int, padding: int) -> stax.Tensor:
+    """The gradient of a pooling of ``x`` (one image of one channel per leading row, as ``_conv``'s)
+    for an output gradient made of its output (its tanh): the pooling forward, its indices and its
+    backward in one op."""
+    image = x.float().reshape((1, 1) + ((1, x.numel()) if x.ndim < 2 else (x.shape[0], -1)))
+    if min(image.shape[2:]) + 2 * padding < kernel:
+        raise StaxError("the image is smaller than the kernel")
+    if take_max:
+        values, indices = pooling.max_pool2d(image, kernel, stride, padding, return_indices=True)
+        grad = pooling.max_pool2d_backward(values.tanh(), image, kernel, stride, padding, 1, False, indices)
+    else:
+        grad = pooling.avg_pool2d_backward(pooling.avg_pool2d(image, kernel, stride, padding).tanh(), image, kernel,
+                                           stride, padding, False, True, None)
+    return grad.reshape(image.shape[2:])
+
+
 def _slice(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
     return x[(slice(None),) * dim + (slice(start, None, step),)]
 
@@ -391,6 +413,7 @@ OPS: dict[str, Op] = {
     "conv": Op(2, _conv, _conv_params, weight=0.8),
     "conv_weight_grad": Op(2, _conv_weight_grad, _conv_params, weight=0.5),
     "conv_epilogue": Op(2, _conv_epilogue, _conv_params, weight=0.5),
+    "pool_grad": Op(1, _pool_grad, _pool_params, weight=0.5),
     "heads": Op(1, _heads, _head_size, weight=2.0),
     "merge_heads": Op(1, _merge_heads, weight=1.0),
     "head_softmax": Op(1, lambda x, size: _merge_heads(_heads(x.float(), size).softmax(-1)), _head_size, weight=2.0),
@@ -570,7 +593,8 @@ class _Walk:
 #: programs of a seed stay the ones measured
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
-                                                        "conv_weight_grad", "conv_epilogue", *HEAD_OPS))
+                                                        "conv_weight_grad", "conv_epilogue", "pool_grad",
+                                                        *HEAD_OPS))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

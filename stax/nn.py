@@ -181,11 +181,13 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return result if len(items) > 1 else result.clone()
 
 
-def _pair(value: Any, what: str) -> Pair:
+def _pair(value: Any, what: str, op: str = "conv2d") -> Pair:
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) == 1:  # ATen's one-element lists
+        items = items * 2
     if len(items) != 2:
-        raise ShapeError(f"conv2d: {what} must be an int or a pair, got {value!r}")
-    return _as_int(items[0], f"conv2d: {what}"), _as_int(items[1], f"conv2d: {what}")
+        raise ShapeError(f"{op}: {what} must be an int or a pair, got {value!r}")
+    return _as_int(items[0], f"{op}: {what}"), _as_int(items[1], f"{op}: {what}")
 
 
 def _check(x: Tensor, weight: Tensor, stride: Pair, padding: Pair, dilation: Pair, groups: int) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-from . import dtypes, gather, nn
+from . import dtypes, gather, nn, pooling
 from .errors import UnsupportedError
 from .frontend import Tensor, contiguous_strides, vector_norm, where
 
@@ -306,6 +306,13 @@ def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: A
     return results
 
 
+def _max_pool2d_with_indices(x: Tensor, kernel_size: Sequence[int], stride: Sequence[int] = (),
+                             padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
+                             ceil_mode: bool = False) -> list[Tensor]:
+    """``max_pool2d_with_indices``: (values, int64 indices into each input plane), as torch."""
+    return list(pooling.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True))
+
+
 # --- indexing by tensors and functionalized writes (see stax.gather) ---------------------------
 def _copy(x: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """The functional ``copy``: ``src`` with ``x``'s dtype and shape."""
@@ -438,6 +445,9 @@ ATEN: dict[str, Handler] = {
     "addmm": _addmm, "baddbmm": _addmm, "linear": _linear,
     "constant_pad_nd": lambda x, pad, value=0: nn.pad(x, pad, value=value), "cat": nn.cat, "flip": lambda x, dims: x.flip(dims),
     "convolution": _convolution, "convolution_backward": _convolution_backward,
+    "max_pool2d": pooling.max_pool2d, "max_pool2d_with_indices": _max_pool2d_with_indices,
+    "max_pool2d_with_indices_backward": pooling.max_pool2d_backward, "avg_pool2d": pooling.avg_pool2d,
+    "avg_pool2d_backward": pooling.avg_pool2d_backward,
     **_pad_modes("reflect"), **_pad_modes("replicate"),
     "new_empty_strided": lambda x, size, stride, *, dtype=None, **_: full(
         x, 0, size, dtype_name(dtype) if dtype is not None else x.dtype),

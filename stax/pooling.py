@@ -1,0 +1,174 @@
+"""2-D pooling for traced programs: torch.nn.functional's ``max_pool2d`` (with its indices) and
+``avg_pool2d``, and their gradients (ATen's ``max_pool2d_with_indices_backward`` and
+``avg_pool2d_backward``), composed of graph ops, so that they fuse and are scheduled like every
+other node (seed 7.1) and the reference evaluates them op by op.
+
+A pooled point reduces its window of the padded input (``stax.nn``'s ``unfold`` windows; the pad
+value is -inf for the max, 0 for the average)::
+
+    out[n, c, oh, ow] = max (or sum / divisor) over a, b of pad(x)[n, c, oh * sh + a * dh, ow * sw + b * dw]
+
+The max's index is torch's: the flat position ``ih * W + iw`` in the input plane of the window's
+first maximum in row-major tap order (of a NaN where there is one).  The average's divisor is
+torch's too: the window's size clipped to the padded input, or to the input itself without
+``count_include_pad``, or ``divisor_override``.
+
+A gradient is spread back tap by tap, as a strided convolution's input gradient is (``stax.nn``):
+the output gradient of tap ``(a, b)`` (for the max, only where the index is that tap's position;
+for the average, over the divisor) lands at ``(oh * sh - ph + a * dh, ow * sw - pw + b * dw)`` by a
+``pad`` with ``s - 1`` interior zeros, and the taps' spreads are summed.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+from . import dtypes
+from .errors import ShapeError, UnsupportedError
+from .frontend import Tensor, where
+from .gather import iota
+from .nn import Pair, _pad_graph, _pair, _windows
+
+
+def _geometry(op: str, x_shape: Sequence[int], kernel: Any, stride: Any, padding: Any, dilation: Any,
+              ceil_mode: bool) -> tuple[Pair, Pair, Pair, Pair, Pair]:
+    """(kernel, stride, padding, dilation, output size) of a pooling of an (N, C, H, W) input, as
+    torch computes them (an empty stride is the kernel), or a ShapeError naming what is wrong."""
+    kernel = _pair(kernel, "kernel_size", op)
+    stride = _pair(stride, "stride", op) if stride not in (None, (), []) else kernel
+    padding, dilation = _pair(padding, "padding", op), _pair(dilation, "dilation", op)
+    if min(kernel + stride + dilation) < 1 or min(padding) < 0:
+        raise ShapeError(f"{op}: kernel_size {kernel}, stride {stride} and dilation {dilation} must be positive, "
+                         f"padding {padding} non-negative")
+    if any(2 * padding[d] > dilation[d] * (kernel[d] - 1) + 1 for d in (0, 1)):
+        raise ShapeError(f"{op}: padding {padding} must be at most half the kernel_size {kernel} (times the dilation "
+                         f"{dilation}), as torch requires")
+    size = []
+    for d in (0, 1):
+        n, span = x_shape[2 + d], dilation[d] * (kernel[d] - 1) + 1
+        out = (n + 2 * padding[d] - span + (stride[d] - 1 if ceil_mode else 0)) // stride[d] + 1
+        if ceil_mode and (out - 1) * stride[d] >= n + padding[d]:  # the last window starts in the input or its left pad
+            out -= 1
+        size.append(out)
+    if min(size) < 1:
+        raise ShapeError(f"{op}: the input {tuple(x_shape[2:])} is too small for kernel_size {kernel} with padding "
+                         f"{padding} and dilation {dilation} (output size {tuple(size)})")
+    return kernel, stride, padding, dilation, (size[0], size[1])
+
+
+def _batched(x: Tensor, op: str) -> Tensor:
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D one (C, H, W), got shape {x.shape}")
+    if not dtypes.is_floating(x.dtype):
+        raise UnsupportedError(f"{op}: expected a floating-point input, got {x.dtype}; cast with .float() first")
+    return x if x.ndim == 4 else x.unsqueeze(0)
+
+
+def _padded_windows(x: Tensor, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, size: Pair,
+                    value: float) -> Tensor:
+    """(N, C, OH, OW, kH * kW): each output point's window of ``x`` padded with ``value``."""
+    high = [(size[d] - 1) * stride[d] + dilation[d] * (kernel[d] - 1) + 1 - x.shape[2 + d] - padding[d]
+            for d in (0, 1)]
+    padded = _pad_graph(x, [0, 0, *padding], [0, 0, *high], [0] * 4, value)
+    windows = _windows(padded, kernel, stride, dilation)
+    return windows.reshape(windows.shape[:4] + (kernel[0] * kernel[1],))
+
+
+def _tap_starts(x: Tensor, size: Pair, stride: Pair, offset: Pair) -> tuple[Tensor, Tensor]:
+    """The input row of each output row and column of each output column under a tap that sits
+    ``offset`` from the window's corner: ``o * s + offset``, as (OH, 1) and (1, OW) int64."""
+    return tuple((iota(x, size[d]).to("int64") * stride[d] + offset[d]).reshape((size[0], 1) if d == 0 else (1, size[1]))
+                 for d in (0, 1))
+
+
+def _spread(grad: Tensor, input_shape: Sequence[int], kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+            tap_gradient) -> Tensor:
+    """The sum over the taps ``(a, b)`` of ``tap_gradient(a, b, offset)`` (the output gradient that
+    tap passes back, (N, C, OH, OW)) placed at the input positions it read."""
+    total = None
+    for a, b in itertools.product(range(kernel[0]), range(kernel[1])):
+        offset = (a * dilation[0] - padding[0], b * dilation[1] - padding[1])
+        high = [input_shape[2 + d] - 1 - (grad.shape[2 + d] - 1) * stride[d] - offset[d] for d in (0, 1)]
+        placed = _pad_graph(tap_gradient(offset), [0, 0, *offset], [0, 0, *high],
+                            [0, 0, stride[0] - 1, stride[1] - 1], 0)
+        total = placed if total is None else total + placed
+    return total
+
+
+def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """torch.nn.functional.max_pool2d, with the int64 indices torch returns when ``return_indices``."""
+    batched = _batched(x, "max_pool2d")
+    kernel, stride, padding, dilation, size = _geometry("max_pool2d", batched.shape, kernel_size, stride, padding,
+                                                        dilation, ceil_mode)
+    windows = _padded_windows(batched, kernel, stride, padding, dilation, size, float("-inf"))
+    values = windows.amax(-1)
+    if not return_indices:
+        return values if x.ndim == 4 else values.squeeze(0)
+    tap = windows.argmax(-1)
+    rows, columns = _tap_starts(x, size, stride, (-padding[0], -padding[1]))
+    indices = (rows + tap // kernel[1] * dilation[0]) * batched.shape[3] + columns + tap % kernel[1] * dilation[1]
+    return (values, indices) if x.ndim == 4 else (values.squeeze(0), indices.squeeze(0))
+
+
+def max_pool2d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+                        ceil_mode: bool, indices: Tensor) -> Tensor:
+    """ATen's ``max_pool2d_with_indices_backward``: each output point's gradient added at the input
+    position its index names."""
+    batched, g, ix = _batched(x, "max_pool2d_backward"), grad, indices
+    if x.ndim == 3:
+        g, ix = grad.unsqueeze(0), indices.unsqueeze(0)
+    kernel, stride, padding, dilation, size = _geometry("max_pool2d_backward", batched.shape, kernel_size, stride,
+                                                        padding, dilation, ceil_mode)
+    if tuple(g.shape) != batched.shape[:2] + size or tuple(ix.shape) != tuple(g.shape):
+        raise ShapeError(f"max_pool2d_backward: the gradient {grad.shape} and indices {indices.shape} must both be "
+                         f"the output's shape {batched.shape[:2] + size}")
+
+    def tap_gradient(offset: Pair) -> Tensor:
+        rows, columns = _tap_starts(batched, size, stride, offset)
+        return where(ix == rows * batched.shape[3] + columns, g, 0.0)
+    out = _spread(g, batched.shape, kernel, stride, padding, dilation, tap_gradient)
+    return out if x.ndim == 4 else out.squeeze(0)
+
+
+def _divisor(x: Tensor, kernel: Pair, stride: Pair, padding: Pair, size: Pair, count_include_pad: bool,
+             divisor_override: Any) -> Tensor | int:
+    """Each output point's divisor, torch's: the window clipped to the padded input (to the input
+    itself without ``count_include_pad``), an (OH, OW) int64 tensor; or ``divisor_override``."""
+    if divisor_override is not None:
+        if int(divisor_override) == 0:
+            raise ShapeError("avg_pool2d: divisor_override must not be zero")
+        return int(divisor_override)
+    extents = []
+    for d, start in enumerate(_tap_starts(x, size, stride, (-padding[0], -padding[1]))):
+        end = (start + kernel[d]).clamp(max=x.shape[2 + d] + padding[d])
+        if not count_include_pad:
+            start, end = start.clamp(min=0), end.clamp(max=x.shape[2 + d])
+        extents.append(end - start)
+    return extents[0] * extents[1]
+
+
+def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: Any = None) -> Tensor:
+    """torch.nn.functional.avg_pool2d."""
+    batched = _batched(x, "avg_pool2d")
+    kernel, stride, padding, _, size = _geometry("avg_pool2d", batched.shape, kernel_size, stride, padding, 1,
+                                                 ceil_mode)
+    sums = _padded_windows(batched, kernel, stride, padding, (1, 1), size, 0.0).sum(-1)
+    out = sums / _divisor(batched, kernel, stride, padding, size, count_include_pad, divisor_override)
+    return out if x.ndim == 4 else out.squeeze(0)
+
+
+def avg_pool2d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+                        count_include_pad: bool, divisor_override: Any) -> Tensor:
+    """ATen's ``avg_pool2d_backward``: each output point's gradient over its divisor, added at every
+    input position of its window."""
+    batched, g = _batched(x, "avg_pool2d_backward"), grad if x.ndim == 4 else grad.unsqueeze(0)
+    kernel, stride, padding, _, size = _geometry("avg_pool2d_backward", batched.shape, kernel_size, stride, padding,
+                                                 1, ceil_mode)
+    if tuple(g.shape) != batched.shape[:2] + size:
+        raise ShapeError(f"avg_pool2d_backward: the gradient {grad.shape} must be the output's shape "
+                         f"{batched.shape[:2] + size}")
+    share = g / _divisor(batched, kernel, stride, padding, size, count_include_pad, divisor_override)
+    out = _spread(g, batched.shape, kernel, stride, padding, (1, 1), lambda offset: share)
+    return out if x.ndim == 4 else out.squeeze(0)

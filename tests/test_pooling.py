@@ -1,0 +1,180 @@
+"""2-D pooling (stax.pooling): max_pool2d with its indices, avg_pool2d and both gradients, against
+loops over numpy written here (every window, every tap) and, where torch is installed, against
+torch's own functions and modules (forward and training step, through the torch front end)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import stax
+from stax import pooling
+from stax.errors import ShapeError, UnsupportedError
+
+#: (kernel, stride, padding, dilation, ceil_mode): overlapping and disjoint windows, padding,
+#: dilation, a last window that ceil mode adds
+GEOMETRIES = [(2, None, 0, 1, False), (3, 2, 1, 1, False), (3, 1, 1, 2, False), (3, 2, 0, 1, True),
+              ((2, 3), (1, 2), (1, 0), 1, True)]
+#: those without dilation, which avg_pool2d does not take
+AVG_GEOMETRIES = [g for g in GEOMETRIES if g[3] == 1]
+
+
+def _pairs(*values):
+    return [v if isinstance(v, tuple) else (v, v) for v in values]
+
+
+def _loops(x: np.ndarray, kernel, stride, padding, dilation, ceil_mode, avg=False, count_include_pad=True,
+           divisor_override=None):
+    """Pooling by loops over windows: (values, indices) for the max, values for the average."""
+    kernel, padding, dilation = _pairs(kernel, padding, dilation)
+    stride = kernel if stride is None else _pairs(stride)[0]
+    n, c, h, w = x.shape
+    size = []
+    for d, extent in enumerate((h, w)):
+        out = (extent + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1 + (stride[d] - 1 if ceil_mode else 0)) \
+            // stride[d] + 1
+        size.append(out - 1 if ceil_mode and (out - 1) * stride[d] >= extent + padding[d] else out)
+    values, indices = np.zeros((n, c, *size), x.dtype), np.zeros((n, c, *size), np.int64)
+    for i, j in itertools.product(range(size[0]), range(size[1])):
+        r0, c0 = i * stride[0] - padding[0], j * stride[1] - padding[1]
+        taps = [(r0 + a * dilation[0], c0 + b * dilation[1]) for a in range(kernel[0]) for b in range(kernel[1])]
+        inside = [(r, q) for r, q in taps if 0 <= r < h and 0 <= q < w]
+        window = np.stack([x[:, :, r, q] for r, q in inside], -1)
+        if avg:
+            if divisor_override:
+                divisor = divisor_override
+            elif count_include_pad:
+                divisor = (min(r0 + kernel[0], h + padding[0]) - r0) * (min(c0 + kernel[1], w + padding[1]) - c0)
+            else:
+                divisor = len(inside)
+            values[:, :, i, j] = window.sum(-1) / divisor
+        else:
+            first = np.where(np.isnan(window).any(-1), np.isnan(window).argmax(-1), window.argmax(-1))
+            values[:, :, i, j] = np.take_along_axis(window, first[..., None], -1)[..., 0]
+            indices[:, :, i, j] = np.array([inside[k][0] * w + inside[k][1] for k in first.ravel()]).reshape(first.shape)
+    return values if avg else (values, indices)
+
+
+def _spread_loops(grad: np.ndarray, x_shape, windows_of) -> np.ndarray:
+    """The gradient of a pooling: each output point's gradient added at the input positions
+    ``windows_of(n, c, i, j)`` gives with their weights."""
+    out = np.zeros(x_shape, np.float64)
+    for n, c, i, j in itertools.product(*(range(s) for s in grad.shape)):
+        for (r, q), weight in windows_of(n, c, i, j):
+            out[n, c, r, q] += grad[n, c, i, j] * weight
+    return out
+
+
+RNG = np.random.default_rng(21)
+X = RNG.standard_normal((2, 3, 9, 8), dtype=np.float32)
+X[0, 0, 2, 2:5] = 7.0  # ties: the first maximum's index
+X[1, 2, 4, 4] = np.nan
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_max_pool_values_and_indices_are_every_windows_first_maximum(geometry):
+    compiled = stax.compile(lambda x: pooling.max_pool2d(x, *geometry, return_indices=True), X)
+    values, indices = compiled(X)
+    want_values, want_indices = _loops(X, *geometry)
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(indices, want_indices)
+    assert indices.dtype == np.int64
+
+
+@pytest.mark.parametrize("geometry", AVG_GEOMETRIES)
+@pytest.mark.parametrize("count_include_pad, divisor_override", [(True, None), (False, None), (True, 5)])
+def test_avg_pool_is_every_windows_sum_over_torchs_divisor(geometry, count_include_pad, divisor_override):
+    kernel, stride, padding, _, ceil_mode = geometry
+    got = stax.compile(lambda x: pooling.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad,
+                                                    divisor_override), X)(X)
+    want = _loops(X, kernel, stride, padding, 1, ceil_mode, True, count_include_pad, divisor_override)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("fusion", ["greedy", "none", "cpsat"])
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_max_pool_gradient_goes_to_each_windows_index(check, geometry, fusion):
+    x = np.nan_to_num(X)
+    _, indices = _loops(x, *geometry)
+    grad = RNG.standard_normal(indices.shape, dtype=np.float32)
+    compiled = check(lambda g, a, ix: pooling.max_pool2d_backward(g, a, *geometry, ix), grad, x, indices,
+                     rtol=1e-6, atol=1e-6, fusion=fusion)
+    want = _spread_loops(grad, x.shape, lambda n, c, i, j: [(divmod(int(indices[n, c, i, j]), x.shape[3]), 1.0)])
+    np.testing.assert_allclose(compiled(grad, x, indices), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("geometry", AVG_GEOMETRIES)
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool_gradient_is_shared_over_the_window(check, geometry, count_include_pad):
+    kernel, stride, padding, _, ceil_mode = geometry
+    averaged = _loops(X, kernel, stride, padding, 1, ceil_mode, True, count_include_pad)
+    grad = RNG.standard_normal(averaged.shape, dtype=np.float32)
+    compiled = check(lambda g, a: pooling.avg_pool2d_backward(g, a, kernel, stride, padding, ceil_mode,
+                                                              count_include_pad, None), grad, X, rtol=1e-5, atol=1e-6)
+    # the average is linear: the gradient at input (r, q) is the output gradient times the
+    # average of a plane that is 1 at (r, q) and 0 elsewhere
+    want = np.zeros(X.shape, np.float64)
+    for r, q in itertools.product(range(X.shape[2]), range(X.shape[3])):
+        probe = np.zeros((1, 1) + X.shape[2:], np.float64)
+        probe[0, 0, r, q] = 1.0
+        weights = _loops(probe, kernel, stride, padding, 1, ceil_mode, True, count_include_pad)
+        want[:, :, r, q] = (weights * grad.astype(np.float64)).sum((2, 3))
+    np.testing.assert_allclose(compiled(grad, X), want, rtol=1e-5, atol=1e-6)
+
+
+def test_unbatched_inputs_are_pooled_as_one_image():
+    got = stax.compile(lambda x: pooling.max_pool2d(x, 2, return_indices=True), X[0])(X[0])
+    want = _loops(X[:1], 2, None, 0, 1, False)
+    np.testing.assert_array_equal(got[0], want[0][0])
+    np.testing.assert_array_equal(got[1], want[1][0])
+    got = stax.compile(lambda x: pooling.avg_pool2d(x, 3, 2, 1), X[0])(X[0])
+    np.testing.assert_allclose(got, _loops(X[:1], 3, 2, 1, 1, False, True)[0], rtol=1e-6, equal_nan=True)
+
+
+def test_bad_pooling_is_named():
+    with pytest.raises(ShapeError, match="padding .* at most half the kernel_size"):
+        stax.compile(lambda x: pooling.max_pool2d(x, 2, padding=2), X)
+    with pytest.raises(ShapeError, match="too small for kernel_size"):
+        stax.compile(lambda x: pooling.avg_pool2d(x, 10), X)
+    with pytest.raises(UnsupportedError, match="floating-point input, got int64"):
+        stax.compile(lambda x: pooling.max_pool2d(x, 2), np.nan_to_num(X).astype(np.int64))
+    with pytest.raises(ShapeError, match="kernel_size .* must be positive"):
+        stax.compile(lambda x: pooling.avg_pool2d(x, 0), X)
+    with pytest.raises(ShapeError, match="must both be the output's shape"):
+        stax.compile(lambda g, x, ix: pooling.max_pool2d_backward(g, x, 2, None, 0, 1, False, ix),
+                     X[:, :, :3, :3], X, X[:, :, :3, :3].astype(np.int64))
+    with pytest.raises(ShapeError, match="divisor_override must not be zero"):
+        stax.compile(lambda x: pooling.avg_pool2d(x, 2, divisor_override=0), X)
+
+
+torch_cases = [("max", g) for g in GEOMETRIES] + [("avg", g) for g in AVG_GEOMETRIES]
+
+
+@pytest.mark.parametrize("kind, geometry", torch_cases)
+def test_torch_modules_forward_and_training_step_match_torch(kind, geometry):
+    torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
+    from stax.torch_frontend import import_module, import_training_step
+    kernel, stride, padding, dilation, ceil_mode = geometry
+    pool = torch.nn.MaxPool2d(kernel, stride, padding, dilation, ceil_mode=ceil_mode) if kind == "max" else \
+        torch.nn.AvgPool2d(kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=False)
+    torch.manual_seed(4)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), pool)
+    x = torch.randn(2, 3, 11, 10)
+    for program in (import_module(net, x),
+                    import_training_step(net, lambda o, t: torch.nn.functional.mse_loss(o, t), [x],
+                                         [torch.randn_like(net(x))])):
+        got = program.compile()(*program.arguments())
+        got = got if isinstance(got, tuple) else (got,)
+        for have, want in zip(got, program.expected):
+            np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_max_pool_indices_match_torch():
+    torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
+    from stax.torch_frontend import import_function
+    x = torch.from_numpy(X.copy())
+    program = import_function(lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1, return_indices=True), x)
+    values, indices = program.compile()(*program.arguments())
+    np.testing.assert_array_equal(values, program.expected[0])
+    np.testing.assert_array_equal(indices, program.expected[1])

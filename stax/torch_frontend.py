@@ -13,7 +13,9 @@ then updated as torch's own call updates them.  For a training step the traced
 function computes the loss and ``torch.autograd.grad`` of it with respect to every parameter,
 so the graph is the joint forward + backward graph (what AOTAutograd partitions). Attention
 is traced under ``sdpa_kernel(SDPBackend.MATH)`` so that its backward decomposes into matmuls
-and softmax instead of the fused CPU flash-attention backward kernel. Parameters and buffers
+and softmax instead of the fused CPU flash-attention backward kernel, and with oneDNN off, so
+that ``nn.LSTM`` decomposes into its cells. A few ops outside core ATen's decompositions are
+decomposed too (ELU, Hardtanh, ``repeat``, ``isnan``). Parameters and buffers
 become graph inputs, in ``named_parameters()`` then ``named_buffers()`` order, before the call's
 own tensors.
 
@@ -28,11 +30,12 @@ This is the only module of stax that imports torch, and only when called.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import operator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -128,8 +131,14 @@ def _decompositions() -> dict[Any, Callable[..., Any]]:
     from torch._decomp import core_aten_decompositions, decomposition_table
     aten = torch.ops.aten
     batch_norm = (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default)
-    table = {**core_aten_decompositions(), **{op: decomposition_table[op] for op in batch_norm}}
+    table = {**core_aten_decompositions(), **{op: decomposition_table[op] for op in batch_norm + _also_decomposed(aten)}}
     return {op: f for op, f in table.items() if _target_name(op) not in _KEPT_WHOLE}
+
+
+def _also_decomposed(aten: Any) -> tuple[Any, ...]:
+    """Ops outside core ATen's decompositions whose decompositions are ops stax translates: ELU
+    and SELU, Hardtanh and ReLU6, InstanceNorm's ``repeat``, ``isnan``."""
+    return aten.elu.default, aten.hardtanh.default, aten.repeat.default, aten.isnan.default
 
 
 #: ops whose decompositions index with one tensor per padded dim: stax translates them whole
@@ -142,15 +151,27 @@ def _fresh(tensors: Sequence[Any]) -> list[Any]:
     return [t.detach().clone().requires_grad_(t.requires_grad) if hasattr(t, "detach") else t for t in tensors]
 
 
+@contextlib.contextmanager
+def _without_onednn(torch: Any) -> Iterator[None]:
+    """oneDNN off while tracing, so that nn.LSTM is traced as its decomposition (oneDNN's fused RNN
+    layer has none); set directly, as torch's own context manager warns about TF32 on Intel GPUs."""
+    enabled = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(enabled)
+
+
 def capture(fn: Callable[..., Any], flat_inputs: Sequence[Any]) -> Any:
     """The functionalized core-ATen FX graph of ``fn(*flat_inputs)`` (see the module docstring);
     ``flat_inputs`` are not modified."""
-    require_torch()
+    torch = require_torch()
     from torch.func import functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
     table = _decompositions()
-    with sdpa_kernel(SDPBackend.MATH):
+    with sdpa_kernel(SDPBackend.MATH), _without_onednn(torch):
         traced = make_fx(fn, decomposition_table=table)(*_fresh(flat_inputs))
         return make_fx(functionalize(traced, remove="mutations"),
                        decomposition_table=table)(*_fresh(flat_inputs))

@@ -91,6 +91,11 @@ def _gelu_backward(grad: Tensor, x: Tensor, *, approximate: str = "none") -> Ten
     return grad * (cdf + x * pdf)
 
 
+def _sign(x: Tensor) -> Tensor:
+    """``sign``: 1, 0 or -1 (0 at NaN, as torch's on the CPU); a bool is its own sign."""
+    return x if x.dtype == "bool" else (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
 def _silu(x: Tensor) -> Tensor:
     return x * x.sigmoid()
 
@@ -190,6 +195,15 @@ def _channels(x: Tensor) -> tuple[int, ...]:
     return (1, -1) + (1,) * (x.ndim - 2)
 
 
+def _group_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, n: int, c: int, hw: int, groups: int,
+                eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``native_group_norm``: (output, mean, rstd), the statistics (N, groups) over each group's
+    channels and positions."""
+    out, mean, rstd = _standardized(x.reshape(n, groups, -1), (2,), eps)
+    out = _scaled_shifted(out.reshape(x.shape), weight, bias, _channels(x))
+    return out, mean.reshape(n, groups), rstd.reshape(n, groups)
+
+
 def _batch_norm_inference(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, var: Tensor,
                           momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """``_native_batch_norm_legit_no_training``: normalize with running statistics (channels at dim 1)."""
@@ -268,15 +282,27 @@ def _addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1)
 
 
 # --- convolution (a reduction, see stax.nn) -------------------------------------------------------
-def _check_convolution(op: str, x: Tensor) -> None:
-    if x.ndim not in (3, 4):
-        raise UnsupportedError(f"aten.{op}: stax translates 2-D convolutions (a 4-D or 3-D input), not a "
-                               f"{x.ndim}-D input")
+def _check_convolution(op: str, x: Tensor, weight: Tensor) -> None:
+    if weight.ndim not in (3, 4) or x.ndim not in (weight.ndim - 1, weight.ndim):
+        raise UnsupportedError(f"aten.{op}: stax translates 1-D and 2-D convolutions (a 3-D or 4-D weight and an "
+                               f"input of as many dims or one less), not a {x.ndim}-D input with a "
+                               f"{weight.ndim}-D weight")
+
+
+def _of_height_one(x: Tensor, weight: Tensor, stride: Sequence[int], padding: Sequence[int],
+                   dilation: Sequence[int], output_padding: Sequence[int]) -> tuple:
+    """A 1-D convolution's operands and parameters as a 2-D convolution's of height 1."""
+    return (x.unsqueeze(-2), weight.unsqueeze(2), [1, *stride], [0, *padding], [1, *dilation],
+            [0, *output_padding])
 
 
 def _convolution(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
                  dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int) -> Tensor:
-    _check_convolution("convolution", x)
+    _check_convolution("convolution", x, weight)
+    if weight.ndim == 3:
+        x2, w2, stride2, padding2, dilation2, extra2 = _of_height_one(x, weight, stride, padding, dilation,
+                                                                      output_padding)
+        return _convolution(x2, w2, bias, stride2, padding2, dilation2, transposed, extra2, groups).squeeze(-2)
     if transposed:
         return nn.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation)
     return nn.conv2d(x, weight, bias, stride, padding, dilation, groups)
@@ -288,7 +314,13 @@ def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: A
     """(input gradient, weight gradient, bias gradient), each None where ``output_mask`` says so.
     A transposed convolution's input gradient is the forward convolution of ``grad``, and its
     weight gradient the convolution's weight gradient with ``x`` and ``grad`` exchanged."""
-    _check_convolution("convolution_backward", x)
+    _check_convolution("convolution_backward", x, weight)
+    if weight.ndim == 3:
+        x2, w2, stride2, padding2, dilation2, extra2 = _of_height_one(x, weight, stride, padding, dilation,
+                                                                      output_padding)
+        gx, gw, gb = _convolution_backward(grad.unsqueeze(-2), x2, w2, bias_sizes, stride2, padding2, dilation2,
+                                           transposed, extra2, groups, output_mask)
+        return [None if gx is None else gx.squeeze(-2), None if gw is None else gw.squeeze(2), gb]
     unbatched = x.ndim == 3
     if unbatched:
         grad, x = grad.unsqueeze(0), x.unsqueeze(0)
@@ -433,6 +465,8 @@ ATEN: dict[str, Handler] = {
     "_softmax": _softmax, "_log_softmax": _log_softmax, "_softmax_backward_data": _softmax_backward,
     "_log_softmax_backward_data": _log_softmax_backward,
     "native_layer_norm": _layer_norm, "_native_batch_norm_legit_no_training": _batch_norm_inference,
+    "native_group_norm": _group_norm, "sign": _sign,
+    "cumsum": lambda x, dim, *, dtype=None: x.cumsum(dim, dtype=None if dtype is None else dtype_name(dtype)),
     "view": lambda x, shape: x.reshape(shape), "_unsafe_view": lambda x, shape: x.reshape(shape),
     "reshape": lambda x, shape: x.reshape(shape),
     "permute": lambda x, dims: x.permute(dims), "t": lambda x: x.t(), "transpose": lambda x, a, b: x.transpose(a, b),

@@ -1,0 +1,84 @@
+"""Modules and losses a practitioner reaches for next, imported from torch: their forward and
+their training step (loss and every parameter's gradient) against eager torch.  Each needed a
+translation the front end lacked: nn.LSTM (oneDNN's fused layer, traced as its decomposition),
+GroupNorm (``native_group_norm``), InstanceNorm2d (``repeat``), ELU and SELU, Hardtanh and
+ReLU6, Conv1d (a 2-D convolution of height 1), ``cumsum``, the L1 losses' ``sign`` and KL
+divergence's ``isnan``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch front end needs torch: pip install 'stax[torch]'")
+import torch.nn.functional as F  # noqa: E402
+
+from stax.torch_frontend import import_function, import_module, import_training_step  # noqa: E402
+
+nn = torch.nn
+
+
+class Scaled(nn.Module):
+    """``f(x * w)`` with a learnable scalar ``w``: a training step of a function without parameters."""
+
+    def __init__(self, f, *modules) -> None:
+        super().__init__()
+        self.f, self.w, self.modules_ = f, nn.Parameter(torch.tensor(1.5)), nn.ModuleList(modules)
+
+    def forward(self, x):
+        return self.f(x * self.w)
+
+
+def _lstm() -> nn.Module:
+    lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+    return Scaled(lambda x: lstm(x)[0], lstm)
+
+
+def _conv1d(**kwargs) -> nn.Module:
+    return nn.Conv1d(4, 6, 3, **kwargs)
+
+
+#: name -> (module builder, input shape)
+MODULES = {
+    "lstm_two_layers": (_lstm, (3, 5, 8)),
+    "group_norm": (lambda: nn.GroupNorm(2, 6), (2, 6, 5, 5)),
+    "instance_norm": (lambda: nn.InstanceNorm2d(4, affine=True), (2, 4, 5, 5)),
+    "elu": (lambda: Scaled(nn.ELU(0.7)), (4, 9)),
+    "selu": (lambda: Scaled(nn.SELU()), (4, 9)),
+    "hardtanh": (lambda: Scaled(nn.Hardtanh(-0.5, 0.8)), (4, 9)),
+    "relu6": (lambda: Scaled(lambda x: F.relu6(x * 4)), (4, 9)),
+    "conv1d": (lambda: _conv1d(padding=1), (2, 4, 11)),
+    "conv1d_strided_dilated": (lambda: _conv1d(stride=2, dilation=2), (2, 4, 13)),
+    "conv1d_grouped": (lambda: nn.Conv1d(4, 6, 3, groups=2), (2, 4, 9)),
+    "conv1d_unbatched": (lambda: _conv1d(), (4, 9)),
+    "conv_transpose1d": (lambda: nn.ConvTranspose1d(4, 3, 3, stride=2), (2, 4, 7)),
+    "cumsum": (lambda: Scaled(lambda x: x.cumsum(1)), (4, 9)),
+    "l1_loss": (lambda: Scaled(lambda x: F.l1_loss(x, x.detach().flip(0))), (4, 9)),
+    "smooth_l1_loss": (lambda: Scaled(lambda x: F.smooth_l1_loss(x, x.detach() * 0.3)), (4, 9)),
+    "kl_div": (lambda: Scaled(lambda x: F.kl_div(F.log_softmax(x, 1), F.softmax(x.detach().flip(1), 1),
+                                                 reduction="batchmean")), (4, 9)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_forward_and_training_step_agree_with_torch(name):
+    build, shape = MODULES[name]
+    torch.manual_seed(9)
+    module, x = build(), torch.randn(*shape)
+    target = torch.randn_like(module(x))
+    for program in (import_module(module, x),
+                    import_training_step(module, lambda out, t: ((out - t) ** 2).mean(), [x], [target])):
+        got = program.compile()(*program.arguments())
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(got) == len(program.expected)
+        for have, want in zip(got, program.expected):
+            np.testing.assert_allclose(have, want, rtol=2e-5, atol=2e-5, err_msg=program.name)
+
+
+def test_sign_is_torchs_at_nan_signed_zeros_and_integers():
+    x = torch.tensor([float("nan"), -0.0, 0.0, -2.5, 3.0, float("-inf")])
+    i = torch.tensor([-3, 0, 4], dtype=torch.int32)
+    program = import_function(lambda a, b: (torch.sign(a), torch.sign(b)), x, i)
+    got = program.compile()(*program.arguments())
+    for have, want in zip(got, program.expected):
+        assert have.dtype == want.dtype
+        np.testing.assert_array_equal(have, want)

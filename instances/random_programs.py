@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 import stax
-from stax import nn, pooling
+from stax import nn, pooling, resample
 from stax.conv_gemm import ConvForm, blocked_applies
 from stax.errors import StaxError
 
@@ -269,6 +269,30 @@ def _pool_grad(x: stax.Tensor, take_max: bool, kernel: int, stride: int, padding
     return grad.reshape(image.shape[2:])
 
 
+def _resample_params(rng: random.Random, args: list) -> tuple:
+    """The resampling (adaptive average, nearest, bilinear, bilinear with aligned corners) and the
+    output size's ratio to the input's, per dim."""
+    return rng.choice(("adaptive", "nearest", "bilinear", "aligned")), rng.choice((0.5, 1.0, 1.5, 2.0)), \
+        rng.choice((0.5, 1.0, 2.0, 3.0))
+
+
+def _resample_grad(x: stax.Tensor, kind: str, *ratios: float) -> stax.Tensor:
+    """The gradient of a resampling of ``x`` (one image of one channel per leading row, as
+    ``_conv``'s) for an output gradient made of its output (its tanh)."""
+    image = x.float().reshape((1, 1) + ((1, x.numel()) if x.ndim < 2 else (x.shape[0], -1)))
+    if not image.numel():
+        raise StaxError("an empty image")
+    out = tuple(max(1, int(image.shape[2 + d] * ratios[d])) for d in (0, 1))
+    if kind == "adaptive":
+        y = resample.adaptive_avg_pool2d(image, out)
+        return resample.adaptive_avg_pool2d_backward(y.tanh(), image).reshape(image.shape[2:])
+    if kind == "nearest":
+        y = resample.upsample_nearest2d(image, out)
+        return resample.upsample_nearest2d_backward(y.tanh(), out, image.shape).reshape(image.shape[2:])
+    y = resample.upsample_bilinear2d(image, out, kind == "aligned")
+    return resample.upsample_bilinear2d_backward(y.tanh(), out, image.shape, kind == "aligned").reshape(image.shape[2:])
+
+
 def _slice(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
     return x[(slice(None),) * dim + (slice(start, None, step),)]
 
@@ -414,6 +438,7 @@ OPS: dict[str, Op] = {
     "conv_weight_grad": Op(2, _conv_weight_grad, _conv_params, weight=0.5),
     "conv_epilogue": Op(2, _conv_epilogue, _conv_params, weight=0.5),
     "pool_grad": Op(1, _pool_grad, _pool_params, weight=0.5),
+    "resample_grad": Op(1, _resample_grad, _resample_params, weight=0.5),
     "heads": Op(1, _heads, _head_size, weight=2.0),
     "merge_heads": Op(1, _merge_heads, weight=1.0),
     "head_softmax": Op(1, lambda x, size: _merge_heads(_heads(x.float(), size).softmax(-1)), _head_size, weight=2.0),
@@ -594,7 +619,7 @@ class _Walk:
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
                                                         "conv_weight_grad", "conv_epilogue", "pool_grad",
-                                                        *HEAD_OPS))
+                                                        "resample_grad", *HEAD_OPS))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

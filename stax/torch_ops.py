@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-from . import dtypes, gather, nn, pooling
+from . import dtypes, gather, nn, pooling, resample
 from .errors import UnsupportedError
 from .frontend import Tensor, contiguous_strides, vector_norm, where
 
@@ -345,6 +345,19 @@ def _max_pool2d_with_indices(x: Tensor, kernel_size: Sequence[int], stride: Sequ
     return list(pooling.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True))
 
 
+def _upsampling(upsample: Callable[..., Tensor], flags: int) -> Handler:
+    """An upsampling's handler for both overloads: the default one (``flags`` flags, then
+    ``scales_h`` and ``scales_w``) and ``.vec`` (the flags, then one list of scale factors or None)."""
+    def handler(x: Tensor, output_size: Sequence[int] | None, *rest: Any) -> Tensor:
+        given, tail = rest[:flags], rest[flags:]
+        if len(tail) == 1 and (tail[0] is None or isinstance(tail[0], (list, tuple))):
+            scales = tuple(tail[0]) if tail[0] else (None, None)
+        else:
+            scales = tuple(tail) + (None,) * (2 - len(tail))
+        return upsample(x, output_size, *given, *scales)
+    return handler
+
+
 # --- indexing by tensors and functionalized writes (see stax.gather) ---------------------------
 def _copy(x: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """The functional ``copy``: ``src`` with ``x``'s dtype and shape."""
@@ -482,6 +495,12 @@ ATEN: dict[str, Handler] = {
     "max_pool2d": pooling.max_pool2d, "max_pool2d_with_indices": _max_pool2d_with_indices,
     "max_pool2d_with_indices_backward": pooling.max_pool2d_backward, "avg_pool2d": pooling.avg_pool2d,
     "avg_pool2d_backward": pooling.avg_pool2d_backward,
+    "_adaptive_avg_pool2d": resample.adaptive_avg_pool2d,
+    "_adaptive_avg_pool2d_backward": resample.adaptive_avg_pool2d_backward,
+    "upsample_nearest2d": _upsampling(resample.upsample_nearest2d, 0),
+    "upsample_nearest2d_backward": resample.upsample_nearest2d_backward,
+    "upsample_bilinear2d": _upsampling(resample.upsample_bilinear2d, 1),
+    "upsample_bilinear2d_backward": resample.upsample_bilinear2d_backward,
     **_pad_modes("reflect"), **_pad_modes("replicate"),
     "new_empty_strided": lambda x, size, stride, *, dtype=None, **_: full(
         x, 0, size, dtype_name(dtype) if dtype is not None else x.dtype),

@@ -1,0 +1,173 @@
+"""Separable 2-D resampling for traced programs: adaptive average pooling (torch's
+``adaptive_avg_pool2d``) and nearest and bilinear upsampling (``interpolate``, ``nn.Upsample``),
+with their gradients, composed of graph ops.
+
+Each is a weight matrix over rows and one over columns, applied to every plane::
+
+    out[n, c, i, j] = sum over h, w of rows[i, h] * x[n, c, h, w] * cols[j, w]
+
+(a sum over ``w``, then over ``h``), and its gradient is the same sum with the matrices
+transposed.  The weights are torch's, computed in the input's dtype from the output positions:
+an adaptive window ``[floor(i * H / OH), ceil((i + 1) * H / OH))`` (its 0/1 mask, the sum then
+divided by its size), the nearest source ``min(floor(i * scale), H - 1)``, the two bilinear
+neighbours of ``(i + 0.5) * scale - 0.5`` (or ``i * (H - 1) / (OH - 1)`` with ``align_corners``)
+and their distances.  Two common cases take no matrix: an adaptive pooling whose windows tile the
+input is ``stax.pooling.avg_pool2d``, and a nearest upsampling by whole factors repeats each
+element (an ``expand``), its gradient the sum over each block.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from . import dtypes, pooling
+from .errors import ShapeError, UnsupportedError
+from .frontend import Tensor, where
+from .gather import iota
+
+
+def _positions(x: Tensor, n: int, dtype: str) -> Tensor:
+    return iota(x, n).to(dtype)
+
+
+def _mask(x: Tensor, index: Tensor, size: int) -> Tensor:
+    """(len(index), size) in ``x``'s dtype: 1 where column ``h`` is ``index[i]``."""
+    return where(index.reshape(-1, 1) == _positions(x, size, "int64").reshape(1, size), 1.0, 0.0).to(x.dtype)
+
+
+def _separable(x: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
+    """``rows @ plane @ cols^T`` of every (H, W) plane of ``x`` (N, C, H, W)."""
+    across = (x.unsqueeze(-2) * cols).sum(-1)  # (N, C, H, OW)
+    return (across.unsqueeze(2) * rows.reshape(rows.shape + (1,))).sum(3)
+
+
+def _separable_adjoint(grad: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
+    """The gradient of ``_separable`` with respect to its ``x``: ``rows^T @ plane @ cols`` of every
+    (OH, OW) plane of ``grad``."""
+    across = (grad.unsqueeze(-1) * cols).sum(-2)  # (N, C, OH, W)
+    return (across.unsqueeze(3) * rows.reshape(rows.shape + (1,))).sum(2)
+
+
+def _check(op: str, x_shape: Sequence[int], out: Sequence[int], dtype: str) -> None:
+    if len(x_shape) != 4 or len(out) != 2 or min(out) < 1:
+        raise ShapeError(f"{op}: expected an (N, C, H, W) input and a positive (OH, OW) output size, got "
+                         f"{tuple(x_shape)} and {tuple(out)}")
+    if not dtypes.is_floating(dtype):
+        raise UnsupportedError(f"{op}: expected a floating-point input, got {dtype}; cast with .float() first")
+
+
+# --- adaptive average pooling ----------------------------------------------------------------
+def _windows(x: Tensor, n: int, out: int) -> tuple[Tensor, Tensor]:
+    """The 0/1 mask (out, n) of the adaptive windows along a dim of ``n``, and each window's size (out,)."""
+    i = _positions(x, out, "int64")
+    start, end = i * n // out, ((i + 1) * n + out - 1) // out
+    h = _positions(x, n, "int64").reshape(1, n)
+    inside = (h >= start.reshape(-1, 1)) & (h < end.reshape(-1, 1))
+    return where(inside, 1.0, 0.0).to(x.dtype), end - start
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: Sequence[int]) -> Tensor:
+    """torch.nn.functional.adaptive_avg_pool2d of an (N, C, H, W) input (None keeps a size)."""
+    out = tuple(x.shape[2 + d] if s is None else int(s) for d, s in enumerate(output_size))
+    _check("adaptive_avg_pool2d", x.shape, out, x.dtype)
+    if all(x.shape[2 + d] % out[d] == 0 for d in (0, 1)):  # windows that tile the input
+        return pooling.avg_pool2d(x, tuple(x.shape[2 + d] // out[d] for d in (0, 1)))
+    (rows, row_sizes), (cols, col_sizes) = (_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
+    return _separable(x, rows, cols) / (row_sizes.reshape(-1, 1) * col_sizes.reshape(1, -1))
+
+
+def adaptive_avg_pool2d_backward(grad: Tensor, x: Tensor) -> Tensor:
+    """ATen's ``_adaptive_avg_pool2d_backward``: each output's gradient over its window's size,
+    added at every input position of its window."""
+    out = tuple(grad.shape[2:])
+    _check("adaptive_avg_pool2d_backward", x.shape, out, x.dtype)
+    if all(x.shape[2 + d] % out[d] == 0 for d in (0, 1)):
+        kernel = tuple(x.shape[2 + d] // out[d] for d in (0, 1))
+        return pooling.avg_pool2d_backward(grad, x, kernel, kernel, 0, False, True, None)
+    (rows, row_sizes), (cols, col_sizes) = (_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
+    return _separable_adjoint(grad / (row_sizes.reshape(-1, 1) * col_sizes.reshape(1, -1)), rows, cols)
+
+
+# --- upsampling --------------------------------------------------------------------------------
+def _scale(n: int, out: int, scale_factor: float | None, align_corners: bool = False) -> float:
+    """torch's source-per-output scale along a dim (``area_pixel_compute_scale``)."""
+    if align_corners:
+        return (n - 1) / (out - 1) if out > 1 else 0.0
+    return 1.0 / scale_factor if scale_factor else n / out
+
+
+def _nearest(x: Tensor, n: int, out: int, scale_factor: float | None) -> Tensor:
+    """The (out, n) one-hot matrix of each output's nearest source, ``min(floor(i * scale), n - 1)``."""
+    source = (_positions(x, out, x.dtype) * _scale(n, out, scale_factor)).to("int64").clamp(max=n - 1)
+    return _mask(x, source, n)
+
+
+def _bilinear(x: Tensor, n: int, out: int, align_corners: bool, scale_factor: float | None) -> Tensor:
+    """The (out, n) weights of each output's two neighbours along a dim."""
+    scale = _scale(n, out, scale_factor, align_corners)
+    i = _positions(x, out, x.dtype)
+    source = i * scale if align_corners else ((i + 0.5) * scale - 0.5).clamp(min=0.0)
+    low = source.to("int64")
+    high = (low + 1).clamp(max=n - 1)
+    far = (source - low.to(x.dtype)).reshape(-1, 1)
+    return _mask(x, low, n) * (1.0 - far) + _mask(x, high, n) * far
+
+
+def _whole_factors(x_shape: Sequence[int], out: Sequence[int], scales: Sequence[float | None]) -> tuple[int, int] | None:
+    """The whole factors of a nearest upsampling that repeats each element, else None."""
+    factors = tuple(out[d] // x_shape[2 + d] for d in (0, 1))
+    exact = all(out[d] == factors[d] * x_shape[2 + d] and scales[d] in (None, float(factors[d])) for d in (0, 1))
+    return factors if exact and min(factors) >= 1 else None
+
+
+def _plan(op: str, x: Tensor, output_size: Sequence[int] | None, scales: Sequence[float | None]) -> tuple[int, int]:
+    if output_size is None:
+        if any(s is None for s in scales):
+            raise ShapeError(f"{op}: give output_size or both scale factors")
+        return tuple(int(x.shape[2 + d] * scales[d]) for d in (0, 1))
+    return tuple(int(s) for s in output_size)
+
+
+def upsample_nearest2d(x: Tensor, output_size: Sequence[int] | None, scales_h: float | None = None,
+                       scales_w: float | None = None) -> Tensor:
+    """ATen's ``upsample_nearest2d`` (``interpolate(mode='nearest')``)."""
+    out = _plan("upsample_nearest2d", x, output_size, (scales_h, scales_w))
+    _check("upsample_nearest2d", x.shape, out, x.dtype)
+    factors = _whole_factors(x.shape, out, (scales_h, scales_w))
+    if factors is not None:
+        n, c, h, w = x.shape
+        return x.reshape(n, c, h, 1, w, 1).expand(n, c, h, factors[0], w, factors[1]).reshape(n, c, *out)
+    rows, cols = (_nearest(x, x.shape[2 + d], out[d], (scales_h, scales_w)[d]) for d in (0, 1))
+    return _separable(x, rows, cols)
+
+
+def upsample_nearest2d_backward(grad: Tensor, output_size: Sequence[int], input_size: Sequence[int],
+                                scales_h: float | None = None, scales_w: float | None = None) -> Tensor:
+    """ATen's ``upsample_nearest2d_backward``: each input's gradient the sum of its outputs'."""
+    out = tuple(int(s) for s in output_size)
+    _check("upsample_nearest2d_backward", input_size, out, grad.dtype)
+    factors = _whole_factors(input_size, out, (scales_h, scales_w))
+    if factors is not None:
+        n, c, h, w = input_size
+        return grad.reshape(n, c, h, factors[0], w, factors[1]).sum((3, 5))
+    rows, cols = (_nearest(grad, input_size[2 + d], out[d], (scales_h, scales_w)[d]) for d in (0, 1))
+    return _separable_adjoint(grad, rows, cols)
+
+
+def upsample_bilinear2d(x: Tensor, output_size: Sequence[int] | None, align_corners: bool,
+                        scales_h: float | None = None, scales_w: float | None = None) -> Tensor:
+    """ATen's ``upsample_bilinear2d`` (``interpolate(mode='bilinear')``)."""
+    out = _plan("upsample_bilinear2d", x, output_size, (scales_h, scales_w))
+    _check("upsample_bilinear2d", x.shape, out, x.dtype)
+    rows, cols = (_bilinear(x, x.shape[2 + d], out[d], align_corners, (scales_h, scales_w)[d]) for d in (0, 1))
+    return _separable(x, rows, cols)
+
+
+def upsample_bilinear2d_backward(grad: Tensor, output_size: Sequence[int], input_size: Sequence[int],
+                                 align_corners: bool, scales_h: float | None = None,
+                                 scales_w: float | None = None) -> Tensor:
+    """ATen's ``upsample_bilinear2d_backward``: each output's gradient shared by its four
+    neighbours by their weights."""
+    out = tuple(int(s) for s in output_size)
+    _check("upsample_bilinear2d_backward", input_size, out, grad.dtype)
+    rows, cols = (_bilinear(grad, input_size[2 + d], out[d], align_corners, (scales_h, scales_w)[d]) for d in (0, 1))
+    return _separable_adjoint(grad, rows, cols)

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 import stax
-from stax import nn, pooling, resample
+from stax import gather, nn, pooling, resample
 from stax.conv_gemm import ConvForm, blocked_applies
 from stax.errors import StaxError
 
@@ -351,6 +351,15 @@ def _index_select(x: stax.Tensor, y: stax.Tensor, dim: int) -> stax.Tensor:
     return x.index_select(d, _index(y.flatten(), x.shape[d] if x.ndim else 1))
 
 
+def _embedding_grad(x: stax.Tensor, y: stax.Tensor) -> stax.Tensor:
+    """An embedding's lookup and gradient: ``x`` as a float table of rows along its first dim (by
+    address from ``stax.gather.ROWS_BY_ADDRESS`` rows), indexed by ``y``'s values; the rows'
+    tanh added back at their indices."""
+    table = x.float().reshape(x.shape[0] if x.ndim else 1, -1)
+    index = _index(y.flatten(), table.shape[0])
+    return gather.add_rows(table, index, table.index_select(0, index).tanh())
+
+
 def _slice_scatter(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
     d = dim % max(x.ndim, 1)
     part = _slice(x, d, start, step)
@@ -439,6 +448,7 @@ OPS: dict[str, Op] = {
     "conv_epilogue": Op(2, _conv_epilogue, _conv_params, weight=0.5),
     "pool_grad": Op(1, _pool_grad, _pool_params, weight=0.5),
     "resample_grad": Op(1, _resample_grad, _resample_params, weight=0.5),
+    "embedding_grad": Op(2, _embedding_grad, weight=0.5),
     "heads": Op(1, _heads, _head_size, weight=2.0),
     "merge_heads": Op(1, _merge_heads, weight=1.0),
     "head_softmax": Op(1, lambda x, size: _merge_heads(_heads(x.float(), size).softmax(-1)), _head_size, weight=2.0),
@@ -619,7 +629,7 @@ class _Walk:
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
                                                         "conv_weight_grad", "conv_epilogue", "pool_grad",
-                                                        "resample_grad", *HEAD_OPS))
+                                                        "resample_grad", "embedding_grad", *HEAD_OPS))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

@@ -278,6 +278,17 @@ class DirectConv:
         sizes = (self.n, self.c, self.hp, self.wp, self.co, self.kh, self.kw)
         return (*sizes, self.threads) if self.weight_grad else (*sizes, int(self.relu), self.threads)
 
+    def call_line(self, operands: list[str], out: str) -> str:
+        """The compiled call's C++ call of the entry (``entry``) on the addresses ``operands``
+        (the input, the weight or gradient, then the scale and shift it has) and ``out``."""
+        x, w, *channels = (f"(const float*){a}" for a in operands)
+        sizes = ", ".join(map(str, self.arguments()))
+        if self.weight_grad:
+            return f"stax::direct_conv_weight_grad(entry, {x}, {w}, (float*){out}, {sizes})"
+        given = iter(channels)
+        vectors = ", ".join(next(given) if flag else "nullptr" for flag in (self.scale, self.shift))
+        return f"stax::direct_conv(entry, {x}, {w}, (float*){out}, {vectors}, {sizes})"
+
 
 def _not_4d(*shapes: tuple[int, ...]) -> bool:
     return any(len(shape) != 4 for shape in shapes)
@@ -308,10 +319,6 @@ def plan_direct_conv_weight_grad(padded_shape: tuple[int, ...], grad_shape: tupl
                          "and (N, C_out, OH, OW) with the same N, OH <= HP and OW <= WP)")
     n, c, hp, wp = padded_shape
     return DirectConv(n, c, hp, wp, grad_shape[1], hp - grad_shape[2] + 1, wp - grad_shape[3] + 1, threads, True)
-
-
-#: the planner of each extern op the kernels compute
-PLANNERS = {"conv2d": plan_direct_conv, "conv2d_weight": plan_direct_conv_weight_grad}
 
 
 def _check(op: str, padded: np.ndarray, other: np.ndarray, out: np.ndarray, plan: DirectConv) -> None:

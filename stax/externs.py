@@ -1,9 +1,22 @@
 """The extern ops of the graph (``stax.graph.EXTERN_OPS``) and the calls that run them (seed 8.5's
-library calls): each takes its operands, then ``out=`` and ``threads=`` (and the node's attributes)."""
+library calls): each takes its operands, then ``out=`` and ``threads=`` (and the node's attributes).
+The hand-written kernels' externs also have the plan a compiled call makes of them, from their
+operands' shapes, the output's dtype, the threads and the node's attributes."""
 from __future__ import annotations
 
-from .direct_conv import direct_conv, direct_conv_weight_grad
+from typing import Any, Callable
+
+from .direct_conv import direct_conv, direct_conv_weight_grad, plan_direct_conv, plan_direct_conv_weight_grad
 from .matmul import matmul_sum, parallel_matmul
+from .row_index import add_rows, plan_add_rows, plan_take_rows, take_rows
 
 EXTERN_CALLS = {"matmul": parallel_matmul, "matmul_sum": matmul_sum, "conv2d": direct_conv,
-                "conv2d_weight": direct_conv_weight_grad}
+                "conv2d_weight": direct_conv_weight_grad, "take_rows": take_rows, "add_rows": add_rows}
+
+#: the compiled call's plan of each hand-written kernel's extern (stax.direct_conv, stax.row_index)
+KERNEL_PLANS: dict[str, Callable[..., Any]] = {
+    "conv2d": lambda shapes, dtype, threads, **attrs: plan_direct_conv(shapes[0], shapes[1], threads, **attrs),
+    "conv2d_weight": lambda shapes, dtype, threads: plan_direct_conv_weight_grad(shapes[0], shapes[1], threads),
+    "take_rows": lambda shapes, dtype, threads: plan_take_rows(shapes[0], shapes[1], dtype, threads),
+    "add_rows": lambda shapes, dtype, threads, rows: plan_add_rows(shapes[0], shapes[1], rows, dtype, threads),
+}

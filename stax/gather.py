@@ -11,8 +11,10 @@ a reduction (:mod:`stax.nn`).  ``x.gather(1, i)`` over (N, C) is::
 one reduction over C per output element (a max, which gives the one value exactly, ``-0.0`` and
 NaN included; ``scatter_add`` sums, so a position nothing is added to turns ``-0.0`` into ``0.0``), fused like every other reduction (with the softmax's
 reductions of a cross-entropy, which read the same rows); its gradient ``scatter`` is a
-pointwise ``where``.  The work is that of the dense rows: a lookup of few rows in a large table
-(an embedding) reads the whole table per row.  Positions come from an ``iota`` (a ``cumsum`` of
+pointwise ``where``.  The work is that of the dense rows, so a lookup of rows along the first dim
+of a table of ``ROWS_BY_ADDRESS`` rows or more (an embedding, ``x[i]``) and its gradient (the
+sum of rows by their index) are instead the ``take_rows`` and ``add_rows`` externs of
+:mod:`stax.row_index`, which copy or add each row by its address.  Positions come from an ``iota`` (a ``cumsum`` of
 ones).  An index out of range, which torch rejects, raises :class:`~stax.errors.KernelError`:
 the result depends on a reduction over the index divided by its in-range flag (integer ``//``
 by zero is the kernels' error check), one division per index element.
@@ -33,6 +35,9 @@ from .frontend import Tensor, _as_int, _check_operand, _wrap_dim, where
 from .nn import _pad_graph
 
 _INDEX_DTYPES = ("int64", "int32")
+
+#: a table with at least this many rows is indexed along its first dim by address (stax.row_index)
+ROWS_BY_ADDRESS = 16
 
 
 def _position_dtype(n: int) -> str:
@@ -120,6 +125,11 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     xs, ix = _as_1d("index_select", x, index)
     d = _wrap_dim(dim, xs.ndim, "index_select")
     shape = xs.shape[:d] + ix.shape + xs.shape[d + 1:]
+    if d == 0 and xs.shape[0] >= ROWS_BY_ADDRESS:
+        table = xs.reshape(xs.shape[0], -1)
+        rows = x._tracer.emit("take_rows", (table, ix.long()), (ix.shape[0], table.shape[1]), x.dtype)
+        out = _checked(rows, ix, xs.shape[0]).reshape(shape)
+        return out.reshape(()) if x.ndim == 0 else out
     spread = ix.reshape((1,) * d + ix.shape + (1,) * (xs.ndim - d - 1)).expand(shape)
     out = gather(xs, d, spread.long())
     return out.reshape(()) if x.ndim == 0 else out
@@ -222,6 +232,19 @@ def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, reduce: str 
         out = where(padded(hit.any(d + 1), False), placed, xs)
     out = _checked(out, ix, size)
     return out.reshape(()) if x.ndim == 0 else out
+
+
+def add_rows(x: Tensor, index: Tensor, values: Tensor) -> Tensor:
+    """``x`` plus, at each row ``index[i]`` of its first dim, the slice ``values[i]`` (an
+    embedding's and ``x[i]``'s gradient, torch's ``index_put`` with ``accumulate``): by address for
+    a table of ``ROWS_BY_ADDRESS`` rows or more of floats, else ``scatter_add``."""
+    rows = x.shape[0]
+    if rows >= ROWS_BY_ADDRESS and x.dtype in ("float32", "float64") and index.ndim == 1:
+        flat = values.to(x.dtype).reshape(index.shape[0], -1)
+        sums = x._tracer.emit("add_rows", (flat, index.long()), (rows, flat.shape[1]), x.dtype, rows=rows)
+        return _checked(x + sums.reshape(x.shape), index, rows)
+    spread = index.reshape(index.shape + (1,) * (x.ndim - 1)).expand(index.shape + x.shape[1:])
+    return scatter_add(x, 0, spread, values.to(x.dtype))
 
 
 def scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:

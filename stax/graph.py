@@ -38,6 +38,11 @@ Ops and their attributes:
   the weight gradient ``(C_out, C, HP - OH + 1, WP - OW + 1)`` of that convolution, on the same
   kernel's tile.
 
+- ``take_rows``: inputs ``(table, index)``, ``(V, D)`` and int64 ``(T,)``: the extern call of
+  ``stax.row_index`` giving ``(T, D)``, the table's rows ``index[i]`` (an embedding's lookup).
+- ``add_rows``: inputs ``(values, index)``, float ``(T, D)`` and int64 ``(T,)``, attribute ``rows``
+  (``V``): ``(V, D)``, each row the sum of the values whose index is that row (its gradient).
+
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
 to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
 """
@@ -59,7 +64,7 @@ VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"}
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
 #: the extern products, which read an operand stored transposed in place (BLAS's transpose flag)
 PRODUCT_OPS = frozenset({"matmul", "matmul_sum"})
-EXTERN_OPS = PRODUCT_OPS | {"conv2d", "conv2d_weight"}
+EXTERN_OPS = PRODUCT_OPS | {"conv2d", "conv2d_weight", "take_rows", "add_rows"}
 
 
 @dataclass(frozen=True)

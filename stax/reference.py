@@ -181,6 +181,16 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         windows = sliding_window_view(args[0], args[1].shape[2:], axis=(2, 3))
         out = np.einsum("ncyxij,ocij->noyx", windows, args[1], optimize=True).astype(args[0].dtype, copy=False)
         return _conv_epilogue(out, node, args[2:])
+    if op in ("take_rows", "add_rows"):  # by address (stax.row_index); an index out of range is zeros
+        source, index = args
+        rows = source.shape[0] if op == "take_rows" else node.attr("rows")
+        valid = (index >= 0) & (index < rows)
+        out = np.zeros(node.shape, source.dtype)
+        if op == "take_rows":
+            out[valid] = source[index[valid]]
+        else:
+            np.add.at(out, index[valid], source[valid])
+        return out
     if op == "conv2d_weight":  # the gradient times the input's windows, summed over images and outputs
         kernel = tuple(args[0].shape[d] - args[1].shape[d] + 1 for d in (2, 3))
         windows = sliding_window_view(args[0], kernel, axis=(2, 3))
@@ -234,6 +244,8 @@ def _with_rounded_terms(node: Node, args: list[Array], dtypes: list[str],
         terms = math.prod(args[1].shape[1:])
     elif node.op == "conv2d_weight":
         terms = args[1].shape[0] * args[1].shape[2] * args[1].shape[3]  # N * OH * OW
+    elif node.op == "add_rows":
+        terms = args[0].shape[0]  # at most every row of the values
     else:
         return args
     return [_perturbed(args[0], dtypes[0], terms, rounding), *args[1:]]

@@ -430,6 +430,8 @@ def _index_put(x: Tensor, indices: Sequence[Tensor | None], values: Tensor, accu
     d, flat = _one_index("index_put", x, indices)
     index = [i for i in indices if i is not None][0]
     shape = x.shape[:d] + flat.shape + x.shape[d + 1:]
+    if accumulate and d == 0:
+        return gather.add_rows(x, flat, values.to(x.dtype).expand(index.shape + x.shape[1:]).reshape(shape))
     spread = flat.reshape((1,) * d + flat.shape + (1,) * (x.ndim - d - 1)).expand(shape)
     values = values.to(x.dtype).expand(x.shape[:d] + index.shape + x.shape[d + 1:]).reshape(shape)
     return gather.scatter_add(x, d, spread, values) if accumulate else gather.scatter(x, d, spread, values)

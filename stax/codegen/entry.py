@@ -19,8 +19,9 @@ import numpy as np
 from .. import blas
 from ..dtypes import CPP_TYPE, nbytes
 from ..indexing import contiguous_strides
-from ..direct_conv import PLANNERS, DirectConv
-from ..externs import EXTERN_CALLS
+from ..direct_conv import DirectConv
+from ..row_index import RowIndex
+from ..externs import EXTERN_CALLS, KERNEL_PLANS
 from ..matmul import GEMM_DTYPES, Product, Route, plan_product, product_terms
 from ..memory.plan import MemoryPlan
 from ..runtime import MODULE_NAME
@@ -52,11 +53,11 @@ def _shim(kernel: Kernel) -> str:
 
 @dataclass(frozen=True)
 class Term:
-    """One call of an extern step: its plan (a product's, or a blocked convolution's or weight
-    gradient's) and the names of its operands and output, and of a convolution's per-channel
-    epilogue operands (its scale, then its shift, those it has)."""
+    """One call of an extern step: its plan (a product's, a blocked convolution's or weight
+    gradient's, or a row lookup's or its gradient's) and the names of its operands and output, and
+    of a convolution's per-channel epilogue operands (its scale, then its shift, those it has)."""
 
-    product: Product | DirectConv
+    product: Product | DirectConv | RowIndex
     a: str
     b: str
     out: str
@@ -96,9 +97,9 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
     names = ext["inputs"]
     views = ext.get("views") or [None] * len(names)
     out_shape, out_dtype, _ = layouts[ext["output"]]
-    if ext["op"] in PLANNERS:
-        x_shape, other_shape = (tuple(view or layouts[name][0]) for name, view in zip(names[:2], views))
-        plan = PLANNERS[ext["op"]](x_shape, other_shape, ext["threads"], **ext.get("attrs", {}))
+    if ext["op"] in KERNEL_PLANS:
+        shapes = [tuple(view or layouts[name][0]) for name, view in zip(names, views)]
+        plan = KERNEL_PLANS[ext["op"]](shapes, out_dtype, ext["threads"], **ext.get("attrs", {}))
         return [Term(plan, names[0], names[1], ext["output"], tuple(names[2:]))]
     terms = []
     for i, j, flags, accumulate in product_terms(ext["op"], len(names), ext.get("attrs", {}).get("transposed", ())):
@@ -156,17 +157,13 @@ def _return_lines(returned: list[str]) -> list[str]:
 
 
 def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
-    """The call of one product (stax.matmul's ``run_product`` in C++) or blocked convolution or
-    weight gradient (stax.direct_conv's), its entry points at ``s[state]`` and after."""
+    """The call of one product (stax.matmul's ``run_product`` in C++) or hand-written kernel (a
+    blocked convolution or weight gradient, a row lookup or its gradient: the plan's own call
+    line), its entry points at ``s[state]`` and after."""
     p = term.product
-    if isinstance(p, DirectConv):
-        x, w, out = (f"({'' if n == term.out else 'const '}float*)views.buf({slot[n]})" for n in (term.a, term.b, term.out))
-        given = iter(term.channels)
-        arrays = [x, w, out] if p.weight_grad else \
-            [x, w, out, *(f"(const float*)views.buf({slot[next(given)]})" if flag else "nullptr"
-                          for flag in (p.scale, p.shift))]
-        call = f"stax::direct_conv{'_weight_grad' if p.weight_grad else ''}(entry, {', '.join(arrays)}, " \
-               f"{', '.join(map(str, p.arguments()))})"
+    if not isinstance(p, Product):  # a hand-written kernel's extern (stax.direct_conv, stax.row_index)
+        call = p.call_line([f"views.buf({slot[n]})" for n in (term.a, term.b, *term.channels)],
+                           f"views.buf({slot[term.out]})")
         return ["    {", f"        void* entry = PyLong_AsVoidPtr(s[{state}]);", "        Py_BEGIN_ALLOW_THREADS",
                 f"        {call};", "        Py_END_ALLOW_THREADS", "    }"]
     t = CPP_TYPE[p.dtype] if p.dtype else "float"

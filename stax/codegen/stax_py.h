@@ -128,6 +128,12 @@ inline void direct_conv_weight_grad(void* entry, const float* x, const float* g,
   reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                             int64_t, int)>(entry)(x, g, dw, n, c, hp, wp, co, kh, kw, threads);
 }
+// one of stax.row_index's entry points: out = the rows of source by index, or their sums by row
+inline void row_index(void* entry, const void* source, const int64_t* index, void* out, int64_t v, int64_t t,
+                      int64_t width, int threads) {
+  reinterpret_cast<void (*)(const void*, const int64_t*, void*, int64_t, int64_t, int64_t, int)>(entry)(
+      source, index, out, v, t, width, threads);
+}
 template <typename T>
 inline void team_product(void* entry, void* gemm, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n,
                          int64_t k, int64_t a_step, int64_t b_step, int ta, int tb, int threads, T beta) {

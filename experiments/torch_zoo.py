@@ -266,11 +266,33 @@ def lenet(small: bool) -> ZooModel:
                     f"PyTorch's CIFAR-10 tutorial CNN: conv-ReLU-MaxPool2d twice, three Linear, cross_entropy, on {shape}")
 
 
+def lstm_classifier(small: bool) -> ZooModel:
+    """A text classifier, the sentiment tutorials' first model: Embedding, nn.LSTM, Linear on the
+    last step's hidden state, cross_entropy with class indices."""
+    torch = _torch()
+    nn = torch.nn
+    vocab, width, (batch, steps), classes = (50, 8, (2, 5), 3) if small else (20000, 128, (16, 32), 4)
+
+    class Classifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding, self.lstm = nn.Embedding(vocab, width), nn.LSTM(width, width, batch_first=True)
+            self.head = nn.Linear(width, classes)
+
+        def forward(self, tokens):
+            return self.head(self.lstm(self.embedding(tokens))[0][:, -1])
+    return ZooModel("lstm_classifier", Classifier(), [torch.randint(0, vocab, (batch, steps))],
+                    [torch.randint(0, classes, (batch,))], torch.nn.functional.cross_entropy,
+                    f"Embedding({vocab}, {width}), nn.LSTM({width}, {width}), Linear, cross_entropy, on "
+                    f"{batch}x{steps} tokens")
+
+
 ZOO: dict[str, Callable[[bool], ZooModel]] = {
     "gpt2_block": gpt2_block, "transformer_decoder": transformer_decoder, "mlp_mixer": mlp_mixer,
     "rmsnorm_swiglu": rmsnorm_swiglu, "nn_rmsnorm_swiglu": nn_rmsnorm_swiglu, "resnet_block": resnet_block,
     "depthwise_separable": depthwise_separable, "gru_cell": gru_cell, "lstm_cell": lstm_cell,
     "cross_entropy_head": cross_entropy_head, "small_cnn": small_cnn, "lenet": lenet,
+    "lstm_classifier": lstm_classifier,
 }
 
 

@@ -70,6 +70,24 @@ def _checked(out: Tensor, index: Tensor, size: int) -> Tensor:
     return where(smallest >= 0, out, out)
 
 
+def _in_range(index: Tensor, size: int) -> Tensor:
+    """``index`` as int64, divided by its in-range flag: an element outside ``[0, size)`` divides by
+    zero, which raises KernelError in the kernel computing it (as torch raises) before an extern of
+    :mod:`stax.row_index` reads it."""
+    index = index.long()
+    return index // ((index >= 0) & (index < size)).long()
+
+
+def _is_positive_zero(x: Tensor) -> bool:
+    """Whether ``x`` is the constant +0.0 (broadcast or reshaped)."""
+    nodes = x._tracer.graph.nodes
+    node = nodes[x._name]
+    while node.op in ("expand", "reshape"):
+        node = nodes[node.inputs[0]]
+    value = node.attr("value")
+    return node.op == "constant" and value == 0 and math.copysign(1.0, value) > 0
+
+
 def _zero(dtype: str) -> Any:
     """The additive identity that leaves every value unchanged (``-0.0`` keeps ``-0.0``)."""
     return -0.0 if dtypes.is_floating(dtype) else False if dtype == "bool" else 0
@@ -127,9 +145,9 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     shape = xs.shape[:d] + ix.shape + xs.shape[d + 1:]
     if d == 0 and xs.shape[0] >= ROWS_BY_ADDRESS:
         table = xs.reshape(xs.shape[0], -1)
-        rows = x._tracer.emit("take_rows", (table, ix.long()), (ix.shape[0], table.shape[1]), x.dtype)
-        out = _checked(rows, ix, xs.shape[0]).reshape(shape)
-        return out.reshape(()) if x.ndim == 0 else out
+        rows = x._tracer.emit("take_rows", (table, _in_range(ix, xs.shape[0])), (ix.shape[0], table.shape[1]),
+                              x.dtype)
+        return rows.reshape(()) if x.ndim == 0 else rows.reshape(shape)
     spread = ix.reshape((1,) * d + ix.shape + (1,) * (xs.ndim - d - 1)).expand(shape)
     out = gather(xs, d, spread.long())
     return out.reshape(()) if x.ndim == 0 else out
@@ -241,8 +259,9 @@ def add_rows(x: Tensor, index: Tensor, values: Tensor) -> Tensor:
     rows = x.shape[0]
     if rows >= ROWS_BY_ADDRESS and x.dtype in ("float32", "float64") and index.ndim == 1:
         flat = values.to(x.dtype).reshape(index.shape[0], -1)
-        sums = x._tracer.emit("add_rows", (flat, index.long()), (rows, flat.shape[1]), x.dtype, rows=rows)
-        return _checked(x + sums.reshape(x.shape), index, rows)
+        sums = x._tracer.emit("add_rows", (flat, _in_range(index, rows)), (rows, flat.shape[1]), x.dtype,
+                              rows=rows).reshape(x.shape)
+        return sums if _is_positive_zero(x) else x + sums  # the sums start at +0.0: adding +0.0 changes no bit
     spread = index.reshape(index.shape + (1,) * (x.ndim - 1)).expand(index.shape + x.shape[1:])
     return scatter_add(x, 0, spread, values.to(x.dtype))
 

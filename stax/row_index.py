@@ -9,8 +9,9 @@ load affine but reads the whole table per looked-up row: a vocabulary of 32,000 
     take_rows:  out[i, :] = table[index[i], :]
     add_rows:   out[r, :] = sum over i with index[i] == r of values[i, :]   (zeros elsewhere)
 
-An index outside ``[0, rows)`` reads and writes nothing (its output row is zeros): the graph
-checks the index as ``stax.gather`` does, which raises as torch does.  ``add_rows`` splits the
+An index outside ``[0, rows)`` reads and writes nothing (its output row is zeros); the graph
+computes the index the externs read by dividing it by its in-range flag
+(``stax.gather._in_range``), so that a bad index raises first, as torch raises.  ``add_rows`` splits the
 output's rows among the tasks; a task scans every index and adds, in the index's order, the rows
 that fall in its range, so every row's sum has one order whatever the threads.
 """

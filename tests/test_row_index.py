@@ -112,3 +112,25 @@ def test_embedding_and_its_gradient_agree_with_torch():
     assert {"take_rows", "add_rows"} <= {k.extern["op"] for k in compiled.kernels if k.extern}
     for have, want in zip(compiled(*program.arguments()), program.expected):
         np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("zero, added", [(0.0, False), (-0.0, True)])
+def test_the_gradient_of_a_zero_table_is_the_sums_themselves(zero, added):
+    """A +0.0 table (an embedding's gradient) takes the sums as they are, whose rows start at +0.0:
+    no pass adds it, and every sign of zero is the add's; a -0.0 table keeps the add (where nothing
+    is added it becomes +0.0, as stax.gather's scatter_add documents)."""
+    from stax.frontend import trace
+    values = RNG.standard_normal((6, 12), dtype=np.float32)
+
+    def program(v, i):
+        return gather.add_rows(v._tracer.constant(zero, "float32", (40, 3, 4)), i, v.reshape(6, 3, 4))
+    graph = trace(program, values, INDEX)
+    ops = [graph.nodes[n].op for n in graph.nodes if graph.nodes[n].op in ("add", "add_rows")]
+    assert ops == (["add_rows", "add"] if added else ["add_rows"])
+    values[0] = -0.0
+    got = stax.compile(program, values, INDEX)(values, INDEX)
+    want = np.full((40, 3, 4), zero, np.float32)
+    np.add.at(want, INDEX, values.reshape(6, 3, 4))
+    if not added:
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -271,7 +271,7 @@ def lstm_classifier(small: bool) -> ZooModel:
     last step's hidden state, cross_entropy with class indices."""
     torch = _torch()
     nn = torch.nn
-    vocab, width, (batch, steps), classes = (50, 8, (2, 5), 3) if small else (20000, 128, (16, 32), 4)
+    vocab, width, (batch, steps), classes = (50, 8, (2, 5), 3) if small else (20000, 128, (32, 16), 4)
 
     class Classifier(nn.Module):
         def __init__(self) -> None:

@@ -67,8 +67,8 @@ class _Folder:
         vector = g.Node(f"{source.name}.channels", "reshape", (source.name,), (source.shape[1],), source.dtype,
                         (("shape", (source.shape[1],)),))
         made.append(vector)
-        if source.shape[1] != co:
-            made.append(g.Node(f"{vector.name}.expanded", "expand", (vector.name,), (co,), source.dtype,
+        if source.shape[1] != co:  # a scalar, which convolutions of other widths may share: named by the width
+            made.append(g.Node(f"{vector.name}.to{co}", "expand", (vector.name,), (co,), source.dtype,
                                (("shape", (co,)),)))
         return made[-1].name
 

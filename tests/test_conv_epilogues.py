@@ -94,6 +94,20 @@ def test_folded_programs_match_the_reference_of_the_traced_graph(check, name, fu
     assert compiled.graph.nodes.keys() == trace(program, X, W, B, M, V).nodes.keys()  # the traced graph, unfolded
 
 
+def test_a_scalar_shared_by_convolutions_of_two_widths(check):
+    """The same traced constant scales two convolutions of 12 and 24 output channels: each gets a
+    vector of its own width."""
+    w2 = RNG.standard_normal((24, 12, 3, 3), dtype=np.float32)
+
+    def program(x, w, v):
+        return (_conv((_conv(x, w) * 0.5).relu(), v) * 0.5).relu()
+    folded = fold_conv_epilogues(trace(program, X, W, w2))
+    convs = [n for n in folded.nodes.values() if n.op == "conv2d"]
+    assert [folded.nodes[n.inputs[2]].shape for n in convs] == [(12,), (24,)]
+    compiled = check(program, X, W, w2, rtol=1e-4, atol=1e-3)
+    assert [k.extern["attrs"] for k in compiled.kernels if k.extern] == [{"relu": True, "scale": True}] * 2
+
+
 def test_whole_vector_rows_and_threads(check):
     """Outputs 16 wide (rows of whole vectors at 8 and 16 lanes), on two threads."""
     x = RNG.standard_normal((3, 8, 18, 18), dtype=np.float32)

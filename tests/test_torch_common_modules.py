@@ -39,7 +39,7 @@ def _conv1d(**kwargs) -> nn.Module:
 
 #: name -> (module builder, input shape)
 MODULES = {
-    "lstm_two_layers": (_lstm, (3, 5, 8)),
+    "lstm_two_layers": (_lstm, (3, 3, 8)),
     "group_norm": (lambda: nn.GroupNorm(2, 6), (2, 6, 5, 5)),
     "instance_norm": (lambda: nn.InstanceNorm2d(4, affine=True), (2, 4, 5, 5)),
     "elu": (lambda: Scaled(nn.ELU(0.7)), (4, 9)),

@@ -56,11 +56,16 @@ def _geometry(op: str, x_shape: Sequence[int], kernel: Any, stride: Any, padding
     return kernel, stride, padding, dilation, (size[0], size[1])
 
 
+def require_floating(op: str, dtype: str) -> None:
+    """Refuse a pooling or resampling of a non-float input, as torch does, saying what to do."""
+    if not dtypes.is_floating(dtype):
+        raise UnsupportedError(f"{op}: expected a floating-point input, got {dtype}; cast with .float() first")
+
+
 def _batched(x: Tensor, op: str) -> Tensor:
     if x.ndim not in (3, 4):
         raise ShapeError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D one (C, H, W), got shape {x.shape}")
-    if not dtypes.is_floating(x.dtype):
-        raise UnsupportedError(f"{op}: expected a floating-point input, got {x.dtype}; cast with .float() first")
+    require_floating(op, x.dtype)
     return x if x.ndim == 4 else x.unsqueeze(0)
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from . import dtypes, pooling
-from .errors import ShapeError, UnsupportedError
+from . import pooling
+from .errors import ShapeError
 from .frontend import Tensor, where
 from .gather import iota
 
@@ -51,12 +51,11 @@ def _check(op: str, x_shape: Sequence[int], out: Sequence[int], dtype: str) -> N
     if len(x_shape) != 4 or len(out) != 2 or min(out) < 1:
         raise ShapeError(f"{op}: expected an (N, C, H, W) input and a positive (OH, OW) output size, got "
                          f"{tuple(x_shape)} and {tuple(out)}")
-    if not dtypes.is_floating(dtype):
-        raise UnsupportedError(f"{op}: expected a floating-point input, got {dtype}; cast with .float() first")
+    pooling.require_floating(op, dtype)
 
 
 # --- adaptive average pooling ----------------------------------------------------------------
-def _windows(x: Tensor, n: int, out: int) -> tuple[Tensor, Tensor]:
+def _adaptive_windows(x: Tensor, n: int, out: int) -> tuple[Tensor, Tensor]:
     """The 0/1 mask (out, n) of the adaptive windows along a dim of ``n``, and each window's size (out,)."""
     i = _positions(x, out, "int64")
     start, end = i * n // out, ((i + 1) * n + out - 1) // out
@@ -71,7 +70,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size: Sequence[int]) -> Tensor:
     _check("adaptive_avg_pool2d", x.shape, out, x.dtype)
     if all(x.shape[2 + d] % out[d] == 0 for d in (0, 1)):  # windows that tile the input
         return pooling.avg_pool2d(x, tuple(x.shape[2 + d] // out[d] for d in (0, 1)))
-    (rows, row_sizes), (cols, col_sizes) = (_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
+    (rows, row_sizes), (cols, col_sizes) = (_adaptive_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
     return _separable(x, rows, cols) / (row_sizes.reshape(-1, 1) * col_sizes.reshape(1, -1))
 
 
@@ -83,7 +82,7 @@ def adaptive_avg_pool2d_backward(grad: Tensor, x: Tensor) -> Tensor:
     if all(x.shape[2 + d] % out[d] == 0 for d in (0, 1)):
         kernel = tuple(x.shape[2 + d] // out[d] for d in (0, 1))
         return pooling.avg_pool2d_backward(grad, x, kernel, kernel, 0, False, True, None)
-    (rows, row_sizes), (cols, col_sizes) = (_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
+    (rows, row_sizes), (cols, col_sizes) = (_adaptive_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
     return _separable_adjoint(grad / (row_sizes.reshape(-1, 1) * col_sizes.reshape(1, -1)), rows, cols)
 
 

@@ -360,6 +360,15 @@ def _embedding_grad(x: stax.Tensor, y: stax.Tensor) -> stax.Tensor:
     return gather.add_rows(table, index, table.index_select(0, index).tanh())
 
 
+def _dropout(x: stax.Tensor, p: float) -> stax.Tensor:
+    """Dropout's masks with a seed computed in the program (the count of ``x``'s nonzero
+    elements, an exact integer everywhere): one mask read twice (as a forward and its gradient
+    read it), and ``nn.dropout``'s own, a second stream of the seed."""
+    seed = (x != 0).sum().long()
+    keep, value = stax.bernoulli(seed, x.shape, 1 - p), x.float()
+    return stax.where(keep, value, 0.0) * (1 / (1 - p)) + stax.where(keep, value.tanh(), 1.0) + nn.dropout(value, p, seed)
+
+
 def _slice_scatter(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
     d = dim % max(x.ndim, 1)
     part = _slice(x, d, start, step)
@@ -449,6 +458,7 @@ OPS: dict[str, Op] = {
     "pool_grad": Op(1, _pool_grad, _pool_params, weight=0.5),
     "resample_grad": Op(1, _resample_grad, _resample_params, weight=0.5),
     "embedding_grad": Op(2, _embedding_grad, weight=0.5),
+    "dropout": Op(1, _dropout, _choice(0.1, 0.5, 0.9), weight=0.4),
     "heads": Op(1, _heads, _head_size, weight=2.0),
     "merge_heads": Op(1, _merge_heads, weight=1.0),
     "head_softmax": Op(1, lambda x, size: _merge_heads(_heads(x.float(), size).softmax(-1)), _head_size, weight=2.0),
@@ -629,7 +639,7 @@ class _Walk:
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
                                                         "conv_weight_grad", "conv_epilogue", "pool_grad",
-                                                        "resample_grad", "embedding_grad", *HEAD_OPS))
+                                                        "resample_grad", "embedding_grad", "dropout", *HEAD_OPS))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

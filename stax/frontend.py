@@ -300,6 +300,22 @@ def where(cond: Tensor, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     return tracer.emit("where", args, shape, dtype)
 
 
+def bernoulli(seed: Tensor, shape: Sequence[int], p: float) -> Tensor:
+    """A bool tensor of ``shape``, each element true with probability ``p``: a random mask drawn
+    from ``seed``, a 0-d int64 input of the program (``stax.random_masks``).  Each call in a program
+    draws its own stream, so two masks of one seed are independent; the same seed gives the
+    same masks on every call, thread count and ISA."""
+    if not isinstance(seed, Tensor) or seed.dtype != "int64" or seed.shape != ():
+        raise UnsupportedError("bernoulli: the seed must be a traced 0-d int64 tensor (an input of the program, "
+                               f"e.g. np.array(0)), got {seed!r}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise UnsupportedError(f"bernoulli: the probability must be a Python number in [0, 1], got {p!r}")
+    shape = tuple(_as_int(s, "bernoulli's shape") for s in shape)
+    tracer = seed._tracer
+    stream = sum(node.op == "bernoulli" for node in tracer.graph.nodes.values())
+    return tracer.emit("bernoulli", (seed,), shape, "bool", p=float(p), stream=stream)
+
+
 class ValuesIndices(NamedTuple):
     """What ``x.max(dim)`` and ``x.min(dim)`` return, as torch's ``torch.return_types.max``."""
 

@@ -42,6 +42,9 @@ Ops and their attributes:
   ``stax.row_index`` giving ``(T, D)``, the table's rows ``index[i]`` (an embedding's lookup).
 - ``add_rows``: inputs ``(values, index)``, float ``(T, D)`` and int64 ``(T,)``, attribute ``rows``
   (``V``): ``(V, D)``, each row the sum of the values whose index is that row (its gradient).
+- ``bernoulli``: input ``(seed,)``, an int64 ``()``; attributes ``p`` and ``stream``: the extern call
+  of ``stax.random_masks``, a bool tensor of the node's shape, each element true with probability
+  ``p``, a function of the seed, the stream and its position (dropout's mask).
 
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
 to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
@@ -64,7 +67,7 @@ VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"}
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
 #: the extern products, which read an operand stored transposed in place (BLAS's transpose flag)
 PRODUCT_OPS = frozenset({"matmul", "matmul_sum"})
-EXTERN_OPS = PRODUCT_OPS | {"conv2d", "conv2d_weight", "take_rows", "add_rows"}
+EXTERN_OPS = PRODUCT_OPS | {"conv2d", "conv2d_weight", "take_rows", "add_rows", "bernoulli"}
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from . import dtypes
 from .conv_gemm import (ConvForm, ConvPlan, blocked_applies, blocked_correlate, blocked_weight_grad, gemm_correlate,
                         gemm_weight_grad, is_pointwise, plan_conv, pointwise_correlate, pointwise_weight_grad)
 from .errors import ShapeError, UnsupportedError
-from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, vector_norm
+from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, bernoulli, vector_norm
 
 Pair = tuple[int, int]
 
@@ -154,6 +154,18 @@ def _pad_from_edges(x: Tensor, d: int, low: int, high: int, mode: str) -> Tensor
 def normalize(x: Tensor, p: Any = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """torch.nn.functional.normalize: ``x`` divided by its ``p``-norm along ``dim``, at least ``eps``."""
     return x / vector_norm(x, p, dim, keepdim=True).clamp_min(eps)
+
+
+def dropout(x: Tensor, p: float, seed: Tensor, training: bool = True) -> Tensor:
+    """torch.nn.functional.dropout: in training, each element zeroed with probability ``p`` and
+    the rest scaled by ``1 / (1 - p)``; the mask is ``stax.bernoulli`` of ``seed``."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise UnsupportedError(f"dropout: the probability must be a Python number in [0, 1], got {p!r}")
+    if not training or p == 0:
+        return x
+    if p == 1:  # torch's: zeros, and NaN where x is not finite
+        return x * 0
+    return x * bernoulli(seed, x.shape, 1 - p).to(x.dtype) * (1 / (1 - p))
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -43,7 +43,8 @@ from .compiler import CompiledFunction, compile
 from .errors import StaxError, UnsupportedError
 from .frontend import Tensor, trace, write_back
 from .graph import Graph
-from .torch_ops import ATEN, dtype_name, full
+from .random_masks import bernoulli_mask
+from .torch_ops import ATEN, RANDOM, dtype_name, full
 
 
 def require_torch() -> ModuleType:
@@ -92,23 +93,42 @@ class TorchProgram:
     #: values after PyTorch's eager call on the example
     updated: list[str] = field(default_factory=list)
     expected_updates: list[np.ndarray] = field(default_factory=list)
+    #: whether the program draws random masks (dropout): its last input is then ``seed``, and
+    #: ``expected`` holds torch's outputs under stax's masks of ``example_seed``
+    seeded: bool = False
+    example_seed: int = 0
 
-    def arguments(self, *tensors: Any) -> list[np.ndarray]:
+    def arguments(self, *tensors: Any, seed: int | None = None) -> list[np.ndarray]:
         """The arrays to call the compiled program with: the captured inputs (torch tensors or
-        arrays, defaults to the example) followed by the lifted constants."""
+        arrays, defaults to the example) followed by the lifted constants, and the seed of a
+        program that draws random masks (defaults to the example's with the example, else to a
+        draw from torch's default generator, as torch's own call draws its masks)."""
         arrays = [_to_numpy(t) for t in tensors] if tensors else self.example
-        return [*arrays, *self.constants]
+        if self.seeded and seed is None and not tensors:
+            seed = self.example_seed
+        return [*arrays, *self.constants, *self._seed(seed)]
 
-    def module_arguments(self, module: Any, *tensors: Any) -> list[np.ndarray]:
+    def _seed(self, seed: int | None) -> list[np.ndarray]:
+        """The seed input, if the program takes one (a fresh draw for None)."""
+        if not self.seeded:
+            if seed is not None:
+                raise StaxError(f"{self.name} draws no random numbers: it takes no seed")
+            return []
+        if seed is None:
+            torch = require_torch()
+            seed = int(torch.randint(-(1 << 63), (1 << 63) - 1, (), dtype=torch.int64))
+        return [np.array(seed, np.int64)]
+
+    def module_arguments(self, module: Any, *tensors: Any, seed: int | None = None) -> list[np.ndarray]:
         """The arrays to call a program imported from ``module`` with: its parameters and buffers
         sharing memory with the module (so that the call updates the buffers in place, as
         torch's own call does), then ``tensors`` (the call's inputs and targets), then the
-        lifted constants."""
+        lifted constants and the seed (as :meth:`arguments`)."""
         state = [p.detach() for p in module.parameters()] + list(module.buffers())
         arrays = [t.numpy() if t.is_contiguous() else _to_numpy(t) for t in state]
         if any(not np.shares_memory(a, t.numpy()) for a, t in zip(arrays, state) if t.is_contiguous()):
             raise StaxError("module_arguments: a parameter or buffer is not a CPU tensor whose memory numpy can share")
-        return [*arrays, *(_to_numpy(t) for t in tensors), *self.constants]
+        return [*arrays, *(_to_numpy(t) for t in tensors), *self.constants, *self._seed(seed)]
 
     def graph(self) -> Graph:
         return trace(self.fn, *self.arguments())
@@ -194,19 +214,38 @@ def _target_name(target: Any) -> str:
     return packet.__name__ if packet is not None else getattr(target, "__name__", str(target))
 
 
+#: the ATen ops whose result's values are unspecified (torch.empty): folded as zeros
+_UNINITIALIZED = ("empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided")
+
+
+def _is_random(node: Any) -> bool:
+    torch = require_torch()
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+        torch.Tag.nondeterministic_seeded in node.target.tags
+
+
+def _random_nodes(gm: Any) -> list[Any]:
+    """The nodes that draw random numbers, in graph order: node k draws stax's stream k."""
+    return [node for node in gm.graph.nodes if _is_random(node)]
+
+
+def _overload_name(target: Any) -> str:
+    """``"bernoulli.p"`` for ``aten.bernoulli.p``."""
+    return f"{_target_name(target)}.{getattr(target, '_overloadname', '')}"
+
+
 def _fold_constants(gm: Any) -> dict[Any, Any]:
-    """Values of the nodes that depend on no placeholder, computed by torch."""
+    """Values of the nodes that depend on no placeholder and draw no random numbers, computed by
+    torch (an uninitialized tensor's as zeros, so that its value does not vary from call to call)."""
     torch = require_torch()
     values: dict[Any, Any] = {}
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             values[node] = getattr(gm, node.target)
-        elif node.op == "call_function":
-            inputs = node.all_input_nodes
-            random = isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags
-            if not random and all(i in values for i in inputs):
-                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
-                values[node] = node.target(*args, **kwargs)
+        elif node.op == "call_function" and not _is_random(node) and all(i in values for i in node.all_input_nodes):
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
+            value = node.target(*args, **kwargs)
+            values[node] = torch.zeros_like(value) if _target_name(node.target) in _UNINITIALIZED else value
     return values
 
 
@@ -247,7 +286,11 @@ def _conform(result: Any, expected: Any, node: Any) -> Any:
 def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
     """Raise before tracing if any op that stax must run has no translation."""
     for node in gm.graph.nodes:
-        if node.op == "call_function" and node not in folded and node.target is not operator.getitem \
+        if _is_random(node):
+            if _overload_name(node.target) not in RANDOM:
+                raise UnsupportedError(f"ATen op {node.target} (node {node.name}) draws random numbers; the random "
+                                       f"ops stax translates are {', '.join(sorted(RANDOM))} (dropout's mask)")
+        elif node.op == "call_function" and node not in folded and node.target is not operator.getitem \
                 and not _is_write_back(node):
             name = _target_name(node.target)
             if name not in ATEN:
@@ -285,7 +328,8 @@ def _check_no_mutation(gm: Any, program: str) -> None:
 def translate(gm: Any, n_inputs: int, program: str = "the captured function"
               ) -> tuple[Callable[..., tuple[Tensor, ...]], list[np.ndarray]]:
     """A stax-traceable function equivalent to the functionalized FX graph ``gm``, and its lifted
-    constants; the graph's ``copy_`` into an input becomes the input's in-place update."""
+    constants; the graph's ``copy_`` into an input becomes the input's in-place update.  A graph
+    with random nodes (:func:`_random_nodes`) takes the seed after the lifted constants."""
     _check_no_mutation(gm, program)
     folded = _fold_constants(gm)
     boundary, lifted = _boundary_constants(folded)
@@ -315,6 +359,9 @@ def translate(gm: Any, n_inputs: int, program: str = "the captured function"
                     env[node] = call_args[0][call_args[1]]
                 elif _is_write_back(node):
                     write_back(*call_args)
+                elif _is_random(node):
+                    result = RANDOM[_overload_name(node.target)](args[n_inputs + len(lifted)], *call_args, **call_kwargs)
+                    env[node] = _conform(result, node.meta.get("val"), node)
                 else:
                     result = ATEN[_target_name(node.target)](*call_args, **call_kwargs)
                     env[node] = _conform(result, node.meta.get("val"), node)
@@ -344,19 +391,41 @@ def _flatten(values: Any) -> list[Any]:
 
 def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", provenance: dict[str, Any] | None = None,
                     input_names: Sequence[str] | None = None) -> TorchProgram:
-    """Capture ``fn(*inputs)`` (tensors) and translate it; outputs are flattened."""
+    """Capture ``fn(*inputs)`` (tensors) and translate it; outputs are flattened.  Of a function
+    that draws random masks (dropout), the expected outputs are torch's under stax's masks: the
+    captured graph run by torch with each mask replaced by stax's (:func:`_run_with_masks`)."""
     torch = require_torch()
     name = name or getattr(fn, "__name__", "function")
     gm = capture(fn, inputs)
     stax_fn, lifted = translate(gm, len(inputs), name)
+    seeded = bool(_random_nodes(gm))
+    example_seed = int(torch.randint(1 << 31, ())) if seeded else 0
     eager = _fresh(inputs)
-    expected = [_to_numpy(t) for t in _flatten(fn(*eager))]
+    results = _run_with_masks(gm, eager, example_seed) if seeded else fn(*eager)
+    expected = [_to_numpy(t) for t in _flatten(results)]
     updated = _updated_inputs(gm)
     names = list(input_names) if input_names is not None else [f"input{i}" for i in range(len(inputs))]
     info = {"torch": torch.__version__, "inputs": {n: list(t.shape) for n, t in zip(names, inputs)}, **(provenance or {})}
-    return TorchProgram(name, stax_fn, names + [f"constant{i}" for i in range(len(lifted))],
+    return TorchProgram(name, stax_fn, names + [f"constant{i}" for i in range(len(lifted))] + ["seed"] * seeded,
                         [_to_numpy(t) for t in _fresh(inputs)], lifted, expected, info, gm,
-                        [names[i] for i in updated], [_to_numpy(eager[i]) for i in updated])
+                        [names[i] for i in updated], [_to_numpy(eager[i]) for i in updated], seeded, example_seed)
+
+
+def _run_with_masks(gm: Any, inputs: Sequence[Any], seed: int) -> Any:
+    """The captured graph ``gm`` run by torch on ``inputs``, each random node's mask replaced by
+    stax's of ``seed`` (stream k for the k-th random node), so that torch's results can be
+    compared with the compiled program's."""
+    torch = require_torch()
+    streams = {node: k for k, node in enumerate(_random_nodes(gm))}
+
+    class WithStaxMasks(torch.fx.Interpreter):
+        def run_node(self, node: Any) -> Any:
+            if node not in streams:
+                return super().run_node(node)
+            args, kwargs = self.fetch_args_kwargs_from_env(node)
+            like, p = args[0], args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            return torch.from_numpy(bernoulli_mask(seed, streams[node], tuple(like.shape), p)).to(like.dtype)
+    return WithStaxMasks(gm).run(*inputs)
 
 
 def _state(module: Any, requires_grad: bool) -> tuple[list[str], list[Any]]:

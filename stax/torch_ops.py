@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from . import dtypes, gather, nn, pooling, resample
 from .errors import UnsupportedError
-from .frontend import Tensor, contiguous_strides, vector_norm, where
+from .frontend import Tensor, bernoulli, contiguous_strides, vector_norm, where
 
 Handler = Callable[..., Any]
 
@@ -512,3 +512,17 @@ ATEN: dict[str, Handler] = {
     "scatter_reduce": gather.scatter_reduce, "index_select": gather.index_select,
     "slice_scatter": gather.slice_scatter, "index": _index, "index_put": _index_put, "embedding": _embedding,
 }
+
+
+def _bernoulli(seed: Tensor, x: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor:
+    """``aten.bernoulli.p`` (dropout's mask): ones with probability ``p`` in ``x``'s shape and
+    dtype, drawn from the program's seed (``stax.random_masks``)."""
+    if generator is not None:
+        raise UnsupportedError("bernoulli with a torch.Generator: stax draws from the program's seed input "
+                               "(TorchProgram.arguments(seed=...)); call it without generator=")
+    return bernoulli(seed, x.shape, p).to(x.dtype)
+
+
+#: the random ATen ops, by overload (``"bernoulli.p"``), as stax calls: each takes the program's
+#: seed (a 0-d int64 tensor) before the node's own arguments
+RANDOM: dict[str, Handler] = {"bernoulli.p": _bernoulli}

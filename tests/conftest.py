@@ -85,3 +85,13 @@ def no_straggler_rule():
     hooks.stax_parallel_test_straggler_rule(0)
     yield hooks
     hooks.stax_parallel_test_straggler_rule(1)
+
+
+def assert_matches_torch(program, rtol: float, atol: float) -> None:
+    """A program imported from torch (``stax.torch_frontend.TorchProgram``), compiled and run on
+    its example, gives every output torch gave (``program.expected``)."""
+    got = program.compile()(*program.arguments())
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(program.expected), program.name
+    for have, want in zip(got, program.expected):
+        np.testing.assert_allclose(have, want, rtol=rtol, atol=atol, err_msg=program.name)

@@ -12,6 +12,8 @@ import stax
 from stax import pooling
 from stax.errors import ShapeError, UnsupportedError
 
+from conftest import assert_matches_torch
+
 #: (kernel, stride, padding, dilation, ceil_mode): overlapping and disjoint windows, padding,
 #: dilation, a last window that ceil mode adds
 GEOMETRIES = [(2, None, 0, 1, False), (3, 2, 1, 1, False), (3, 1, 1, 2, False), (3, 2, 0, 1, True),
@@ -164,10 +166,7 @@ def test_torch_modules_forward_and_training_step_match_torch(kind, geometry):
     for program in (import_module(net, x),
                     import_training_step(net, lambda o, t: torch.nn.functional.mse_loss(o, t), [x],
                                          [torch.randn_like(net(x))])):
-        got = program.compile()(*program.arguments())
-        got = got if isinstance(got, tuple) else (got,)
-        for have, want in zip(got, program.expected):
-            np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+        assert_matches_torch(program, rtol=1e-5, atol=1e-6)
 
 
 def test_torch_max_pool_indices_match_torch():

@@ -13,6 +13,8 @@ import stax
 from stax import resample
 from stax.errors import ShapeError, UnsupportedError
 
+from conftest import assert_matches_torch
+
 RNG = np.random.default_rng(31)
 X = RNG.standard_normal((2, 3, 7, 6), dtype=np.float32)
 
@@ -132,7 +134,4 @@ def test_torch_forward_and_training_step_match_torch(name):
     net, x = Net(), torch.from_numpy(X.copy())
     for program in (import_module(net, x),
                     import_training_step(net, lambda o, t: ((o - t) ** 2).mean(), [x], [torch.randn_like(net(x))])):
-        got = program.compile()(*program.arguments())
-        got = got if isinstance(got, tuple) else (got,)
-        for have, want in zip(got, program.expected):
-            np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5, err_msg=program.name)
+        assert_matches_torch(program, rtol=1e-5, atol=1e-5)

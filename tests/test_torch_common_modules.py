@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import assert_matches_torch
+
 torch = pytest.importorskip("torch", reason="the PyTorch front end needs torch: pip install 'stax[torch]'")
 import torch.nn.functional as F  # noqa: E402
 
@@ -67,11 +69,7 @@ def test_forward_and_training_step_agree_with_torch(name):
     target = torch.randn_like(module(x))
     for program in (import_module(module, x),
                     import_training_step(module, lambda out, t: ((out - t) ** 2).mean(), [x], [target])):
-        got = program.compile()(*program.arguments())
-        got = got if isinstance(got, tuple) else (got,)
-        assert len(got) == len(program.expected)
-        for have, want in zip(got, program.expected):
-            np.testing.assert_allclose(have, want, rtol=2e-5, atol=2e-5, err_msg=program.name)
+        assert_matches_torch(program, rtol=2e-5, atol=2e-5)
 
 
 def test_sign_is_torchs_at_nan_signed_zeros_and_integers():

@@ -19,6 +19,7 @@ import numpy as np
 from .. import blas
 from ..dtypes import CPP_TYPE, nbytes
 from ..indexing import contiguous_strides
+from ..random_masks import Bernoulli
 from ..direct_conv import DirectConv
 from ..row_index import RowIndex
 from ..externs import EXTERN_CALLS, KERNEL_PLANS
@@ -54,14 +55,13 @@ def _shim(kernel: Kernel) -> str:
 @dataclass(frozen=True)
 class Term:
     """One call of an extern step: its plan (a product's, a blocked convolution's or weight
-    gradient's, or a row lookup's or its gradient's) and the names of its operands and output, and
-    of a convolution's per-channel epilogue operands (its scale, then its shift, those it has)."""
+    gradient's, a row lookup's or its gradient's, a random mask's) and the names of its operands
+    (a product's two; a convolution's input and weight, then the scale and shift of its epilogue,
+    those it has) and output."""
 
-    product: Product | DirectConv | RowIndex
-    a: str
-    b: str
+    product: Product | DirectConv | RowIndex | Bernoulli
+    operands: tuple[str, ...]
     out: str
-    channels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class CallPlan:
 
 
 def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
-    """The products (or the blocked convolution or weight gradient) of an extern step as the
+    """The products (or the hand-written kernel: stax.externs.KERNEL_PLANS) of an extern step as the
     compiled call makes them, or None when one of them needs numpy (stax.matmul's Route.NUMPY) or
     the step is a numpy call."""
     ext = kernel.extern
@@ -99,8 +99,8 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
     out_shape, out_dtype, _ = layouts[ext["output"]]
     if ext["op"] in KERNEL_PLANS:
         shapes = [tuple(view or layouts[name][0]) for name, view in zip(names, views)]
-        plan = KERNEL_PLANS[ext["op"]](shapes, out_dtype, ext["threads"], **ext.get("attrs", {}))
-        return [Term(plan, names[0], names[1], ext["output"], tuple(names[2:]))]
+        plan = KERNEL_PLANS[ext["op"]](shapes, out_shape, out_dtype, ext["threads"], **ext.get("attrs", {}))
+        return [Term(plan, tuple(names), ext["output"])]
     terms = []
     for i, j, flags, accumulate in product_terms(ext["op"], len(names), ext.get("attrs", {}).get("transposed", ())):
         (a_shape, a_dtype, a_plain), (b_shape, b_dtype, b_plain) = (layouts[names[i]], layouts[names[j]])
@@ -109,7 +109,7 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
                                a_plain and b_plain, ext["threads"], flags, accumulate)
         if product.route is Route.NUMPY:
             return None
-        terms.append(Term(product, names[i], names[j], ext["output"]))
+        terms.append(Term(product, (names[i], names[j]), ext["output"]))
     return terms
 
 
@@ -158,16 +158,15 @@ def _return_lines(returned: list[str]) -> list[str]:
 
 def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
     """The call of one product (stax.matmul's ``run_product`` in C++) or hand-written kernel (a
-    blocked convolution or weight gradient, a row lookup or its gradient: the plan's own call
+    blocked convolution or weight gradient, a row lookup or its gradient, a random mask: the plan's own call
     line), its entry points at ``s[state]`` and after."""
     p = term.product
-    if not isinstance(p, Product):  # a hand-written kernel's extern (stax.direct_conv, stax.row_index)
-        call = p.call_line([f"views.buf({slot[n]})" for n in (term.a, term.b, *term.channels)],
-                           f"views.buf({slot[term.out]})")
+    if not isinstance(p, Product):  # a hand-written kernel's extern (stax.externs.KERNEL_PLANS)
+        call = p.call_line([f"views.buf({slot[n]})" for n in term.operands], f"views.buf({slot[term.out]})")
         return ["    {", f"        void* entry = PyLong_AsVoidPtr(s[{state}]);", "        Py_BEGIN_ALLOW_THREADS",
                 f"        {call};", "        Py_END_ALLOW_THREADS", "    }"]
     t = CPP_TYPE[p.dtype] if p.dtype else "float"
-    a, b, c = (f"({'' if x == term.out else 'const '}{t}*)views.buf({slot[x]})" for x in (term.a, term.b, term.out))
+    a, b, c = (f"({'' if x == term.out else 'const '}{t}*)views.buf({slot[x]})" for x in (*term.operands, term.out))
     add = int(p.accumulate)
     if p.route is Route.EMPTY:
         return [] if p.accumulate else [f"    std::memset(views.buf({slot[term.out]}), 0, {p.batch * p.m * p.n} * sizeof({t}));"]

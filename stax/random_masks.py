@@ -51,9 +51,14 @@ extern "C" void stax_bernoulli(const int64_t* seed, int8_t* out, int64_t n, int6
   const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(n / 16384, 4 * threads));
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
   for (int64_t task = 0; task < tasks; ++task)
-    for (int64_t i = n * task / tasks, end = n * (task + 1) / tasks; i < end; ++i) {
-      const uint32_t bits = mix(mix(static_cast<uint32_t>(i) ^ key) + static_cast<uint32_t>(i >> 32));
-      out[i] = static_cast<int8_t>((bits >> 8) < below);
+    // in runs that keep hi(i): 32-bit lanes throughout
+    for (int64_t i = n * task / tasks, end = n * (task + 1) / tasks, stop; i < end; i = stop) {
+      stop = std::min<int64_t>({end, (i | int64_t(0xffffffff)) + 1, i + (int64_t(1) << 31)});
+      const uint32_t low = static_cast<uint32_t>(i), high = static_cast<uint32_t>(i >> 32);
+      const uint32_t count = static_cast<uint32_t>(stop - i);
+      int8_t* run = out + i;
+      for (uint32_t k = 0; k < count; ++k)
+        run[k] = static_cast<int8_t>((mix(mix((low + k) ^ key) + high) >> 8) < below);
     }
 }
 """

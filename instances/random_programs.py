@@ -369,6 +369,15 @@ def _dropout(x: stax.Tensor, p: float) -> stax.Tensor:
     return stax.where(keep, value, 0.0) * (1 / (1 - p)) + stax.where(keep, value.tanh(), 1.0) + nn.dropout(value, p, seed)
 
 
+def _topk_params(rng: random.Random, args: list) -> tuple:
+    x = args[0]
+    if x.ndim == 0:
+        return 0, rng.choice((0, 1)), True
+    d = rng.randrange(x.ndim)
+    n = x.shape[d]
+    return d, rng.choice((0, 1, min(n, 2), n // 4, n)), rng.random() < 0.5
+
+
 def _slice_scatter(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
     d = dim % max(x.ndim, 1)
     part = _slice(x, d, start, step)
@@ -459,6 +468,9 @@ OPS: dict[str, Op] = {
     "resample_grad": Op(1, _resample_grad, _resample_params, weight=0.5),
     "embedding_grad": Op(2, _embedding_grad, weight=0.5),
     "dropout": Op(1, _dropout, _choice(0.1, 0.5, 0.9), weight=0.4),
+    "sort": Op(1, lambda x, dim, descending: x.sort(dim, descending).values,
+               lambda rng, args: (*_one_dim()(rng, args), rng.random() < 0.5), weight=0.3),
+    "topk": Op(1, lambda x, dim, k, largest: x.topk(k, dim, largest).indices, _topk_params, weight=0.3),
     "heads": Op(1, _heads, _head_size, weight=2.0),
     "merge_heads": Op(1, _merge_heads, weight=1.0),
     "head_softmax": Op(1, lambda x, size: _merge_heads(_heads(x.float(), size).softmax(-1)), _head_size, weight=2.0),
@@ -639,7 +651,8 @@ class _Walk:
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
                                                         "conv_weight_grad", "conv_epilogue", "pool_grad",
-                                                        "resample_grad", "embedding_grad", "dropout", *HEAD_OPS))
+                                                        "resample_grad", "embedding_grad", "dropout", "sort", "topk",
+                                                        *HEAD_OPS))
 
 
 def generate(seed: int, max_steps: int = 10, ops: tuple[str, ...] | None = None) -> FuzzProgram:

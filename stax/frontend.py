@@ -1195,3 +1195,12 @@ Tensor.scatter_reduce = lambda self, dim, index, src, reduce, *, include_self=Tr
 Tensor.scatter_add = lambda self, dim, index, src: _gather.scatter_add(self, dim, index, src)
 Tensor.slice_scatter = lambda self, src, dim=0, start=None, end=None, step=1: _gather.slice_scatter(
     self, src, dim, start, end, step)
+
+# ---------------------------------------------------------------------------------------------
+# sorting by counting (stax.sorting): torch.Tensor's methods of the same names
+
+from . import sorting as _sorting  # noqa: E402  (stax.sorting builds on this module)
+
+Tensor.sort = lambda self, dim=-1, descending=False, stable=False: _sorting.sort(self, dim, descending, stable)
+Tensor.argsort = lambda self, dim=-1, descending=False, stable=False: _sorting.argsort(self, dim, descending, stable)
+Tensor.topk = lambda self, k, dim=-1, largest=True, sorted=True: _sorting.topk(self, k, dim, largest, sorted)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-from . import dtypes, gather, nn, pooling, resample
+from . import dtypes, gather, nn, pooling, resample, sorting
 from .errors import UnsupportedError
 from .frontend import Tensor, bernoulli, contiguous_strides, vector_norm, where
 
@@ -471,6 +471,8 @@ ATEN: dict[str, Handler] = {
     "amax": lambda x, dim=(), keepdim=False: x.amax(dim, keepdim),
     "amin": lambda x, dim=(), keepdim=False: x.amin(dim, keepdim),
     "max": _max_min("max"), "min": _max_min("min"),
+    "sort": lambda x, dim=-1, descending=False, *, stable=None: list(sorting.sort(x, dim, descending)),
+    "topk": lambda x, k, dim=-1, largest=True, sorted=True: list(sorting.topk(x, k, dim, largest, sorted)),
     "argmax": lambda x, dim=None, keepdim=False: x.argmax(dim, keepdim),
     "argmin": lambda x, dim=None, keepdim=False: x.argmin(dim, keepdim),
     "linalg_vector_norm": _vector_norm,

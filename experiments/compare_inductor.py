@@ -137,7 +137,7 @@ def _compiled_inductor(program: TorchProgram, threads: int) -> Callable[[], Any]
     from torch._inductor import config
     config.force_disable_caches = True
     torch.set_num_threads(threads)
-    inputs = [torch.from_numpy(a.copy()) for a in program.arguments()]
+    inputs = [torch.from_numpy(a.copy()) for a in program.arguments()[:len(program.example)]]  # the graph's own
     compiled = torch._inductor.compile(program.fx_graph, inputs)
     return lambda: compiled(*inputs)
 

@@ -4,8 +4,9 @@ experiments.compare_inductor --zoo`` and the shipped training graphs
 (``python -m experiments.export_torch_instances``, ``zoo_*``).
 
 Every builder takes ``small`` (tiny shapes for tests) and returns a :class:`ZooModel`; dropout
-is 0 so the graphs are deterministic.  Batch norms are in training mode with running
-statistics, the default of a CNN being trained.
+is 0 except in ``transformer_encoder``, which keeps torch's default 0.1 (its masks are drawn
+from the program's seed, and the expected outputs are torch's under the same masks).  Batch
+norms are in training mode with running statistics, the default of a CNN being trained.
 """
 from __future__ import annotations
 
@@ -78,6 +79,17 @@ def transformer_decoder(small: bool) -> ZooModel:
     tgt, memory = torch.randn(b, t, d), torch.randn(b, s, d)
     return ZooModel("transformer_decoder", layer, [tgt, memory], [torch.randn_like(tgt)], _mse,
                     f"nn.TransformerDecoderLayer({d}, {heads}, {ff}), tgt {(b, t, d)}, memory {(b, s, d)}")
+
+
+def transformer_encoder(small: bool) -> ZooModel:
+    """nn.TransformerEncoderLayer as constructed by default: dropout 0.1 after attention's
+    weights, the feed-forward's activation and both residual branches."""
+    torch = _torch()
+    d, heads, ff, (b, t) = (32, 4, 64, (2, 8)) if small else (256, 4, 1024, (4, 64))
+    layer = torch.nn.TransformerEncoderLayer(d, heads, ff, batch_first=True)
+    x = torch.randn(b, t, d)
+    return ZooModel("transformer_encoder", layer, [x], [torch.randn_like(x)], _mse,
+                    f"nn.TransformerEncoderLayer({d}, {heads}, {ff}) with dropout 0.1, on {(b, t, d)}")
 
 
 def mlp_mixer(small: bool) -> ZooModel:
@@ -288,7 +300,8 @@ def lstm_classifier(small: bool) -> ZooModel:
 
 
 ZOO: dict[str, Callable[[bool], ZooModel]] = {
-    "gpt2_block": gpt2_block, "transformer_decoder": transformer_decoder, "mlp_mixer": mlp_mixer,
+    "gpt2_block": gpt2_block, "transformer_decoder": transformer_decoder,
+    "transformer_encoder": transformer_encoder, "mlp_mixer": mlp_mixer,
     "rmsnorm_swiglu": rmsnorm_swiglu, "nn_rmsnorm_swiglu": nn_rmsnorm_swiglu, "resnet_block": resnet_block,
     "depthwise_separable": depthwise_separable, "gru_cell": gru_cell, "lstm_cell": lstm_cell,
     "cross_entropy_head": cross_entropy_head, "small_cnn": small_cnn, "lenet": lenet,

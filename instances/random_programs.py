@@ -270,9 +270,9 @@ def _pool_grad(x: stax.Tensor, take_max: bool, kernel: int, stride: int, padding
 
 
 def _resample_params(rng: random.Random, args: list) -> tuple:
-    """The resampling (adaptive average, nearest, bilinear, bilinear with aligned corners) and the
-    output size's ratio to the input's, per dim."""
-    return rng.choice(("adaptive", "nearest", "bilinear", "aligned")), rng.choice((0.5, 1.0, 1.5, 2.0)), \
+    """The resampling (adaptive average or max, nearest, bilinear, bilinear with aligned corners)
+    and the output size's ratio to the input's, per dim."""
+    return rng.choice(("adaptive", "adaptive_max", "nearest", "bilinear", "aligned")), rng.choice((0.5, 1.0, 1.5, 2.0)), \
         rng.choice((0.5, 1.0, 2.0, 3.0))
 
 
@@ -286,6 +286,9 @@ def _resample_grad(x: stax.Tensor, kind: str, *ratios: float) -> stax.Tensor:
     if kind == "adaptive":
         y = resample.adaptive_avg_pool2d(image, out)
         return resample.adaptive_avg_pool2d_backward(y.tanh(), image).reshape(image.shape[2:])
+    if kind == "adaptive_max":
+        y, index = resample.adaptive_max_pool2d(image, out)
+        return resample.adaptive_max_pool2d_backward(y.tanh(), image, index).reshape(image.shape[2:])
     if kind == "nearest":
         y = resample.upsample_nearest2d(image, out)
         return resample.upsample_nearest2d_backward(y.tanh(), out, image.shape).reshape(image.shape[2:])

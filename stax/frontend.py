@@ -526,6 +526,10 @@ class Tensor:
     def clamp_max(self, max: Tensor | Scalar) -> Tensor:
         return self.clamp(max=max)
 
+    def sign(self) -> Tensor:
+        """1, 0 or -1 (0 at NaN, as torch's on the CPU); a bool is its own sign."""
+        return self if self.dtype == "bool" else (self > 0).to(self.dtype) - (self < 0).to(self.dtype)
+
     def where(self, condition: Tensor, other: Tensor | Scalar) -> Tensor:
         """``x.where(cond, y)`` is ``torch.where(cond, x, y)``."""
         return where(condition, self, other)

@@ -31,7 +31,7 @@ from . import dtypes
 from .conv_gemm import (ConvForm, ConvPlan, blocked_applies, blocked_correlate, blocked_weight_grad, gemm_correlate,
                         gemm_weight_grad, is_pointwise, plan_conv, pointwise_correlate, pointwise_weight_grad)
 from .errors import ShapeError, UnsupportedError
-from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, bernoulli, vector_norm
+from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, bernoulli, vector_norm, where
 
 Pair = tuple[int, int]
 
@@ -154,6 +154,35 @@ def _pad_from_edges(x: Tensor, d: int, low: int, high: int, mode: str) -> Tensor
 def normalize(x: Tensor, p: Any = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """torch.nn.functional.normalize: ``x`` divided by its ``p``-norm along ``dim``, at least ``eps``."""
     return x / vector_norm(x, p, dim, keepdim=True).clamp_min(eps)
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0) -> Tensor:
+    """torch.cdist: the ``p``-norm distance of every row of ``x1`` (..., P, M) to every row of
+    ``x2`` (..., R, M), (..., P, R), computed from the differences (torch's direct form)."""
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"cdist: expected (..., P, M) and (..., R, M) with the same M, got {x1.shape} and {x2.shape}")
+    return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
+
+
+def cdist_backward(grad: Tensor, x1: Tensor, x2: Tensor, p: float, dist: Tensor) -> Tensor:
+    """ATen's ``_cdist_backward``: the gradient of :func:`cdist` with respect to ``x1``, torch's
+    at every ``p`` (0 where a distance is 0, and for p < 1 where a difference is)."""
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)  # (..., P, R, M)
+    d = dist.unsqueeze(-1)
+    if p == 0:
+        return x1 * 0
+    if p == 1:
+        step = diff.sign()
+    elif p == 2:
+        step = where(d == 0, 0.0, diff / d)
+    elif p == float("inf"):
+        step = diff.sign() * (diff.abs() == d).to(diff.dtype)
+    elif p < 2:
+        zero = (d == 0) | (diff == 0) if p < 1 else d == 0
+        step = where(zero, 0.0, diff.sign() * diff.abs() ** (p - 1) / d ** (p - 1))
+    else:
+        step = where(d == 0, 0.0, diff * diff.abs() ** (p - 2) / d ** (p - 1))
+    return (grad.unsqueeze(-1) * step).sum(-2)
 
 
 def dropout(x: Tensor, p: float, seed: Tensor, training: bool = True) -> Tensor:

@@ -1,6 +1,6 @@
 """Separable 2-D resampling for traced programs: adaptive average pooling (torch's
 ``adaptive_avg_pool2d``) and nearest and bilinear upsampling (``interpolate``, ``nn.Upsample``),
-with their gradients, composed of graph ops.
+with their gradients, composed of graph ops; and adaptive max pooling, over the same windows.
 
 Each is a weight matrix over rows and one over columns, applied to every plane::
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from . import pooling
-from .errors import ShapeError
+from .errors import ShapeError, UnsupportedError
 from .frontend import Tensor, where
 from .gather import iota
 
@@ -84,6 +84,73 @@ def adaptive_avg_pool2d_backward(grad: Tensor, x: Tensor) -> Tensor:
         return pooling.avg_pool2d_backward(grad, x, kernel, kernel, 0, False, True, None)
     (rows, row_sizes), (cols, col_sizes) = (_adaptive_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
     return _separable_adjoint(grad / (row_sizes.reshape(-1, 1) * col_sizes.reshape(1, -1)), rows, cols)
+
+
+# --- adaptive max pooling --------------------------------------------------------------------
+#: the most (input position, output point) pairs a plane that adaptive max pooling's gradient compares
+MAX_SPREAD = 1 << 22
+
+
+def _tiling_kernel(x_shape: Sequence[int], out: Sequence[int]) -> tuple[int, int] | None:
+    """The window of an adaptive pooling whose windows tile the input, else None."""
+    if all(x_shape[2 + d] % out[d] == 0 for d in (0, 1)):
+        return x_shape[2] // out[0], x_shape[3] // out[1]
+    return None
+
+
+def _inside(x: Tensor, n: int, out: int) -> Tensor:
+    """(out, n) bool: whether position ``h`` lies in output ``i``'s adaptive window."""
+    return _adaptive_windows(x, n, out)[0] > 0
+
+
+def _first_max(x: Tensor, inside: Tensor) -> tuple[Tensor, Tensor]:
+    """Along the last dim of ``x`` (..., n), read as (..., 1, n) against the window mask
+    ``inside`` (out, n): each window's maximum (NaN if it holds one) and its first position
+    holding it (or the first NaN), (..., out) each."""
+    n = x.shape[-1]
+    row = x.unsqueeze(-2)
+    values = where(inside, row, float("-inf")).amax(-1)
+    hit = inside & ((row == values.unsqueeze(-1)) | (row != row))
+    return values, where(hit, _positions(x, n, "int64"), n).amin(-1)
+
+
+def adaptive_max_pool2d(x: Tensor, output_size: Sequence[int]) -> tuple[Tensor, Tensor]:
+    """ATen's ``adaptive_max_pool2d`` of an (N, C, H, W) input: each window's maximum and its
+    position ``h * W + w`` (the first maximum in row-major order, or the first NaN), as
+    ``stax.pooling.max_pool2d`` gives them.  Windows that tile the input are that pooling.
+    Others are separable: the maximum of each row's column windows and its first column, then
+    the maximum of those over the row windows and the first row holding it, whose first column
+    is then the position's."""
+    out = tuple(x.shape[2 + d] if s is None else int(s) for d, s in enumerate(output_size))
+    _check("adaptive_max_pool2d", x.shape, out, x.dtype)
+    kernel = _tiling_kernel(x.shape, out)
+    if kernel is not None:
+        return pooling.max_pool2d(x, kernel, return_indices=True)
+    h, w = x.shape[2:]
+    across, column = _first_max(x, _inside(x, w, out[1]))  # (N, C, H, OW)
+    values, row = _first_max(across.transpose(2, 3), _inside(x, h, out[0]))  # (N, C, OW, OH)
+    values, row = values.transpose(2, 3), row.transpose(2, 3)
+    rows = _positions(x, h, "int64").reshape(h, 1)
+    column_at_row = where(rows == row.unsqueeze(3), column.unsqueeze(2), 0).sum(3)  # (N, C, OH, OW)
+    return values, row * w + column_at_row
+
+
+def adaptive_max_pool2d_backward(grad: Tensor, x: Tensor, indices: Tensor) -> Tensor:
+    """ATen's ``adaptive_max_pool2d_backward``: each output point's gradient added at the input
+    position its index names; compared with every position, up to :data:`MAX_SPREAD` position
+    and output pairs a plane when the windows do not tile the input."""
+    out = tuple(grad.shape[2:])
+    _check("adaptive_max_pool2d_backward", x.shape, out, x.dtype)
+    kernel = _tiling_kernel(x.shape, out)
+    if kernel is not None:
+        return pooling.max_pool2d_backward(grad, x, kernel, kernel, 0, 1, False, indices)
+    n, c, h, w = x.shape
+    if h * w * out[0] * out[1] > MAX_SPREAD:
+        raise UnsupportedError(f"adaptive_max_pool2d_backward: the gradient of a pooling from {(h, w)} to {out} "
+                               f"compares {h * w * out[0] * out[1]} position and output pairs a plane, over stax's "
+                               f"limit of {MAX_SPREAD}; output sizes that divide the input's take the max pooling's")
+    named = indices.reshape(n, c, 1, out[0] * out[1]) == _positions(x, h * w, "int64").reshape(h * w, 1)
+    return where(named, grad.reshape(n, c, 1, out[0] * out[1]), 0.0).sum(-1).reshape(n, c, h, w)
 
 
 # --- upsampling --------------------------------------------------------------------------------

@@ -5,11 +5,19 @@ import difflib
 from typing import Iterable
 
 
+#: how much less similar than the closest name a hint may be (``sort`` is not offered for
+#: ``softmx`` beside ``softmax``)
+MARGIN = 0.25
+
+
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
-    """Up to ``n`` known names close to ``name``, closest first (case-insensitive)."""
-    known = list(known)
+    """Up to ``n`` known names close to ``name`` (difflib's ratio at least 0.6, and within
+    :data:`MARGIN` of the closest's), closest first (case-insensitive)."""
     by_lower = {k.lower(): k for k in known}
-    return [by_lower[m] for m in difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.6)]
+    target = str(name).lower()
+    found = difflib.get_close_matches(target, list(by_lower), n=n, cutoff=0.6)
+    best = difflib.SequenceMatcher(None, target, found[0]).ratio() if found else 1.0
+    return [by_lower[m] for m in found if difflib.SequenceMatcher(None, target, m).ratio() >= best - MARGIN]
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

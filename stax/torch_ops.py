@@ -91,11 +91,6 @@ def _gelu_backward(grad: Tensor, x: Tensor, *, approximate: str = "none") -> Ten
     return grad * (cdf + x * pdf)
 
 
-def _sign(x: Tensor) -> Tensor:
-    """``sign``: 1, 0 or -1 (0 at NaN, as torch's on the CPU); a bool is its own sign."""
-    return x if x.dtype == "bool" else (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
-
-
 def _silu(x: Tensor) -> Tensor:
     return x * x.sigmoid()
 
@@ -471,6 +466,8 @@ ATEN: dict[str, Handler] = {
     "amax": lambda x, dim=(), keepdim=False: x.amax(dim, keepdim),
     "amin": lambda x, dim=(), keepdim=False: x.amin(dim, keepdim),
     "max": _max_min("max"), "min": _max_min("min"),
+    "_cdist_forward": lambda x1, x2, p, compute_mode=None: nn.cdist(x1, x2, p),
+    "_cdist_backward": nn.cdist_backward,
     "sort": lambda x, dim=-1, descending=False, *, stable=None: list(sorting.sort(x, dim, descending)),
     "topk": lambda x, k, dim=-1, largest=True, sorted=True: list(sorting.topk(x, k, dim, largest, sorted)),
     "argmax": lambda x, dim=None, keepdim=False: x.argmax(dim, keepdim),
@@ -482,7 +479,7 @@ ATEN: dict[str, Handler] = {
     "_softmax": _softmax, "_log_softmax": _log_softmax, "_softmax_backward_data": _softmax_backward,
     "_log_softmax_backward_data": _log_softmax_backward,
     "native_layer_norm": _layer_norm, "_native_batch_norm_legit_no_training": _batch_norm_inference,
-    "native_group_norm": _group_norm, "sign": _sign,
+    "native_group_norm": _group_norm, "sign": lambda x: x.sign(),
     "cumsum": lambda x, dim, *, dtype=None: x.cumsum(dim, dtype=None if dtype is None else dtype_name(dtype)),
     "view": lambda x, shape: x.reshape(shape), "_unsafe_view": lambda x, shape: x.reshape(shape),
     "reshape": lambda x, shape: x.reshape(shape),
@@ -501,6 +498,8 @@ ATEN: dict[str, Handler] = {
     "avg_pool2d_backward": pooling.avg_pool2d_backward,
     "_adaptive_avg_pool2d": resample.adaptive_avg_pool2d,
     "_adaptive_avg_pool2d_backward": resample.adaptive_avg_pool2d_backward,
+    "adaptive_max_pool2d": lambda x, output_size: list(resample.adaptive_max_pool2d(x, output_size)),
+    "adaptive_max_pool2d_backward": resample.adaptive_max_pool2d_backward,
     "upsample_nearest2d": _upsampling(resample.upsample_nearest2d, 0),
     "upsample_nearest2d_backward": resample.upsample_nearest2d_backward,
     "upsample_bilinear2d": _upsampling(resample.upsample_bilinear2d, 1),

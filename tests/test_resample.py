@@ -1,5 +1,5 @@
-"""Separable resampling (stax.resample): adaptive average pooling and nearest and bilinear
-upsampling with their gradients, against loops over numpy written here and the reference of the
+"""Separable resampling (stax.resample): adaptive average and max pooling and nearest and
+bilinear upsampling with their gradients, against loops over numpy written here and the reference of the
 traced program, and, where torch is installed, against torch's interpolate and adaptive pooling
 (forward and training step through the torch front end)."""
 from __future__ import annotations
@@ -52,6 +52,37 @@ def _bilinear_loops(x: np.ndarray, out, align_corners: bool) -> np.ndarray:
     return result
 
 
+def _adaptive_max_loops(x: np.ndarray, out) -> tuple[np.ndarray, np.ndarray]:
+    """Each window's maximum and the row-major position of its first maximum (or NaN)."""
+    n, c, h, w = x.shape
+    values, indices = np.zeros((n, c, *out), x.dtype), np.zeros((n, c, *out), np.int64)
+    for b, k, i, j in itertools.product(range(n), range(c), range(out[0]), range(out[1])):
+        r0, r1 = i * h // out[0], -(-(i + 1) * h // out[0])
+        c0, c1 = j * w // out[1], -(-(j + 1) * w // out[1])
+        best = None
+        for r, q in itertools.product(range(r0, r1), range(c0, c1)):
+            if best is None or np.isnan(x[b, k, r, q]) and not np.isnan(best) or x[b, k, r, q] > best:
+                best, indices[b, k, i, j] = x[b, k, r, q], r * w + q
+        values[b, k, i, j] = best
+    return values, indices
+
+
+@pytest.mark.parametrize("out", [(3, 2), (4, 4), (7, 6), (1, 5), (5, 4)])
+def test_adaptive_max_pooling_takes_each_windows_first_maximum_and_spreads_its_gradient(out):
+    x = np.round(X * 2) / 2  # ties
+    x[0, 0, 2, 1], x[1, 2] = np.nan, -np.inf  # a NaN, and a plane of -inf
+    values, indices = stax.compile(lambda t: resample.adaptive_max_pool2d(t, out), x)(x)
+    want_values, want_indices = _adaptive_max_loops(x, out)
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(indices, want_indices)
+    grad = RNG.standard_normal(values.shape).astype(np.float32)
+    got = stax.compile(lambda g, t, i: resample.adaptive_max_pool2d_backward(g, t, i), grad, x, indices)(grad, x, indices)
+    want = np.zeros(x.shape, np.float64).reshape(2, 3, -1)
+    for b, k, o in itertools.product(range(2), range(3), range(out[0] * out[1])):
+        want[b, k, indices.reshape(2, 3, -1)[b, k, o]] += grad.reshape(2, 3, -1)[b, k, o]
+    np.testing.assert_allclose(got, want.reshape(x.shape), rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("out", [(3, 2), (4, 4), (7, 6), (1, 5), (5, 4)])
 def test_adaptive_average_pooling_averages_torchs_windows(check, out):
     compiled = check(lambda x: resample.adaptive_avg_pool2d(x, out), X, rtol=1e-5, atol=1e-6)
@@ -100,6 +131,10 @@ def test_bad_resampling_is_named():
         stax.compile(lambda x: resample.upsample_nearest2d(x, (0, 4)), X)
     with pytest.raises(UnsupportedError, match="floating-point input, got int32"):
         stax.compile(lambda x: resample.adaptive_avg_pool2d(x, (2, 2)), X.astype(np.int32))
+    specs = (stax.TensorSpec((1, 1, 99, 98), "float32"), stax.TensorSpec((1, 1, 100, 100), "float32"),
+             stax.TensorSpec((1, 1, 99, 98), "int64"))
+    with pytest.raises(UnsupportedError, match="over stax's limit of 4194304"):
+        stax.trace(resample.adaptive_max_pool2d_backward, *specs)
     with pytest.raises(ShapeError, match="give output_size or both scale factors"):
         stax.compile(lambda x: resample.upsample_bilinear2d(x, None, False, 2.0, None), X)
 
@@ -114,6 +149,8 @@ TORCH_CASES = {
     "adaptive_tiling": lambda F, x: F.adaptive_avg_pool2d(x, (7, 3)),
     "adaptive_uneven": lambda F, x: F.adaptive_avg_pool2d(x, (3, 4)),
     "adaptive_keeps_a_size": lambda F, x: F.adaptive_avg_pool2d(x, (None, 4)),
+    "adaptive_max_uneven": lambda F, x: F.adaptive_max_pool2d(x, (3, 4)),
+    "adaptive_max_tiling": lambda F, x: F.adaptive_max_pool2d(x, (7, 2)),
 }
 
 

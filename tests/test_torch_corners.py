@@ -21,10 +21,10 @@ except ImportError:
     torch = None
 
 STAX = SimpleNamespace(pad=stax.nn.pad, normalize=stax.nn.normalize, var_mean=stax.var_mean,
-                       std_mean=stax.std_mean, vector_norm=stax.vector_norm)
+                       std_mean=stax.std_mean, vector_norm=stax.vector_norm, cdist=stax.nn.cdist)
 TORCH = None if torch is None else SimpleNamespace(
     pad=F.pad, normalize=F.normalize, var_mean=torch.var_mean, std_mean=torch.std_mean,
-    vector_norm=torch.linalg.vector_norm)
+    vector_norm=torch.linalg.vector_norm, cdist=torch.cdist)
 
 RNG = np.random.default_rng(28)
 
@@ -115,6 +115,8 @@ CASES = {
                             x.norm(p=float("-inf")), x.norm(p=3, dim=1), x.norm(p=0.5, dim=0), x.norm(p=0), x.norm(),
                             T.vector_norm(x, 2, (0, 1)), T.normalize(x, dim=1), T.normalize(x, p=1, dim=0)),
               [normal(5, 6)]),
+    "cdist at every p": (lambda T, a, b: tuple(T.cdist(a, b, p) for p in (0.0, 0.5, 1.0, 2.0, 3.0, float("inf"))),
+                         [normal(2, 5, 4), normal(2, 3, 4)]),
     "integer matmul": (lambda T, a, b, v: (a @ b, v @ b, a @ a.t(), (a.reshape(2, 2, 3) @ b)),
                        [integers(4, 3), integers(3, 5), integers(3)]),
     "int64 matmul wraps": (lambda T, a, b: a @ b, [integers(2, 3, low=-2**40, high=2**40, dtype="int64"),

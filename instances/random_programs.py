@@ -296,6 +296,14 @@ def _resample_grad(x: stax.Tensor, kind: str, *ratios: float) -> stax.Tensor:
     return resample.upsample_bilinear2d_backward(y.tanh(), out, image.shape, kind == "aligned").reshape(image.shape[2:])
 
 
+def _unfold_fold(x: stax.Tensor, kernel: int, dilation: int, padding: int, stride: int) -> stax.Tensor:
+    """The windows of ``x`` (as ``_resample_grad``'s image) as columns, their tanh folded back."""
+    image = x.float().reshape((1, 1) + ((1, x.numel()) if x.ndim < 2 else (x.shape[0], -1)))
+    geometry = ((kernel, kernel), (dilation, dilation), (padding, padding), (stride, stride))
+    columns = pooling.unfold(image, *geometry)
+    return pooling.fold(columns.tanh(), image.shape[2:], *geometry).reshape(image.shape[2:])
+
+
 def _slice(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
     return x[(slice(None),) * dim + (slice(start, None, step),)]
 
@@ -469,6 +477,8 @@ OPS: dict[str, Op] = {
     "conv_epilogue": Op(2, _conv_epilogue, _conv_params, weight=0.5),
     "pool_grad": Op(1, _pool_grad, _pool_params, weight=0.5),
     "resample_grad": Op(1, _resample_grad, _resample_params, weight=0.5),
+    "unfold_fold": Op(1, _unfold_fold, lambda rng, args: (rng.randint(1, 3), rng.randint(1, 2), rng.randint(0, 2),
+                                                          rng.randint(1, 3)), weight=0.3),
     "embedding_grad": Op(2, _embedding_grad, weight=0.5),
     "dropout": Op(1, _dropout, _choice(0.1, 0.5, 0.9), weight=0.4),
     "sort": Op(1, lambda x, dim, descending: x.sort(dim, descending).values,
@@ -654,7 +664,7 @@ class _Walk:
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
                                                         "conv_weight_grad", "conv_epilogue", "pool_grad",
-                                                        "resample_grad", "embedding_grad", "dropout", "sort", "topk",
+                                                        "resample_grad", "unfold_fold", "embedding_grad", "dropout", "sort", "topk",
                                                         *HEAD_OPS))
 
 

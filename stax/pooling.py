@@ -1,6 +1,7 @@
 """2-D pooling for traced programs: torch.nn.functional's ``max_pool2d`` (with its indices) and
 ``avg_pool2d``, and their gradients (ATen's ``max_pool2d_with_indices_backward`` and
-``avg_pool2d_backward``), composed of graph ops, so that they fuse and are scheduled like every
+``avg_pool2d_backward``), and the windows themselves, ``unfold`` and ``fold`` (``im2col`` and
+``col2im``), composed of graph ops, so that they fuse and are scheduled like every
 other node (seed 7.1) and the reference evaluates them op by op.
 
 A pooled point reduces its window of the padded input (``stax.nn``'s ``unfold`` windows; the pad
@@ -31,16 +32,17 @@ from .nn import Pair, _pad_graph, _pair, _windows
 
 
 def _geometry(op: str, x_shape: Sequence[int], kernel: Any, stride: Any, padding: Any, dilation: Any,
-              ceil_mode: bool) -> tuple[Pair, Pair, Pair, Pair, Pair]:
-    """(kernel, stride, padding, dilation, output size) of a pooling of an (N, C, H, W) input, as
-    torch computes them (an empty stride is the kernel), or a ShapeError naming what is wrong."""
+              ceil_mode: bool, pooled: bool = True) -> tuple[Pair, Pair, Pair, Pair, Pair]:
+    """(kernel, stride, padding, dilation, output size) of a pooling (or, not ``pooled``, of the
+    windows of ``unfold``, which may pad more) of an (N, C, H, W) input, as torch computes them (an
+    empty stride is the kernel), or a ShapeError naming what is wrong."""
     kernel = _pair(kernel, "kernel_size", op)
     stride = _pair(stride, "stride", op) if stride not in (None, (), []) else kernel
     padding, dilation = _pair(padding, "padding", op), _pair(dilation, "dilation", op)
     if min(kernel + stride + dilation) < 1 or min(padding) < 0:
         raise ShapeError(f"{op}: kernel_size {kernel}, stride {stride} and dilation {dilation} must be positive, "
                          f"padding {padding} non-negative")
-    if any(2 * padding[d] > dilation[d] * (kernel[d] - 1) + 1 for d in (0, 1)):
+    if pooled and any(2 * padding[d] > dilation[d] * (kernel[d] - 1) + 1 for d in (0, 1)):
         raise ShapeError(f"{op}: padding {padding} must be at most half the kernel_size {kernel} (times the dilation "
                          f"{dilation}), as torch requires")
     size = []
@@ -88,13 +90,13 @@ def _tap_starts(x: Tensor, size: Pair, stride: Pair, offset: Pair) -> tuple[Tens
 
 def _spread(grad: Tensor, input_shape: Sequence[int], kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
             tap_gradient) -> Tensor:
-    """The sum over the taps ``(a, b)`` of ``tap_gradient(a, b, offset)`` (the output gradient that
-    tap passes back, (N, C, OH, OW)) placed at the input positions it read."""
+    """The sum over the taps ``(a, b)`` of ``tap_gradient(a * kW + b, offset)`` (the output gradient
+    that tap passes back, (N, C, OH, OW)) placed at the input positions it read."""
     total = None
     for a, b in itertools.product(range(kernel[0]), range(kernel[1])):
         offset = (a * dilation[0] - padding[0], b * dilation[1] - padding[1])
         high = [input_shape[2 + d] - 1 - (grad.shape[2 + d] - 1) * stride[d] - offset[d] for d in (0, 1)]
-        placed = _pad_graph(tap_gradient(offset), [0, 0, *offset], [0, 0, *high],
+        placed = _pad_graph(tap_gradient(a * kernel[1] + b, offset), [0, 0, *offset], [0, 0, *high],
                             [0, 0, stride[0] - 1, stride[1] - 1], 0)
         total = placed if total is None else total + placed
     return total
@@ -129,7 +131,7 @@ def max_pool2d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
         raise ShapeError(f"max_pool2d_backward: the gradient {grad.shape} and indices {indices.shape} must both be "
                          f"the output's shape {batched.shape[:2] + size}")
 
-    def tap_gradient(offset: Pair) -> Tensor:
+    def tap_gradient(tap: int, offset: Pair) -> Tensor:
         rows, columns = _tap_starts(batched, size, stride, offset)
         return where(ix == rows * batched.shape[3] + columns, g, 0.0)
     out = _spread(g, batched.shape, kernel, stride, padding, dilation, tap_gradient)
@@ -175,5 +177,41 @@ def avg_pool2d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
         raise ShapeError(f"avg_pool2d_backward: the gradient {grad.shape} must be the output's shape "
                          f"{batched.shape[:2] + size}")
     share = g / _divisor(batched, kernel, stride, padding, size, count_include_pad, divisor_override)
-    out = _spread(g, batched.shape, kernel, stride, padding, (1, 1), lambda offset: share)
+    out = _spread(g, batched.shape, kernel, stride, padding, (1, 1), lambda tap, offset: share)
     return out if x.ndim == 4 else out.squeeze(0)
+
+
+def unfold(x: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
+    """torch.nn.functional.unfold (ATen's ``im2col``): every window of the zero-padded input as a
+    column, (N, C * kH * kW, L), the window's taps in row-major order within each channel."""
+    batched = _batched(x, "unfold")
+    kernel, stride, padding, dilation, size = _geometry("unfold", batched.shape, kernel_size, stride, padding,
+                                                        dilation, False, pooled=False)
+    windows = _padded_windows(batched, kernel, stride, padding, dilation, size, 0.0)  # (N, C, OH, OW, kH * kW)
+    n, c = batched.shape[:2]
+    columns = windows.permute(0, 1, 4, 2, 3).reshape(n, c * kernel[0] * kernel[1], size[0] * size[1])
+    return columns if x.ndim == 4 else columns.squeeze(0)
+
+
+def fold(columns: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+         stride: Any = 1) -> Tensor:
+    """torch.nn.functional.fold (ATen's ``col2im``): the columns of :func:`unfold` summed back at
+    the positions their windows read, (N, C, H, W) for ``output_size`` (H, W); unfold's gradient."""
+    if columns.ndim not in (2, 3):
+        raise ShapeError(f"fold: expected (N, C * kH * kW, L) or (C * kH * kW, L) columns, got shape {columns.shape}")
+    batched = columns if columns.ndim == 3 else columns.unsqueeze(0)
+    kernel = _pair(kernel_size, "kernel_size", "fold")
+    n, rows, count = batched.shape
+    if rows % (kernel[0] * kernel[1]):
+        raise ShapeError(f"fold: the columns' {rows} rows are not a multiple of the kernel's {kernel[0] * kernel[1]} taps")
+    c = rows // (kernel[0] * kernel[1])
+    shape = (n, c, *_pair(output_size, "output_size", "fold"))
+    require_floating("fold", columns.dtype)
+    kernel, stride, padding, dilation, size = _geometry("fold", shape, kernel, stride, padding, dilation, False,
+                                                        pooled=False)
+    if count != size[0] * size[1]:
+        raise ShapeError(f"fold: {count} columns, but windows of kernel_size {kernel} over {shape[2:]} make "
+                         f"{size[0] * size[1]}")
+    taps = batched.reshape(n, c, kernel[0] * kernel[1], *size)
+    out = _spread(taps[:, :, 0], shape, kernel, stride, padding, dilation, lambda tap, offset: taps[:, :, tap])
+    return out if columns.ndim == 3 else out.squeeze(0)

@@ -161,11 +161,11 @@ def _also_decomposed(aten: Any) -> tuple[Any, ...]:
     return aten.elu.default, aten.hardtanh.default, aten.repeat.default, aten.isnan.default
 
 
-#: ops whose decompositions index with one tensor per padded (or resampled) dim: stax translates
-#: them whole
+#: ops whose decompositions index with one tensor per padded (or resampled, or windowed) dim: stax
+#: translates them whole
 _KEPT_WHOLE = frozenset({f"{name}_pad{k}d{suffix}" for name in ("reflection", "replication") for k in (1, 2, 3)
                          for suffix in ("", "_backward")} | {"upsample_nearest2d", "upsample_bilinear2d",
-                                                            "_adaptive_avg_pool2d"})
+                                                            "_adaptive_avg_pool2d", "im2col", "col2im"})
 
 
 def _fresh(tensors: Sequence[Any]) -> list[Any]:

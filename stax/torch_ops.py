@@ -500,6 +500,7 @@ ATEN: dict[str, Handler] = {
     "_adaptive_avg_pool2d_backward": resample.adaptive_avg_pool2d_backward,
     "adaptive_max_pool2d": lambda x, output_size: list(resample.adaptive_max_pool2d(x, output_size)),
     "adaptive_max_pool2d_backward": resample.adaptive_max_pool2d_backward,
+    "im2col": pooling.unfold, "col2im": pooling.fold,
     "upsample_nearest2d": _upsampling(resample.upsample_nearest2d, 0),
     "upsample_nearest2d_backward": resample.upsample_nearest2d_backward,
     "upsample_bilinear2d": _upsampling(resample.upsample_bilinear2d, 1),

@@ -177,3 +177,46 @@ def test_torch_max_pool_indices_match_torch():
     values, indices = program.compile()(*program.arguments())
     np.testing.assert_array_equal(values, program.expected[0])
     np.testing.assert_array_equal(indices, program.expected[1])
+
+
+def _unfold_loops(x: np.ndarray, kernel, dilation, padding, stride) -> np.ndarray:
+    """torch's im2col written as loops: column l holds window l's taps, channel by channel."""
+    n, c, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
+    oh = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
+    ow = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, c * kernel[0] * kernel[1], oh * ow), x.dtype)
+    for k, a, b, i, j in itertools.product(range(c), range(kernel[0]), range(kernel[1]), range(oh), range(ow)):
+        out[:, (k * kernel[0] + a) * kernel[1] + b, i * ow + j] = \
+            padded[:, k, i * stride[0] + a * dilation[0], j * stride[1] + b * dilation[1]]
+    return out
+
+
+#: (kernel, dilation, padding, stride): padding beyond half the kernel is unfold's, not a pooling's
+UNFOLDS = [((2, 3), (1, 1), (0, 0), (1, 1)), ((3, 2), (2, 1), (2, 3), (2, 1)), ((1, 1), (1, 1), (0, 1), (3, 2))]
+
+
+@pytest.mark.parametrize("kernel, dilation, padding, stride", UNFOLDS)
+def test_unfold_takes_every_window_and_fold_is_its_adjoint(kernel, dilation, padding, stride):
+    x = RNG.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    columns = stax.compile(lambda t: pooling.unfold(t, kernel, dilation, padding, stride), x)(x)
+    np.testing.assert_array_equal(columns, _unfold_loops(x, kernel, dilation, padding, stride))
+    # fold is unfold's adjoint: <unfold(x), y> == <x, fold(y)> for every y
+    y = RNG.standard_normal(columns.shape).astype(np.float32)
+    folded = stax.compile(lambda t: pooling.fold(t, (7, 6), kernel, dilation, padding, stride), y)(y)
+    np.testing.assert_allclose(float((columns.astype(np.float64) * y).sum()), float((x.astype(np.float64) * folded).sum()),
+                               rtol=1e-5)
+    with pytest.raises(ShapeError, match="columns, but windows of kernel_size"):
+        stax.trace(lambda t: pooling.fold(t, (12, 6), kernel, dilation, padding, stride), y)
+
+
+def test_torch_unfold_and_fold_match_torch():
+    torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
+    from stax.torch_frontend import import_module, import_training_step
+    torch.manual_seed(6)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.Unfold(3, padding=1, stride=2),
+                              torch.nn.Fold((6, 7), 2))
+    x = torch.randn(2, 3, 9, 11)
+    for program in (import_module(net, x),
+                    import_training_step(net, lambda o: (o ** 2).mean(), [x])):
+        assert_matches_torch(program, rtol=1e-5, atol=1e-5)

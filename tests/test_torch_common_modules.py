@@ -82,15 +82,17 @@ def test_sign_is_torchs_at_nan_signed_zeros_and_integers():
         np.testing.assert_array_equal(have, want)
 
 
-@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
-def test_cdist_and_its_gradients_match_torch_with_zero_distances_and_differences(p):
+def test_cdist_and_its_gradients_match_torch_at_every_p_with_zero_distances_and_differences():
     torch.manual_seed(6)
     a, b = torch.randn(2, 5, 4), torch.randn(2, 3, 4)
     b[0, 1], b[1, 0, 1] = a[0, 2], a[1, 0, 1]  # a distance of 0, and a difference of 0
 
     def distances_and_gradients(a, b):
         a, b = a.requires_grad_(), b.requires_grad_()
-        d = torch.cdist(a, b, p=p)
-        loss = (d * torch.arange(15.0).reshape(5, 3)).sum()
-        return (d, *torch.autograd.grad(loss, (a, b)))
+        results = []
+        for p in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")):
+            d = torch.cdist(a, b, p=p)
+            loss = (d * torch.arange(15.0).reshape(5, 3)).sum()
+            results += [d, *torch.autograd.grad(loss, (a, b))]
+        return tuple(results)
     assert_matches_torch(import_function(distances_and_gradients, a, b), rtol=1e-4, atol=1e-5)

@@ -389,6 +389,12 @@ def _topk_params(rng: random.Random, args: list) -> tuple:
     return d, rng.choice((0, 1, min(n, 2), n // 4, n)), rng.random() < 0.5
 
 
+def _noise(x: stax.Tensor) -> stax.Tensor:
+    """Uniform and normal noise (a seed as ``_dropout``'s): ``x * rand + randn``."""
+    seed = (x != 0).sum().long()
+    return x.float() * stax.rand(seed, x.shape) + stax.randn(seed, x.shape)
+
+
 def _slice_scatter(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tensor:
     d = dim % max(x.ndim, 1)
     part = _slice(x, d, start, step)
@@ -481,6 +487,7 @@ OPS: dict[str, Op] = {
                                                           rng.randint(1, 3)), weight=0.3),
     "embedding_grad": Op(2, _embedding_grad, weight=0.5),
     "dropout": Op(1, _dropout, _choice(0.1, 0.5, 0.9), weight=0.4),
+    "noise": Op(1, _noise, weight=0.3),
     "sort": Op(1, lambda x, dim, descending: x.sort(dim, descending).values,
                lambda rng, args: (*_one_dim()(rng, args), rng.random() < 0.5), weight=0.3),
     "topk": Op(1, lambda x, dim, k, largest: x.topk(k, dim, largest).indices, _topk_params, weight=0.3),
@@ -664,7 +671,7 @@ class _Walk:
 BENIGN_OPS = tuple(name for name in OPS if name not in ("floordiv", "truncdiv", "mean", "logsumexp", "pow_tensor",
                                                         "scatter_reduce", "matmul_sum", "interleave", "conv",
                                                         "conv_weight_grad", "conv_epilogue", "pool_grad",
-                                                        "resample_grad", "unfold_fold", "embedding_grad", "dropout", "sort", "topk",
+                                                        "resample_grad", "unfold_fold", "embedding_grad", "dropout", "noise", "sort", "topk",
                                                         *HEAD_OPS))
 
 

@@ -5,7 +5,7 @@ from .errors import (BuildError, CallError, InstanceFormatError, InvalidSchedule
                      ShapeError, StaxError, StrategyNotFound, UnsupportedError)
 from .problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
 from .strategy import FusionResult, OrderResult, fusion_strategies, order_strategies, run_fusion, run_order
-from .frontend import Tensor, TensorSpec, bernoulli, std_mean, trace, var_mean, vector_norm, where
+from .frontend import Tensor, TensorSpec, bernoulli, rand, randn, std_mean, trace, var_mean, vector_norm, where
 from .lowering import CostModel
 from .codegen.tuning import Tuning
 from .compiler import CompiledFunction, Options, build, compile, compile_graph, schedule, schedule_graph

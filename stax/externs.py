@@ -6,21 +6,24 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .random_masks import bernoulli, plan_bernoulli
+from .random_draws import bernoulli, plan_random_draw, uniform
 from .direct_conv import direct_conv, direct_conv_weight_grad, plan_direct_conv, plan_direct_conv_weight_grad
 from .matmul import matmul_sum, parallel_matmul
 from .row_index import add_rows, plan_add_rows, plan_take_rows, take_rows
 
 EXTERN_CALLS = {"matmul": parallel_matmul, "matmul_sum": matmul_sum, "conv2d": direct_conv,
                 "conv2d_weight": direct_conv_weight_grad, "take_rows": take_rows, "add_rows": add_rows,
-                "bernoulli": bernoulli}
+                "bernoulli": bernoulli, "uniform": uniform}
 
 #: the compiled call's plan of each hand-written kernel's extern (stax.direct_conv, stax.row_index,
-#: stax.random_masks), from its operands' shapes, its output's shape and dtype, the threads and its attributes
+#: stax.random_draws), from its operands' shapes, its output's shape and dtype, the threads and its attributes
 KERNEL_PLANS: dict[str, Callable[..., Any]] = {
     "conv2d": lambda shapes, out, dtype, threads, **attrs: plan_direct_conv(shapes[0], shapes[1], threads, **attrs),
     "conv2d_weight": lambda shapes, out, dtype, threads: plan_direct_conv_weight_grad(shapes[0], shapes[1], threads),
     "take_rows": lambda shapes, out, dtype, threads: plan_take_rows(shapes[0], shapes[1], dtype, threads),
     "add_rows": lambda shapes, out, dtype, threads, rows: plan_add_rows(shapes[0], shapes[1], rows, dtype, threads),
-    "bernoulli": lambda shapes, out, dtype, threads, p, stream: plan_bernoulli(shapes[0], out, threads, p, stream),
+    "bernoulli": lambda shapes, out, dtype, threads, p, stream: plan_random_draw("bernoulli", shapes[0], out, dtype,
+                                                                                threads, stream, p),
+    "uniform": lambda shapes, out, dtype, threads, stream: plan_random_draw("uniform", shapes[0], out, dtype, threads,
+                                                                           stream),
 }

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import dtypes, numpy_calls
 from .errors import ShapeError, StaxError, UnsupportedError
-from .graph import COMPARE_OPS, REDUCTION_OPS, Graph, Node
+from .graph import COMPARE_OPS, RANDOM_OPS, REDUCTION_OPS, Graph, Node
 from .suggest import closest
 
 Scalar = bool | int | float
@@ -300,20 +300,44 @@ def where(cond: Tensor, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     return tracer.emit("where", args, shape, dtype)
 
 
-def bernoulli(seed: Tensor, shape: Sequence[int], p: float) -> Tensor:
-    """A bool tensor of ``shape``, each element true with probability ``p``: a random mask drawn
-    from ``seed``, a 0-d int64 input of the program (``stax.random_masks``).  Each call in a program
-    draws its own stream, so two masks of one seed are independent; the same seed gives the
-    same masks on every call, thread count and ISA."""
+def _random(op: str, seed: Tensor, shape: Sequence[int], dtype: str, stream: int | None, **attrs: Any) -> Tensor:
+    """A ``RANDOM_OPS`` node drawn from ``seed`` as stream ``stream`` (default: the next unused)."""
     if not isinstance(seed, Tensor) or seed.dtype != "int64" or seed.shape != ():
-        raise UnsupportedError("bernoulli: the seed must be a traced 0-d int64 tensor (an input of the program, "
+        raise UnsupportedError(f"{op}: the seed must be a traced 0-d int64 tensor (an input of the program, "
                                f"e.g. np.array(0)), got {seed!r}")
+    shape = tuple(_as_int(s, f"{op}'s shape") for s in shape)
+    nodes = seed._tracer.graph.nodes.values()
+    if stream is None:
+        stream = 1 + max((node.attr("stream") for node in nodes if node.op in RANDOM_OPS), default=-1)
+    return seed._tracer.emit(op, (seed,), shape, dtype, stream=_as_int(stream, f"{op}'s stream"), **attrs)
+
+
+def bernoulli(seed: Tensor, shape: Sequence[int], p: float, *, stream: int | None = None) -> Tensor:
+    """A bool tensor of ``shape``, each element true with probability ``p``: a random mask drawn
+    from ``seed``, a 0-d int64 input of the program (``stax.random_draws``).  Each call in a program
+    draws its own stream (unless given one), so two masks of one seed are independent; the same
+    seed gives the same masks on every call, thread count and ISA."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise UnsupportedError(f"bernoulli: the probability must be a Python number in [0, 1], got {p!r}")
-    shape = tuple(_as_int(s, "bernoulli's shape") for s in shape)
-    tracer = seed._tracer
-    stream = sum(node.op == "bernoulli" for node in tracer.graph.nodes.values())
-    return tracer.emit("bernoulli", (seed,), shape, "bool", p=float(p), stream=stream)
+    return _random("bernoulli", seed, shape, "bool", stream, p=float(p))
+
+
+def rand(seed: Tensor, shape: Sequence[int], dtype: str = "float32", *, stream: int | None = None) -> Tensor:
+    """torch.rand from ``seed`` (as :func:`bernoulli`): uniform in [0, 1), multiples of 2**-24."""
+    dtype = dtypes.canonical(dtype)
+    if not dtypes.is_floating(dtype):
+        raise UnsupportedError(f"rand: expected a floating-point dtype, got {dtype}")
+    return _random("uniform", seed, shape, dtype, stream)
+
+
+def randn(seed: Tensor, shape: Sequence[int], dtype: str = "float32", *, stream: int | None = None) -> Tensor:
+    """torch.randn from ``seed`` (as :func:`bernoulli`): standard normal by the Box-Muller
+    transform of two uniforms of one stream (``sqrt(-2 log(1 - u)) cos(2 pi v)``, within 5.8
+    standard deviations)."""
+    shape = tuple(shape)
+    u = rand(seed, (2, *shape), dtype, stream=stream)
+    first, second = u[0], u[1]
+    return (-2.0 * (-first).log1p()).sqrt() * (second * (2 * math.pi)).cos()
 
 
 class ValuesIndices(NamedTuple):

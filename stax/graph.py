@@ -43,8 +43,10 @@ Ops and their attributes:
 - ``add_rows``: inputs ``(values, index)``, float ``(T, D)`` and int64 ``(T,)``, attribute ``rows``
   (``V``): ``(V, D)``, each row the sum of the values whose index is that row (its gradient).
 - ``bernoulli``: input ``(seed,)``, an int64 ``()``; attributes ``p`` and ``stream``: the extern call
-  of ``stax.random_masks``, a bool tensor of the node's shape, each element true with probability
+  of ``stax.random_draws``, a bool tensor of the node's shape, each element true with probability
   ``p``, a function of the seed, the stream and its position (dropout's mask).
+- ``uniform``: input ``(seed,)``; attribute ``stream``: the same extern's float draws in [0, 1)
+  (``rand``, and ``randn`` from two of them).
 
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
 to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
@@ -61,13 +63,15 @@ UNARY_OPS = frozenset({
 BINARY_OPS = frozenset({"add", "sub", "mul", "div", "floordiv", "truncdiv", "mod", "pow", "maximum", "minimum",
                         "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"})
 COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+#: the ops that draw random numbers from the program's seed (``stax.random_draws``)
+RANDOM_OPS = frozenset({"bernoulli", "uniform"})
 REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin", "m2"})
 SCAN_OPS = frozenset({"cumsum", "cumprod"})
 VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
 #: the extern products, which read an operand stored transposed in place (BLAS's transpose flag)
 PRODUCT_OPS = frozenset({"matmul", "matmul_sum"})
-EXTERN_OPS = PRODUCT_OPS | {"conv2d", "conv2d_weight", "take_rows", "add_rows", "bernoulli"}
+EXTERN_OPS = PRODUCT_OPS | RANDOM_OPS | {"conv2d", "conv2d_weight", "take_rows", "add_rows"}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .random_masks import bernoulli_mask
+from .random_draws import bernoulli_mask, uniform_values
 from .errors import CallError, KernelError, StaxError
 from .graph import REDUCTION_OPS, SCAN_OPS, VIEW_OPS, Graph, Node
 
@@ -192,8 +192,10 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         else:
             np.add.at(out, index[valid], source[valid])
         return out
-    if op == "bernoulli":  # the same bits as the compiled mask (stax.random_masks)
+    if op == "bernoulli":  # the same bits as the compiled draws (stax.random_draws)
         return bernoulli_mask(int(args[0]), node.attr("stream"), node.shape, node.attr("p"))
+    if op == "uniform":
+        return uniform_values(int(args[0]), node.attr("stream"), node.shape, node.dtype)
     if op == "conv2d_weight":  # the gradient times the input's windows, summed over images and outputs
         kernel = tuple(args[0].shape[d] - args[1].shape[d] + 1 for d in (2, 3))
         windows = sliding_window_view(args[0], kernel, axis=(2, 3))

@@ -42,8 +42,8 @@ import numpy as np
 from .compiler import CompiledFunction, compile
 from .errors import StaxError, UnsupportedError
 from .frontend import Tensor, trace, write_back
+from .reference import evaluate
 from .graph import Graph
-from .random_masks import bernoulli_mask
 from .torch_ops import ATEN, RANDOM, dtype_name, full
 
 
@@ -93,16 +93,16 @@ class TorchProgram:
     #: values after PyTorch's eager call on the example
     updated: list[str] = field(default_factory=list)
     expected_updates: list[np.ndarray] = field(default_factory=list)
-    #: whether the program draws random masks (dropout): its last input is then ``seed``, and
-    #: ``expected`` holds torch's outputs under stax's masks of ``example_seed``
+    #: whether the program draws random numbers (dropout, noise): its last input is then ``seed``,
+    #: and ``expected`` holds torch's outputs under stax's draws of ``example_seed``
     seeded: bool = False
     example_seed: int = 0
 
     def arguments(self, *tensors: Any, seed: int | None = None) -> list[np.ndarray]:
         """The arrays to call the compiled program with: the captured inputs (torch tensors or
         arrays, defaults to the example) followed by the lifted constants, and the seed of a
-        program that draws random masks (defaults to the example's with the example, else to a
-        draw from torch's default generator, as torch's own call draws its masks)."""
+        program that draws random numbers (defaults to the example's with the example, else to a
+        draw from torch's default generator, as torch's own call draws its numbers)."""
         arrays = [_to_numpy(t) for t in tensors] if tensors else self.example
         if self.seeded and seed is None and not tensors:
             seed = self.example_seed
@@ -334,6 +334,7 @@ def translate(gm: Any, n_inputs: int, program: str = "the captured function"
     folded = _fold_constants(gm)
     boundary, lifted = _boundary_constants(folded)
     _check_supported(gm, folded)
+    streams = {node: k for k, node in enumerate(_random_nodes(gm))}
 
     def fn(*args: Tensor) -> tuple[Tensor, ...]:
         anchor = args[0]
@@ -360,7 +361,8 @@ def translate(gm: Any, n_inputs: int, program: str = "the captured function"
                 elif _is_write_back(node):
                     write_back(*call_args)
                 elif _is_random(node):
-                    result = RANDOM[_overload_name(node.target)](args[n_inputs + len(lifted)], *call_args, **call_kwargs)
+                    result = RANDOM[_overload_name(node.target)](args[n_inputs + len(lifted)], streams[node], *call_args,
+                                                                 **call_kwargs)
                     env[node] = _conform(result, node.meta.get("val"), node)
                 else:
                     result = ATEN[_target_name(node.target)](*call_args, **call_kwargs)
@@ -392,8 +394,9 @@ def _flatten(values: Any) -> list[Any]:
 def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", provenance: dict[str, Any] | None = None,
                     input_names: Sequence[str] | None = None) -> TorchProgram:
     """Capture ``fn(*inputs)`` (tensors) and translate it; outputs are flattened.  Of a function
-    that draws random masks (dropout), the expected outputs are torch's under stax's masks: the
-    captured graph run by torch with each mask replaced by stax's (:func:`_run_with_masks`)."""
+    that draws random numbers (dropout, noise), the expected outputs are torch's under stax's
+    draws: the captured graph run by torch with each random node's values replaced by stax's
+    (:func:`_run_with_stax_draws`)."""
     torch = require_torch()
     name = name or getattr(fn, "__name__", "function")
     gm = capture(fn, inputs)
@@ -401,7 +404,7 @@ def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", proven
     seeded = bool(_random_nodes(gm))
     example_seed = int(torch.randint(1 << 31, ())) if seeded else 0
     eager = _fresh(inputs)
-    results = _run_with_masks(gm, eager, example_seed) if seeded else fn(*eager)
+    results = _run_with_stax_draws(gm, eager, example_seed) if seeded else fn(*eager)
     expected = [_to_numpy(t) for t in _flatten(results)]
     updated = _updated_inputs(gm)
     names = list(input_names) if input_names is not None else [f"input{i}" for i in range(len(inputs))]
@@ -411,21 +414,29 @@ def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", proven
                         [names[i] for i in updated], [_to_numpy(eager[i]) for i in updated], seeded, example_seed)
 
 
-def _run_with_masks(gm: Any, inputs: Sequence[Any], seed: int) -> Any:
-    """The captured graph ``gm`` run by torch on ``inputs``, each random node's mask replaced by
-    stax's of ``seed`` (stream k for the k-th random node), so that torch's results can be
-    compared with the compiled program's."""
+def _run_with_stax_draws(gm: Any, inputs: Sequence[Any], seed: int) -> Any:
+    """The captured graph ``gm`` run by torch on ``inputs``, each random node's values replaced by
+    stax's under ``seed`` (the node's translation, stream k for the k-th random node, evaluated
+    by the reference evaluator), so that torch's results can be compared with the compiled
+    program's."""
     torch = require_torch()
     streams = {node: k for k, node in enumerate(_random_nodes(gm))}
 
-    class WithStaxMasks(torch.fx.Interpreter):
+    class WithStaxDraws(torch.fx.Interpreter):
         def run_node(self, node: Any) -> Any:
             if node not in streams:
                 return super().run_node(node)
             args, kwargs = self.fetch_args_kwargs_from_env(node)
-            like, p = args[0], args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-            return torch.from_numpy(bernoulli_mask(seed, streams[node], tuple(like.shape), p)).to(like.dtype)
-    return WithStaxMasks(gm).run(*inputs)
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+
+            def draw(seed_tensor: Tensor, *traced: Tensor) -> Tensor:
+                given = iter(traced)
+                own = [next(given) if isinstance(a, torch.Tensor) else a for a in args]
+                return RANDOM[_overload_name(node.target)](seed_tensor, streams[node], *own, **kwargs)
+            arrays = [np.array(seed, np.int64), *(_to_numpy(t) for t in tensors)]
+            (value,) = evaluate(trace(draw, *arrays), *arrays)
+            return torch.from_numpy(np.asarray(value)).to(node.meta["val"].dtype)
+    return WithStaxDraws(gm).run(*inputs)
 
 
 def _state(module: Any, requires_grad: bool) -> tuple[list[str], list[Any]]:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from . import dtypes, gather, nn, pooling, resample, sorting
 from .errors import UnsupportedError
-from .frontend import Tensor, bernoulli, contiguous_strides, vector_norm, where
+from .frontend import Tensor, bernoulli, contiguous_strides, rand, randn, vector_norm, where
 
 Handler = Callable[..., Any]
 
@@ -516,15 +516,58 @@ ATEN: dict[str, Handler] = {
 }
 
 
-def _bernoulli(seed: Tensor, x: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor:
-    """``aten.bernoulli.p`` (dropout's mask): ones with probability ``p`` in ``x``'s shape and
-    dtype, drawn from the program's seed (``stax.random_masks``)."""
+def _refuse_generator(generator: Any) -> None:
     if generator is not None:
-        raise UnsupportedError("bernoulli with a torch.Generator: stax draws from the program's seed input "
+        raise UnsupportedError("a random op with a torch.Generator: stax draws from the program's seed input "
                                "(TorchProgram.arguments(seed=...)); call it without generator=")
-    return bernoulli(seed, x.shape, p).to(x.dtype)
+
+
+def _bernoulli(seed: Tensor, stream: int, x: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor:
+    """``aten.bernoulli.p`` (dropout's mask): ones with probability ``p`` in ``x``'s shape and dtype."""
+    _refuse_generator(generator)
+    return bernoulli(seed, x.shape, p, stream=stream).to(x.dtype)
+
+
+def _like(draw: Handler) -> Handler:
+    """``rand_like`` / ``randn_like``: ``x``'s shape, and its dtype unless given one."""
+    def handler(seed: Tensor, stream: int, x: Tensor, *, dtype: Any = None, **_: Any) -> Tensor:
+        return draw(seed, x.shape, x.dtype if dtype is None else dtype_name(dtype), stream=stream)
+    return handler
+
+
+def _sized(draw: Handler) -> Handler:
+    """``rand`` / ``randn`` of a size (float32 unless given a dtype)."""
+    def handler(seed: Tensor, stream: int, size: Sequence[int], *, dtype: Any = None, generator: Any = None,
+                **_: Any) -> Tensor:
+        _refuse_generator(generator)
+        return draw(seed, tuple(size), "float32" if dtype is None else dtype_name(dtype), stream=stream)
+    return handler
+
+
+def _normal(seed: Tensor, stream: int, x: Tensor, mean: float = 0.0, std: float = 1.0, *,
+            generator: Any = None) -> Tensor:
+    """``normal_functional`` (``x.normal_(mean, std)``): normal draws in ``x``'s shape and dtype."""
+    _refuse_generator(generator)
+    return randn(seed, x.shape, x.dtype, stream=stream) * std + mean
+
+
+def _uniform(seed: Tensor, stream: int, x: Tensor, low: float = 0.0, high: float = 1.0, *,
+             generator: Any = None) -> Tensor:
+    """``uniform`` (``x.uniform_(low, high)``): uniform draws in [low, high)."""
+    _refuse_generator(generator)
+    return rand(seed, x.shape, x.dtype, stream=stream) * (high - low) + low
+
+
+def _exponential(seed: Tensor, stream: int, x: Tensor, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
+    """``exponential`` (``x.exponential_(lambd)``, Gumbel-softmax's noise): ``-log(1 - u) / lambd``."""
+    _refuse_generator(generator)
+    return -(-rand(seed, x.shape, x.dtype, stream=stream)).log1p() / lambd
 
 
 #: the random ATen ops, by overload (``"bernoulli.p"``), as stax calls: each takes the program's
-#: seed (a 0-d int64 tensor) before the node's own arguments
-RANDOM: dict[str, Handler] = {"bernoulli.p": _bernoulli}
+#: seed (a 0-d int64 tensor) and the stream the node draws before the node's own arguments
+RANDOM: dict[str, Handler] = {
+    "bernoulli.p": _bernoulli, "rand_like.default": _like(rand), "randn_like.default": _like(randn),
+    "rand.default": _sized(rand), "randn.default": _sized(randn), "normal_functional.default": _normal,
+    "uniform.default": _uniform, "exponential.default": _exponential,
+}

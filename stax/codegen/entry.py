@@ -19,7 +19,7 @@ import numpy as np
 from .. import blas
 from ..dtypes import CPP_TYPE, nbytes
 from ..indexing import contiguous_strides
-from ..random_masks import Bernoulli
+from ..random_draws import RandomDraw
 from ..direct_conv import DirectConv
 from ..row_index import RowIndex
 from ..externs import EXTERN_CALLS, KERNEL_PLANS
@@ -55,11 +55,11 @@ def _shim(kernel: Kernel) -> str:
 @dataclass(frozen=True)
 class Term:
     """One call of an extern step: its plan (a product's, a blocked convolution's or weight
-    gradient's, a row lookup's or its gradient's, a random mask's) and the names of its operands
+    gradient's, a row lookup's or its gradient's, a random draw's) and the names of its operands
     (a product's two; a convolution's input and weight, then the scale and shift of its epilogue,
     those it has) and output."""
 
-    product: Product | DirectConv | RowIndex | Bernoulli
+    product: Product | DirectConv | RowIndex | RandomDraw
     operands: tuple[str, ...]
     out: str
 
@@ -158,7 +158,7 @@ def _return_lines(returned: list[str]) -> list[str]:
 
 def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
     """The call of one product (stax.matmul's ``run_product`` in C++) or hand-written kernel (a
-    blocked convolution or weight gradient, a row lookup or its gradient, a random mask: the plan's own call
+    blocked convolution or weight gradient, a row lookup or its gradient, a random draw: the plan's own call
     line), its entry points at ``s[state]`` and after."""
     p = term.product
     if not isinstance(p, Product):  # a hand-written kernel's extern (stax.externs.KERNEL_PLANS)

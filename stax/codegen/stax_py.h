@@ -134,11 +134,11 @@ inline void row_index(void* entry, const void* source, const int64_t* index, voi
   reinterpret_cast<void (*)(const void*, const int64_t*, void*, int64_t, int64_t, int64_t, int)>(entry)(
       source, index, out, v, t, width, threads);
 }
-// stax.random_masks's entry point: out = the random mask of a stream under *seed
-inline void bernoulli(void* entry, const int64_t* seed, int8_t* out, int64_t n, int64_t threshold, int64_t stream,
-                      int threads) {
-  reinterpret_cast<void (*)(const int64_t*, int8_t*, int64_t, int64_t, int64_t, int)>(entry)(seed, out, n, threshold,
-                                                                                          stream, threads);
+// one of stax.random_draws's entry points: out = the random mask or uniform draws of a stream under *seed
+inline void random_draw(void* entry, const int64_t* seed, void* out, int64_t n, int64_t threshold, int64_t stream,
+                        int threads) {
+  reinterpret_cast<void (*)(const int64_t*, void*, int64_t, int64_t, int64_t, int)>(entry)(seed, out, n, threshold,
+                                                                                         stream, threads);
 }
 template <typename T>
 inline void team_product(void* entry, void* gemm, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n,

@@ -1,7 +1,7 @@
-"""Random masks (stax.random_masks) and dropout (stax.nn.dropout): the kernel against the numpy bits
-at every ISA level and thread count, the masks' statistics, and programs that draw them against
-the reference of the traced program under three fusions, through the compiled call and through
-the wrapper."""
+"""Random draws (stax.random_draws): masks, dropout (stax.nn.dropout), uniform and normal noise
+(stax.rand, stax.randn). The kernels against the numpy bits at every ISA level and thread count,
+the draws' statistics, and programs that draw them against the reference of the traced program
+under three fusions, through the compiled call and through the wrapper."""
 from __future__ import annotations
 
 import types
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import stax
 from stax import nn
-from stax.random_masks import bernoulli, bernoulli_mask
+from stax.random_draws import bernoulli, bernoulli_mask, uniform, uniform_values
 from stax.errors import ShapeError, UnsupportedError
 from stax.reference import evaluate
 from stax.runtime import ISA_LEVELS, runs_here
@@ -29,6 +29,32 @@ def test_the_kernel_draws_the_numpy_bits(isa, threads, n):
         out = np.full(n, True)
         bernoulli(np.array(seed, np.int64), out=out, threads=threads, p=p, stream=stream, isa=ISA_LEVELS[isa])
         np.testing.assert_array_equal(out, bernoulli_mask(seed, stream, (n,), p))
+
+
+@pytest.mark.parametrize("isa", LEVELS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_uniform_kernel_draws_the_numpy_values(isa, dtype):
+    for threads, n in ((1, 17), (2, 100_003)):
+        out = np.full(n, 7, dtype)
+        uniform(np.array(-8, np.int64), out=out, threads=threads, stream=3, isa=ISA_LEVELS[isa])
+        np.testing.assert_array_equal(out, uniform_values(-8, 3, (n,), dtype))
+    for p in (0.25, 0.5, 0.75):  # one hash: a mask is the uniform draw below p
+        np.testing.assert_array_equal(uniform_values(-8, 3, (n,), dtype) < p, bernoulli_mask(-8, 3, (n,), p))
+
+
+def test_rand_and_randn_have_their_distributions_and_match_the_reference():
+    n = 1 << 18
+    seed = np.array(21)
+    fn = stax.compile(lambda s: (stax.rand(s, (n,)), stax.randn(s, (n,), "float64"), stax.rand(s, (3,), stream=0)), seed)
+    u, z, again = fn(seed)
+    want = evaluate(stax.trace(lambda s: (stax.rand(s, (n,)), stax.randn(s, (n,), "float64")), seed), seed)
+    np.testing.assert_array_equal(u, want[0])
+    np.testing.assert_allclose(z, want[1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(again, u[:3])  # the same stream, the same draws
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 5 * np.sqrt(1 / 12 / n)
+    assert abs(z.mean()) < 5 / np.sqrt(n) and abs(z.var() - 1) < 0.02 and np.abs(z).max() < 5.8
+    with pytest.raises(UnsupportedError, match="floating-point dtype"):
+        stax.trace(lambda s: stax.rand(s, (3,), "int32"), seed)
 
 
 def test_a_mask_is_true_with_probability_p_and_its_elements_are_uncorrelated():

@@ -289,7 +289,7 @@ def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
         if _is_random(node):
             if _overload_name(node.target) not in RANDOM:
                 raise UnsupportedError(f"ATen op {node.target} (node {node.name}) draws random numbers; the random "
-                                       f"ops stax translates are {', '.join(sorted(RANDOM))} (dropout's mask)")
+                                       f"ops stax translates are {', '.join(sorted(RANDOM))}")
         elif node.op == "call_function" and node not in folded and node.target is not operator.getitem \
                 and not _is_write_back(node):
             name = _target_name(node.target)

@@ -118,7 +118,8 @@ def test_0_d_and_empty_inputs_and_bad_arguments():
 
 
 @settings(max_examples=25, deadline=None)
-@given(hnp.arrays(np.float64, st.integers(1, 40), elements=st.floats(allow_nan=True, allow_infinity=True, width=64)))
+@given(hnp.arrays(np.float64, st.sampled_from([1, 7, 33]),  # three lengths: three kernel builds
+                  elements=st.floats(allow_nan=True, allow_infinity=True, width=64)))
 def test_sorted_values_are_the_input_at_its_indices_in_order(x):
     values, indices = stax.compile(lambda t: tuple(t.sort()), x)(x)
     assert sorted(indices.tolist()) == list(range(len(x)))  # a permutation

@@ -74,15 +74,20 @@ def blocked_applies(stride: Pair, dilation: Pair, groups: int, dtype: str) -> bo
 def plan_conv(x_shape: tuple[int, ...], weight_shape: tuple[int, ...], out_hw: Pair, groups: int,
               form: ConvForm | None = None, blocked: bool = False) -> ConvPlan:
     """The form of the convolution of ``x_shape`` (padded) with ``weight_shape``: ``form`` when
-    given, else, when its reduction, rows per group and work pass the thresholds above, BLOCKED
-    where ``blocked`` (``blocked_applies``) and the kernel is wider than one tap (a pointwise
-    convolution is a product read in place), GEMM elsewhere; else DIRECT."""
+    given, else, when its rows per group and work pass the thresholds above, BLOCKED where
+    ``blocked`` (``blocked_applies``) and the kernel is wider than one tap (a pointwise
+    convolution is a product read in place), GEMM elsewhere when its reduction passes
+    GEMM_MIN_DEPTH too; else DIRECT.  The blocked kernel keeps no column buffer, so a short
+    reduction (an MNIST stem's one input channel: 9 taps) suits it as well as a long one."""
     rows, depth = weight_shape[0] // groups, weight_shape[1] * weight_shape[2] * weight_shape[3]
     columns = x_shape[0] * out_hw[0] * out_hw[1]
     if form is None:
-        large = depth >= GEMM_MIN_DEPTH and rows >= GEMM_MIN_ROWS and groups * rows * depth * columns >= GEMM_MIN_MACS
+        large = rows >= GEMM_MIN_ROWS and groups * rows * depth * columns >= GEMM_MIN_MACS
         pointwise = tuple(weight_shape[2:]) == (1, 1)
-        form = (ConvForm.BLOCKED if blocked and not pointwise else ConvForm.GEMM) if large else ConvForm.DIRECT
+        if blocked and not pointwise and large:  # no column buffer: a short reduction suits it too
+            form = ConvForm.BLOCKED
+        else:
+            form = ConvForm.GEMM if large and depth >= GEMM_MIN_DEPTH else ConvForm.DIRECT
     return ConvPlan(form, groups, rows, depth, columns)
 
 

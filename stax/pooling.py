@@ -131,11 +131,28 @@ def max_pool2d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
         raise ShapeError(f"max_pool2d_backward: the gradient {grad.shape} and indices {indices.shape} must both be "
                          f"the output's shape {batched.shape[:2] + size}")
 
-    def tap_gradient(tap: int, offset: Pair) -> Tensor:
-        rows, columns = _tap_starts(batched, size, stride, offset)
-        return where(ix == rows * batched.shape[3] + columns, g, 0.0)
-    out = _spread(g, batched.shape, kernel, stride, padding, dilation, tap_gradient)
+    if kernel == stride and padding == (0, 0) and all(size[d] * kernel[d] <= batched.shape[2 + d] for d in (0, 1)):
+        out = _tiled_spread(g, ix, batched.shape, kernel)
+    else:
+        def tap_gradient(tap: int, offset: Pair) -> Tensor:
+            rows, columns = _tap_starts(batched, size, stride, offset)
+            return where(ix == rows * batched.shape[3] + columns, g, 0.0)
+        out = _spread(g, batched.shape, kernel, stride, padding, dilation, tap_gradient)
     return out if x.ndim == 4 else out.squeeze(0)
+
+
+def _tiled_spread(grad: Tensor, indices: Tensor, input_shape: Sequence[int], kernel: Pair) -> Tensor:
+    """The max pooling's gradient when its windows tile the input (stride = kernel, no padding,
+    MaxPool2d(2)'s): each input position takes its window's gradient where the window's index
+    names it, one pass over the input instead of a pass a tap."""
+    n, c, oh, ow = grad.shape
+    height, width = oh * kernel[0], ow * kernel[1]
+
+    def spread(t: Tensor) -> Tensor:  # each output point repeated over its window
+        return t.reshape(n, c, oh, 1, ow, 1).expand(n, c, oh, kernel[0], ow, kernel[1]).reshape(n, c, height, width)
+    positions = iota(grad, height).to("int64").reshape(height, 1) * input_shape[3] + iota(grad, width).to("int64")
+    out = where(spread(indices) == positions, spread(grad), 0.0)
+    return _pad_graph(out, [0] * 4, [0, 0, input_shape[2] - height, input_shape[3] - width], [0] * 4, 0)
 
 
 def _divisor(x: Tensor, kernel: Pair, stride: Pair, padding: Pair, size: Pair, count_include_pad: bool,

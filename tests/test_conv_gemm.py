@@ -74,6 +74,10 @@ def test_the_rule_takes_the_gemm_form_for_wide_convolutions_only():
     assert plan_conv((8, 64, 34, 34), (64, 64, 3, 3), (32, 32), 1, blocked=True).form is ConvForm.BLOCKED
     assert plan_conv((8, 256, 16, 16), (64, 256, 1, 1), (16, 16), 1, blocked=True).form is ConvForm.GEMM
     assert plan_conv((2, 3, 9, 9), (4, 3, 3, 3), (7, 7), 1, blocked=True).form is ConvForm.DIRECT
+    # one input channel (an MNIST stem): too short a reduction for columns, not for the blocked kernel
+    mnist = ((64, 1, 30, 30), (16, 1, 3, 3), (28, 28), 1)
+    assert plan_conv(*mnist).form is ConvForm.DIRECT
+    assert plan_conv(*mnist, blocked=True).form is ConvForm.BLOCKED
 
 
 def test_the_columns_are_written_once_for_the_forward_and_the_weight_gradient():

@@ -53,6 +53,7 @@ MODULES = {
     "conv1d_grouped": (lambda: nn.Conv1d(4, 6, 3, groups=2), (2, 4, 9)),
     "conv1d_unbatched": (lambda: _conv1d(), (4, 9)),
     "conv_transpose1d": (lambda: nn.ConvTranspose1d(4, 3, 3, stride=2), (2, 4, 7)),
+    "mnist_stem": (lambda: nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)), (64, 1, 28, 28)),
     "cumsum": (lambda: Scaled(lambda x: x.cumsum(1)), (4, 9)),
     "l1_loss": (lambda: Scaled(lambda x: F.l1_loss(x, x.detach().flip(0))), (4, 9)),
     "smooth_l1_loss": (lambda: Scaled(lambda x: F.smooth_l1_loss(x, x.detach() * 0.3)), (4, 9)),

@@ -17,7 +17,8 @@ torch's too: the window's size clipped to the padded input, or to the input itse
 A gradient is spread back tap by tap, as a strided convolution's input gradient is (``stax.nn``):
 the output gradient of tap ``(a, b)`` (for the max, only where the index is that tap's position;
 for the average, over the divisor) lands at ``(oh * sh - ph + a * dh, ow * sw - pw + b * dw)`` by a
-``pad`` with ``s - 1`` interior zeros, and the taps' spreads are summed.
+``pad`` with ``s - 1`` interior zeros, and the taps' spreads are summed.  Max pooling windows
+that tile the input (stride = kernel, no padding or dilation) spread their gradient in one pass.
 """
 from __future__ import annotations
 
@@ -131,7 +132,8 @@ def max_pool2d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
         raise ShapeError(f"max_pool2d_backward: the gradient {grad.shape} and indices {indices.shape} must both be "
                          f"the output's shape {batched.shape[:2] + size}")
 
-    if kernel == stride and padding == (0, 0) and all(size[d] * kernel[d] <= batched.shape[2 + d] for d in (0, 1)):
+    if kernel == stride and padding == (0, 0) and dilation == (1, 1) and \
+            all(size[d] * kernel[d] <= batched.shape[2 + d] for d in (0, 1)):
         out = _tiled_spread(g, ix, batched.shape, kernel)
     else:
         def tap_gradient(tap: int, offset: Pair) -> Tensor:

@@ -26,6 +26,10 @@ one ATen op at a time (table in :mod:`stax.torch_ops`); an op without a translat
 stax scalar constant, any other constant becomes an extra input after the call's own inputs
 (as ``torch.export`` lifts tensor constants), supplied by :meth:`TorchProgram.arguments`.
 
+Random numbers (dropout's ``bernoulli``, ``rand``, ``randn``, ``normal_``, ...) are never folded:
+the k-th random node draws stream k of stax's counter-based generator (:mod:`stax.random_draws`)
+from a ``seed`` input that the program takes last (``stax.torch_ops.RANDOM``).
+
 This is the only module of stax that imports torch, and only when called.
 """
 from __future__ import annotations
@@ -42,8 +46,8 @@ import numpy as np
 from .compiler import CompiledFunction, compile
 from .errors import StaxError, UnsupportedError
 from .frontend import Tensor, trace, write_back
-from .reference import evaluate
 from .graph import Graph
+from .reference import evaluate
 from .torch_ops import ATEN, RANDOM, dtype_name, full
 
 

@@ -17,7 +17,7 @@ from conftest import assert_matches_torch
 #: (kernel, stride, padding, dilation, ceil_mode): overlapping and disjoint windows, padding,
 #: dilation, a last window that ceil mode adds
 GEOMETRIES = [(2, None, 0, 1, False), (3, 2, 1, 1, False), (3, 1, 1, 2, False), (3, 2, 0, 1, True),
-              ((2, 3), (1, 2), (1, 0), 1, True)]
+              ((2, 3), (1, 2), (1, 0), 1, True), (2, 2, 0, 2, False)]  # the last: stride = kernel, but dilated
 #: those without dilation, which avg_pool2d does not take
 AVG_GEOMETRIES = [g for g in GEOMETRIES if g[3] == 1]
 

@@ -169,8 +169,8 @@ def cdist_backward(grad: Tensor, x1: Tensor, x2: Tensor, p: float, dist: Tensor)
     at every ``p`` (0 where a distance is 0, and for p < 1 where a difference is)."""
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)  # (..., P, R, M)
     d = dist.unsqueeze(-1)
-    if p == 0:
-        return x1 * 0
+    if p == 0:  # zeros, as torch's (not x1 * 0, NaN where x1 is not finite)
+        return x1._tracer.constant(0, x1.dtype, x1.shape)
     if p == 1:
         step = diff.sign()
     elif p == 2:

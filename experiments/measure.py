@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -276,10 +277,16 @@ def exact_order(problem: OrderProblem, spec: ReferenceSpec) -> OrderResult:
     return run_order("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
 
 
+def _writer() -> str:
+    """Who writes a temporary file: this host and process (``host@pid``)."""
+    return f"{socket.gethostname()}@{os.getpid()}"
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
+    """Write ``text`` to ``path`` so that readers see the old file or the whole new one; the
+    temporary file is named after its writer (:func:`remove_orphaned_writes`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}@{_writer()}@", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -289,3 +296,24 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_orphaned_writes(directory: Path) -> None:
+    """Remove the temporary files of :func:`write_atomic` left in ``directory`` by a process of
+    this host that is gone (killed between its write and its rename); a live writer's, or another
+    host's (a cluster worker's), are left alone."""
+    host = socket.gethostname()
+    for tmp in directory.glob(".*@*@*.tmp"):
+        _, writer_host, pid, _ = tmp.name.rsplit("@", 3)
+        if writer_host == host and pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

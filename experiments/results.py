@@ -25,7 +25,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from .cells import content_key
-from .measure import DECISION_COLUMN, write_atomic
+from .measure import DECISION_COLUMN, remove_orphaned_writes, write_atomic
 from .nulls import as_nulls
 from .rank_correlation import with_time_tau
 
@@ -41,6 +41,7 @@ class ResultDir:
         self.decisions = self.out / "decisions"
         for d in (self.cells, self.failed, self.refs, self.decisions):
             d.mkdir(parents=True, exist_ok=True)
+            remove_orphaned_writes(d)  # a sweep killed mid-write resumes without its leftovers
 
     def references(self) -> dict[str, dict[str, Any]]:
         """The references solved so far, by key."""

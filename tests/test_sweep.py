@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import pytest
 
 from experiments.cells import plan
 from experiments.config import ConfigError, load_config
-from experiments.results import load_results
+from experiments.results import ResultDir, load_results
 from experiments.sweep import run_sweep
 
 CHEAP = """
@@ -159,3 +160,16 @@ def test_a_reference_the_solver_cannot_answer_in_time_still_bounds_its_rows(tmp_
     assert (layered["status"] == "ok").all() and (layered["traffic_ref_status"] == "heuristic").all()
     assert layered["traffic_ref"].isna().all() and (layered["traffic_best"] == layered["traffic"]).all()
     assert layered["traffic_gap_bound"].notna().all() and (layered["traffic_ref_bound"] > 0).all()
+
+
+def test_a_resumed_sweep_removes_the_temporary_files_of_killed_writers_only(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process of this host that has exited
+    cells = ResultDir(tmp_path).cells
+    here = socket.gethostname()
+    orphan, live, remote = (cells / f".abc.json@{host}@{pid}@x1y2.tmp"
+                            for host, pid in ((here, gone.pid), (here, os.getpid()), ("another-host", gone.pid)))
+    for path in (orphan, live, remote):
+        path.write_text("{")
+    ResultDir(tmp_path)
+    assert not orphan.exists() and live.exists() and remote.exists()

@@ -64,12 +64,20 @@ def _adaptive_windows(x: Tensor, n: int, out: int) -> tuple[Tensor, Tensor]:
     return where(inside, 1.0, 0.0).to(x.dtype), end - start
 
 
+def _tiling_kernel(x_shape: Sequence[int], out: Sequence[int]) -> tuple[int, int] | None:
+    """The window of an adaptive pooling whose windows tile the input, else None."""
+    if all(x_shape[2 + d] % out[d] == 0 for d in (0, 1)):
+        return x_shape[2] // out[0], x_shape[3] // out[1]
+    return None
+
+
 def adaptive_avg_pool2d(x: Tensor, output_size: Sequence[int]) -> Tensor:
     """torch.nn.functional.adaptive_avg_pool2d of an (N, C, H, W) input (None keeps a size)."""
     out = tuple(x.shape[2 + d] if s is None else int(s) for d, s in enumerate(output_size))
     _check("adaptive_avg_pool2d", x.shape, out, x.dtype)
-    if all(x.shape[2 + d] % out[d] == 0 for d in (0, 1)):  # windows that tile the input
-        return pooling.avg_pool2d(x, tuple(x.shape[2 + d] // out[d] for d in (0, 1)))
+    kernel = _tiling_kernel(x.shape, out)
+    if kernel is not None:  # windows that tile the input
+        return pooling.avg_pool2d(x, kernel)
     (rows, row_sizes), (cols, col_sizes) = (_adaptive_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
     return _separable(x, rows, cols) / (row_sizes.reshape(-1, 1) * col_sizes.reshape(1, -1))
 
@@ -79,8 +87,8 @@ def adaptive_avg_pool2d_backward(grad: Tensor, x: Tensor) -> Tensor:
     added at every input position of its window."""
     out = tuple(grad.shape[2:])
     _check("adaptive_avg_pool2d_backward", x.shape, out, x.dtype)
-    if all(x.shape[2 + d] % out[d] == 0 for d in (0, 1)):
-        kernel = tuple(x.shape[2 + d] // out[d] for d in (0, 1))
+    kernel = _tiling_kernel(x.shape, out)
+    if kernel is not None:
         return pooling.avg_pool2d_backward(grad, x, kernel, kernel, 0, False, True, None)
     (rows, row_sizes), (cols, col_sizes) = (_adaptive_windows(x, x.shape[2 + d], out[d]) for d in (0, 1))
     return _separable_adjoint(grad / (row_sizes.reshape(-1, 1) * col_sizes.reshape(1, -1)), rows, cols)
@@ -89,13 +97,6 @@ def adaptive_avg_pool2d_backward(grad: Tensor, x: Tensor) -> Tensor:
 # --- adaptive max pooling --------------------------------------------------------------------
 #: the most (input position, output point) pairs a plane that adaptive max pooling's gradient compares
 MAX_SPREAD = 1 << 22
-
-
-def _tiling_kernel(x_shape: Sequence[int], out: Sequence[int]) -> tuple[int, int] | None:
-    """The window of an adaptive pooling whose windows tile the input, else None."""
-    if all(x_shape[2 + d] % out[d] == 0 for d in (0, 1)):
-        return x_shape[2] // out[0], x_shape[3] // out[1]
-    return None
 
 
 def _inside(x: Tensor, n: int, out: int) -> Tensor:

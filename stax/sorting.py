@@ -22,6 +22,7 @@ import numpy as np
 from . import dtypes
 from .errors import ShapeError, UnsupportedError
 from .frontend import Tensor, ValuesIndices, _as_int, _wrap_dim, where
+from .gather import iota
 from .nn import cat
 
 #: the longest row sorted by counting (``n * n`` comparisons a row)
@@ -48,8 +49,7 @@ def _ties(a: Tensor, b: Tensor) -> Tensor:
 
 def _positions(x: Tensor, n: int, axis: int, rank: int) -> Tensor:
     """0, 1, ..., n - 1 along ``axis`` of a tensor of ``rank`` dims (int64)."""
-    count = x._tracer.constant(1, "int64", (n,)).cumsum(0) - 1
-    return count.reshape(tuple(n if k == axis else 1 for k in range(rank)))
+    return iota(x, n).to("int64").reshape(tuple(n if k == axis else 1 for k in range(rank)))
 
 
 def _ordered(x: Tensor, dim: Any, count: int | None, descending: bool, op: str) -> ValuesIndices:

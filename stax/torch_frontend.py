@@ -228,9 +228,10 @@ def _is_random(node: Any) -> bool:
         torch.Tag.nondeterministic_seeded in node.target.tags
 
 
-def _random_nodes(gm: Any) -> list[Any]:
-    """The nodes that draw random numbers, in graph order: node k draws stax's stream k."""
-    return [node for node in gm.graph.nodes if _is_random(node)]
+def _streams(gm: Any) -> dict[Any, int]:
+    """The nodes that draw random numbers and their streams: the k-th in graph order draws
+    stax's stream k."""
+    return {node: k for k, node in enumerate(node for node in gm.graph.nodes if _is_random(node))}
 
 
 def _overload_name(target: Any) -> str:
@@ -333,12 +334,12 @@ def translate(gm: Any, n_inputs: int, program: str = "the captured function"
               ) -> tuple[Callable[..., tuple[Tensor, ...]], list[np.ndarray]]:
     """A stax-traceable function equivalent to the functionalized FX graph ``gm``, and its lifted
     constants; the graph's ``copy_`` into an input becomes the input's in-place update.  A graph
-    with random nodes (:func:`_random_nodes`) takes the seed after the lifted constants."""
+    with random nodes (:func:`_streams`) takes the seed after the lifted constants."""
     _check_no_mutation(gm, program)
     folded = _fold_constants(gm)
     boundary, lifted = _boundary_constants(folded)
     _check_supported(gm, folded)
-    streams = {node: k for k, node in enumerate(_random_nodes(gm))}
+    streams = _streams(gm)
 
     def fn(*args: Tensor) -> tuple[Tensor, ...]:
         anchor = args[0]
@@ -405,7 +406,7 @@ def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", proven
     name = name or getattr(fn, "__name__", "function")
     gm = capture(fn, inputs)
     stax_fn, lifted = translate(gm, len(inputs), name)
-    seeded = bool(_random_nodes(gm))
+    seeded = bool(_streams(gm))
     example_seed = int(torch.randint(1 << 31, ())) if seeded else 0
     eager = _fresh(inputs)
     results = _run_with_stax_draws(gm, eager, example_seed) if seeded else fn(*eager)
@@ -424,7 +425,7 @@ def _run_with_stax_draws(gm: Any, inputs: Sequence[Any], seed: int) -> Any:
     by the reference evaluator), so that torch's results can be compared with the compiled
     program's."""
     torch = require_torch()
-    streams = {node: k for k, node in enumerate(_random_nodes(gm))}
+    streams = _streams(gm)
 
     class WithStaxDraws(torch.fx.Interpreter):
         def run_node(self, node: Any) -> Any:

@@ -53,7 +53,7 @@ from typing import Callable
 
 from ..dtypes import CPP_TYPE, ITEMSIZE, is_floating, nbytes
 from ..indexing import Index, contiguous_strides, lane_step, linear_index
-from ..ir import ComputedBuffer, Expr, Load, Op, loads, walk
+from ..ir import ComputedBuffer, Const, Expr, Load, Op, loads, walk
 from ..lowering import EXPENSIVE_OPS, substitute
 from ..scheduler.frame import Frame, make_frame
 from .exprs import BodyPrinter, Hoist, lane_type, literal, reduction_identity
@@ -210,6 +210,30 @@ class BlockKernel:
             return False
         return not any(steps) or not self.counting and ld.dtype != "bool" and bool(self._vector_stride(ld, var))
 
+    def guarded_tail(self, var: str, rest: int, members: list[Member] | None = None) -> bool:
+        """Whether the last ``rest`` points of a loop strip-mined along ``var`` run as one vector
+        whose lanes past the loop's end neither read nor write memory (``Emission.guarding_tail``)
+        instead of one scalar point each: at least Tuning.vector_tail_min of them, in a build that
+        vectorizes, every load moving along ``var`` one that a lane guard can read (not bool),
+        every stored buffer not bool, no kernel-local array (its rows have no lanes past their
+        end), and no integer division a lane past the end could make a division by zero (it
+        would set the error flag)."""
+        members = self.members if members is None else members
+        if rest < self.tuning.vector_tail_min or self.counting or self.carried or self.scratch_rows:
+            return False
+        for m in members:
+            if not m.internal and m.buf.dtype == "bool":
+                return False
+            for ld in self.memory_loads(m):
+                if access_kind(ld.index, var, self.width) != "invariant" and \
+                        (ld.dtype == "bool" or not self._vector_stride(ld, var)):
+                    return False
+            for e in walk(m.body):
+                if isinstance(e, Op) and e.name in ("floordiv", "truncdiv", "mod") and not is_floating(e.dtype) \
+                        and not (isinstance(e.args[1], Const) and e.args[1].value != 0):
+                    return False
+        return True
+
     def choose_form(self) -> tuple[str, str | None]:
         """The kernel form and its vector variable (seed 8.3)."""
         f = self.frame
@@ -232,10 +256,12 @@ class BlockKernel:
             all(m.internal or access_kind(m.store, inner_last, self.width) == "contiguous" for m in pointwise_rows)
         if inner_vector and f.inner[-1] >= self.width:
             return "vector", inner_last
-        # rows shorter than a vector (a convolution's kernel width): across neighbouring outputs
-        if in_order and f.outer and f.outer[-1] >= self.width and not pointwise_rows and \
-                self.vectorizable(f.outer_vars[-1], self.members, with_store=True):
-            return ("split-reduction" if self.split.applies() else "outer-vector"), f.outer_vars[-1]
+        # rows shorter than a vector (a convolution's kernel width): across neighbouring outputs,
+        # at least a vector of them or a guarded one
+        whole = f.outer and f.outer[-1] >= self.width
+        if in_order and (whole or f.outer and self.guarded_tail(f.outer_vars[-1], f.outer[-1])) and \
+                not pointwise_rows and self.vectorizable(f.outer_vars[-1], self.members, with_store=True):
+            return ("split-reduction" if whole and self.split.applies() else "outer-vector"), f.outer_vars[-1]
         return ("vector", inner_last) if inner_vector else ("scalar", None)
 
     # --- emission -------------------------------------------------------------------------------
@@ -350,6 +376,12 @@ class BlockKernel:
                       ((0, wide_end, lanes), (wide_end, main_end, 1), (main_end, n, 0)) if stop > start]
         lines: list[str] = []
         for start, stop, count in pieces:
+            if not count and stop == n and line is None and self.guarded_tail(vvar, n - main_end):
+                with self.emit.guarding_tail(vvar, n):
+                    lines += self.nest(vars_, ranges, depth,
+                                       lambda ind: self.point("vector", vvar, ind, outer_vector=True),
+                                       bounds={vars_[-1]: (start, stop, self.width)})
+                continue
             lines += self.nest(vars_, ranges, depth,
                                 lambda ind, c=count: self.point("vector" if c else "scalar", vvar if c else None,
                                                                  ind, outer_vector=c > 0, lanes=max(c, 1)),
@@ -600,6 +632,15 @@ class BlockKernel:
         return self.pointer[self.storage.get(buffer, buffer)]
 
     def load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
+        tail = self.emit.tail
+        if vector and tail and tail[0] == vvar and access_kind(ld.index, vvar, self.width) != "invariant":
+            var, end = tail
+            if not ld.guard:
+                stride = self._vector_stride(ld, vvar)
+                load = f"vload_first_strided<{stride}>" if stride > 1 else "vload_first"
+                return (f"stax::{load}({self._pointer(ld.buffer)} + {ld.index}, {end} - {var}, "
+                        f"{literal(ld.other, ld.dtype, False)})")
+            ld = replace(ld, guard=ld.guard + ((Index.var(var), end),))  # no lane past the loop's end
         if ld.guard:  # padding: memory is read only where the guard holds
             # tested lane by lane, or the same for every lane
             lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables() and lane_step(e, vvar, self.width)]
@@ -645,6 +686,9 @@ class BlockKernel:
             streams = (row_pass or self.emit.strip_rows) and storage in self.streamed
             write = "stax::vstore_stream" if streams else "stax::vstore"
             line = f"{write}({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
+            if vector and self.emit.tail:  # the lanes before the loop's end
+                var, end = self.emit.tail
+                line = f"stax::vstore_first({ptr} + {m.store}, {value}, {end} - {var})"
         lines.append(f"{ind}{line};")
 
     def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1,

@@ -198,6 +198,9 @@ class BodyPrinter:
         if name in ("floordiv", "truncdiv", "mod"):
             if is_floating(dtype):
                 return f"stax::{v}float_{name}({a[0]}, {a[1]})"
+            divisor = expr.args[1]
+            if isinstance(divisor, Const) and divisor.value > 0:  # nothing to flag
+                return f"stax::{v}int_{name}_by<{CPP_TYPE[dtype]}({divisor.value})>({a[0]})"
             self.state.uses_error_flag = True
             return f"stax::{v}int_{name}({a[0]}, {a[1]}, {self.error_flag})"
         if name == "where":  # both branches one value (an index clamped where it is in bounds): no select

@@ -41,13 +41,25 @@ class Emission:
     """The state of one generation of a block's statements (``BlockKernel.region_body`` starts a
     new one): the form chosen, whether its streamed stores end with a fence, the printer's names
     and error flag; while a tile or a strip's rows are printed (``reading``), the loads its
-    registers or buffer answer and whether those rows stream."""
+    registers or buffer answer and whether those rows stream; while a guarded tail is printed
+    (``guarding_tail``), its vector variable and the loop's end."""
 
     form: str = ""
     fenced: bool = False
     state: PrintState = field(default_factory=PrintState)
     transposed_values: dict[Load, str] = field(default_factory=dict)
     strip_rows: bool = False
+    tail: tuple[str, int] | None = None
+
+    @contextmanager
+    def guarding_tail(self, var: str, end: int) -> Iterator[None]:
+        """Print the enclosed point as the last vector of a loop along ``var`` ending at ``end``:
+        its lanes at ``var`` >= ``end`` neither read nor write memory."""
+        self.tail = (var, end)
+        try:
+            yield
+        finally:
+            self.tail = None
 
     @contextmanager
     def reading(self, transposed_values: dict[Load, str], strip_rows: bool = False) -> Iterator[None]:

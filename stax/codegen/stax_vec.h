@@ -371,9 +371,139 @@ template <typename T> inline T v_abs(T x) { return x < 0 ? -x : x; }
 template <typename T> inline T v_rsqrt(T x) { return 1 / v_sqrt(x); }
 template <typename T> inline T v_sigmoid(T x) { return 1 / (1 + v_exp(-x)); }
 
+// --- vectors wider than a register (W 8-byte lanes: int64 indices, float64) ----------------------
+// GCC expands a comparison, a select or a max of such vectors lane by lane; as two halves of
+// register width each is an instruction or two.
+#if defined(__AVX512F__)
+constexpr size_t register_bytes = 64;
+#elif defined(__AVX2__)
+constexpr size_t register_bytes = 32;
+#else
+constexpr size_t register_bytes = 16;
+#endif
+template <typename V> constexpr bool wider_than_register = STAX_W >= 2 && sizeof(V) > register_bytes;
+template <typename V, typename H> inline void split_halves(V v, H& low, H& high) {
+  std::memcpy(&low, &v, sizeof low);
+  std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+}
+template <typename V, typename H> inline V join_halves(H low, H high) {
+  V v;
+  std::memcpy(&v, &low, sizeof low);
+  std::memcpy(reinterpret_cast<char*>(&v) + sizeof low, &high, sizeof high);
+  return v;
+}
+// f applied to the two halves of a and b
+template <typename V, typename F> inline V by_halves(V a, V b, F f) {
+  typedef std::remove_reference_t<decltype(a[0])> E;
+  typedef E H __attribute__((vector_size(sizeof(V) / 2)));
+  H al, ah, bl, bh;
+  split_halves(a, al, ah);
+  split_halves(b, bl, bh);
+  return join_halves<V>(H(f(al, bl)), H(f(ah, bh)));
+}
+
+// --- the guarded last vector of a loop: its lanes past the loop's end read and write nothing ------
+#if defined(__AVX2__) && !defined(__AVX512F__) && STAX_W == 8
+// AVX2's masked loads and stores take a mask register: all bits set in the lanes (of B bytes)
+// before the k-th of one 32-byte register
+template <size_t B> inline __m256i first_lanes(int64_t k) {
+  if constexpr (B == 4) return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(k)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  else return _mm256_cmpgt_epi64(_mm256_set1_epi64x(k), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+template <typename T> inline __m256i masked_load(const T* p, __m256i on) {
+  if constexpr (sizeof(T) == 4) return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), on);
+  else return _mm256_maskload_epi64(reinterpret_cast<const long long*>(p), on);
+}
+template <typename T> inline void masked_store(T* p, __m256i on, __m256i v) {
+  if constexpr (sizeof(T) == 4) _mm256_maskstore_epi32(reinterpret_cast<int*>(p), on, v);
+  else _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), on, v);
+}
+#endif
+// The first k elements from p (0 < k <= W), ``other`` in the lanes after them: one masked load a
+// register (AVX-512, AVX2 for 4- and 8-byte lanes), else a copy of k elements.
+template <typename T> inline vec<T> vload_first(const T* p, int64_t k, T other) {
+#if defined(__AVX512F__) && STAX_W == 16
+  if constexpr (sizeof(T) == 4) {
+    return (vec<T>)_mm512_mask_loadu_epi32((__m512i)splat<T>(other), __mmask16((1u << k) - 1), p);
+  } else if constexpr (sizeof(T) == 8) {
+    typedef T H __attribute__((vector_size(64)));
+    H low, high;
+    split_halves(splat<T>(other), low, high);
+    const unsigned lanes = unsigned(k);
+    low = (H)_mm512_mask_loadu_epi64((__m512i)low, __mmask8(lanes >= 8 ? 0xff : (1u << lanes) - 1), p);
+    high = (H)_mm512_mask_loadu_epi64((__m512i)high, __mmask8(lanes > 8 ? (1u << (lanes - 8)) - 1 : 0), p + 8);
+    return join_halves<vec<T>>(low, high);
+  }
+#elif defined(__AVX2__) && STAX_W == 8
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+    constexpr int per = 32 / sizeof(T), parts = STAX_W / per;
+    __m256i reg[parts];
+    const vec<T> fill = splat<T>(other);
+    std::memcpy(reg, &fill, sizeof fill);
+    for (int j = 0; j < parts; ++j) {
+      const __m256i on = first_lanes<sizeof(T)>(k - j * per);
+      reg[j] = _mm256_blendv_epi8(reg[j], masked_load(p + j * per, on), on);
+    }
+    vec<T> r;
+    std::memcpy(&r, reg, sizeof r);
+    return r;
+  }
+#endif
+  vec<T> r = splat<T>(other);
+  std::memcpy(&r, p, size_t(k) * sizeof(T));
+  return r;
+}
+// Every S-th element from p in the first k lanes (0 < k <= W), ``other`` after them: for stride 2
+// the first 2k - 1 elements as two guarded vectors and vload_strided's shuffle, else lane by lane.
+template <int S, typename T> inline vec<T> vload_first_strided(const T* p, int64_t k, T other) {
+  if constexpr (S == 2 && STAX_W >= 2) {
+    const int64_t n = 2 * k - 1;
+    vec<T> low = vload_first(p, std::min<int64_t>(n, STAX_W), other);
+    vec<T> high = vload_first(p + STAX_W - 1, std::max<int64_t>(n - (STAX_W - 1), 0), other);
+    typedef decltype(low < low) mask;
+    return __builtin_shuffle(low, high, even_elements<mask>(std::make_index_sequence<STAX_W>()));
+  } else {
+    vec<T> r = splat<T>(other);
+    for (int64_t i = 0; i < k; ++i) r[i] = p[i * S];
+    return r;
+  }
+}
+// The first k lanes of v stored at p, 0 < k <= W.
+template <typename T> inline void vstore_first(T* p, vec<T> v, int64_t k) {
+#if defined(__AVX512F__) && STAX_W == 16
+  if constexpr (sizeof(T) == 4) {
+    _mm512_mask_storeu_epi32(p, __mmask16((1u << k) - 1), (__m512i)v);
+    return;
+  } else if constexpr (sizeof(T) == 8) {
+    typedef T H __attribute__((vector_size(64)));
+    H low, high;
+    split_halves(v, low, high);
+    const unsigned lanes = unsigned(k);
+    _mm512_mask_storeu_epi64(p, __mmask8(lanes >= 8 ? 0xff : (1u << lanes) - 1), (__m512i)low);
+    _mm512_mask_storeu_epi64(p + 8, __mmask8(lanes > 8 ? (1u << (lanes - 8)) - 1 : 0), (__m512i)high);
+    return;
+  }
+#elif defined(__AVX2__) && STAX_W == 8
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+    constexpr int per = 32 / sizeof(T), parts = STAX_W / per;
+    __m256i reg[parts];
+    std::memcpy(reg, &v, sizeof v);
+    for (int j = 0; j < parts; ++j) masked_store(p + j * per, first_lanes<sizeof(T)>(k - j * per), reg[j]);
+    return;
+  }
+#endif
+  std::memcpy(p, &v, size_t(k) * sizeof(T));
+}
+
 // --- NaN-propagating max/min (torch.maximum, amax) ---------------------------------------------------
-template <typename T> inline T v_max(T a, T b) { return (a > b) | (a != a) ? a : b; }
-template <typename T> inline T v_min(T a, T b) { return (a < b) | (a != a) ? a : b; }
+template <typename T> inline T v_max(T a, T b) {
+  if constexpr (wider_than_register<T>) return by_halves(a, b, [](auto x, auto y) { return v_max(x, y); });
+  else return (a > b) | (a != a) ? a : b;
+}
+template <typename T> inline T v_min(T a, T b) {
+  if constexpr (wider_than_register<T>) return by_halves(a, b, [](auto x, auto y) { return v_min(x, y); });
+  else return (a < b) | (a != a) ? a : b;
+}
 // float vectors: x86's max and min are a > b ? a : b and a < b ? a : b, b when either is NaN, so
 // only a NaN a needs a blend; the same results, bit for bit, in three instructions instead of four
 #if defined(__AVX512F__) && STAX_W == 16
@@ -397,14 +527,29 @@ inline vec<float> v_min(vec<float> a, vec<float> b) {
 #endif
 
 // --- comparisons and selection: bool lanes are 0/1 int8_t ----------------------------------------
+typedef int8_t half_bools __attribute__((vector_size(STAX_W / 2 > 0 ? STAX_W / 2 : 1)));
 inline bool as_bool(bool m) { return m; }
 template <typename M> inline vec<int8_t> as_bool(M m) { return __builtin_convertvector(m, vec<int8_t>) & 1; }
-template <typename T> inline auto cmp_lt(T a, T b) { return as_bool(a < b); }
-template <typename T> inline auto cmp_le(T a, T b) { return as_bool(a <= b); }
-template <typename T> inline auto cmp_gt(T a, T b) { return as_bool(a > b); }
-template <typename T> inline auto cmp_ge(T a, T b) { return as_bool(a >= b); }
-template <typename T> inline auto cmp_eq(T a, T b) { return as_bool(a == b); }
-template <typename T> inline auto cmp_ne(T a, T b) { return as_bool(a != b); }
+// the 0/1 lanes of cmp(a, b)
+template <typename T, typename F> inline auto compare(T a, T b, F cmp) {
+  if constexpr (wider_than_register<T>) {
+    typedef std::remove_reference_t<decltype(a[0])> E;
+    typedef E H __attribute__((vector_size(sizeof(T) / 2)));
+    H al, ah, bl, bh;
+    split_halves(a, al, ah);
+    split_halves(b, bl, bh);
+    return join_halves<vec<int8_t>>(__builtin_convertvector(cmp(al, bl), half_bools) & 1,
+                                    __builtin_convertvector(cmp(ah, bh), half_bools) & 1);
+  } else {
+    return as_bool(cmp(a, b));
+  }
+}
+template <typename T> inline auto cmp_lt(T a, T b) { return compare(a, b, [](auto x, auto y) { return x < y; }); }
+template <typename T> inline auto cmp_le(T a, T b) { return compare(a, b, [](auto x, auto y) { return x <= y; }); }
+template <typename T> inline auto cmp_gt(T a, T b) { return compare(a, b, [](auto x, auto y) { return x > y; }); }
+template <typename T> inline auto cmp_ge(T a, T b) { return compare(a, b, [](auto x, auto y) { return x >= y; }); }
+template <typename T> inline auto cmp_eq(T a, T b) { return compare(a, b, [](auto x, auto y) { return x == y; }); }
+template <typename T> inline auto cmp_ne(T a, T b) { return compare(a, b, [](auto x, auto y) { return x != y; }); }
 // A scalar float select by masks, without a branch: a data-dependent condition (a ReLU's mask)
 // is as often true as false, and a branch on it mispredicts at every other element.
 template <typename T> inline T select(bool c, T a, T b) {
@@ -422,8 +567,22 @@ template <typename T> inline T select(bool c, T a, T b) {
   }
 }
 template <typename V> inline V select(vec<int8_t> c, V a, V b) {
-  typedef decltype(a < b) mask;
-  return __builtin_convertvector(c, mask) != 0 ? a : b;
+  if constexpr (wider_than_register<V>) {  // the mask widened to int32 lanes in one instruction, then split
+    typedef std::remove_reference_t<decltype(a[0])> E;
+    typedef E H __attribute__((vector_size(sizeof(V) / 2)));
+    typedef int32_t HC __attribute__((vector_size(STAX_W >= 2 ? STAX_W * 2 : 4)));
+    H al, ah, bl, bh;
+    HC cl, ch;
+    split_halves(a, al, ah);
+    split_halves(b, bl, bh);
+    split_halves(__builtin_convertvector(c, vec<int32_t>), cl, ch);
+    typedef decltype(al < bl) mask;
+    return join_halves<V>(H(__builtin_convertvector(cl, mask) != 0 ? al : bl),
+                          H(__builtin_convertvector(ch, mask) != 0 ? ah : bh));
+  } else {
+    typedef decltype(a < b) mask;
+    return __builtin_convertvector(c, mask) != 0 ? a : b;
+  }
 }
 inline bool logical_not(bool a) { return !a; }
 inline vec<int8_t> logical_not(vec<int8_t> a) { return a ^ 1; }
@@ -468,7 +627,7 @@ template <typename To, typename V> inline vec<To> vcast(V x) {
   }
 }
 template <typename T> inline bool cast_bool(T x) { return x != 0; }
-template <typename V> inline vec<int8_t> vcast_bool(V x) { return as_bool(x != 0); }
+template <typename V> inline vec<int8_t> vcast_bool(V x) { return cmp_ne(x, V{}); }
 
 // --- division (seed 8.3: integer division by zero sets the error flag instead of trapping) ----------
 template <typename T> inline T int_floordiv(T a, T b, int64_t* err) {
@@ -487,6 +646,22 @@ template <typename T> inline T int_truncdiv(T a, T b, int64_t* err) {
   if (b == 0) { *err = 1; return 0; }
   return b == -1 ? T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(a)) : a / b;
 }
+// The same three by a literal divisor C > 0 (an index's // 2 and % 2): no zero to flag nor
+// quotient to overflow, so the compiler's multiply-and-shift for C (a power of two: a shift and
+// a mask) runs lane-parallel instead of a division a lane.
+template <auto C, typename T> inline T int_floordiv_by(T a) {
+  static_assert(C > 0, "a literal divisor is positive");
+  return a / C - (a % C < 0);
+}
+template <auto C, typename T> inline T int_mod_by(T a) {
+  static_assert(C > 0, "a literal divisor is positive");
+  T r = a % C;
+  return r < 0 ? r + C : r;
+}
+template <auto C, typename T> inline T int_truncdiv_by(T a) { static_assert(C > 0); return a / C; }
+template <auto C, typename V> inline V v_int_floordiv_by(V a) { return a / C + (a % C < 0); }
+template <auto C, typename V> inline V v_int_mod_by(V a) { V r = a % C; return r + ((r < 0) & C); }
+template <auto C, typename V> inline V v_int_truncdiv_by(V a) { return a / C; }
 template <typename T> inline T float_truncdiv(T a, T b) { return std::trunc(a / b); }
 // Python's and torch's floor division of floats: from the exact remainder, not floor(a / b),
 // whose rounded quotient can land on the next integer (4 // 0.8f is 4, while 4 / 0.8f rounds to 5).

@@ -66,6 +66,10 @@ class Tuning:
     #: rows one step of a split reduction reads: each partial result is loaded and stored once for
     #: all of them (bench_tuning)
     split_row_step: int = 4
+    #: the last points of a strip-mined loop, when at least this many, run as one vector whose lanes
+    #: past the loop's end neither read nor write (a row of 14 or 28 outputs); fewer run as scalar
+    #: points (bench_tuning)
+    vector_tail_min: int = 4
     #: the widest element stride a vector loop reads with ``stax::vload_strided`` (a gather of W
     #: elements; stride 2 is two vector loads and a shuffle)
     max_vector_stride: int = 4

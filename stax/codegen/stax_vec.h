@@ -35,6 +35,37 @@ template <typename T> struct vec_type { typedef T type __attribute__((vector_siz
 template <> struct vec_type<bool> { typedef vec_type<int8_t>::type type; };
 template <typename T> using vec = typename vec_type<T>::type;
 
+// --- vectors wider than a register (W 8-byte lanes: int64 indices, float64) ----------------------
+// GCC expands a comparison, a select or a max of such vectors lane by lane; as two halves of
+// register width each is an instruction or two.
+#if defined(__AVX512F__)
+constexpr size_t register_bytes = 64;
+#elif defined(__AVX2__)
+constexpr size_t register_bytes = 32;
+#else
+constexpr size_t register_bytes = 16;
+#endif
+template <typename V> constexpr bool wider_than_register = STAX_W >= 2 && sizeof(V) > register_bytes;
+template <typename V, typename H> inline void split_halves(V v, H& low, H& high) {
+  std::memcpy(&low, &v, sizeof low);
+  std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+}
+template <typename V, typename H> inline V join_halves(H low, H high) {
+  V v;
+  std::memcpy(&v, &low, sizeof low);
+  std::memcpy(reinterpret_cast<char*>(&v) + sizeof low, &high, sizeof high);
+  return v;
+}
+// f applied to the two halves of a and b
+template <typename V, typename F> inline V by_halves(V a, V b, F f) {
+  typedef std::remove_reference_t<decltype(a[0])> E;
+  typedef E H __attribute__((vector_size(sizeof(V) / 2)));
+  H al, ah, bl, bh;
+  split_halves(a, al, ah);
+  split_halves(b, bl, bh);
+  return join_halves<V>(H(f(al, bl)), H(f(ah, bh)));
+}
+
 // --- memory ---------------------------------------------------------------------------------
 template <typename T> inline vec<T> vload(const T* p) { vec<T> v; std::memcpy(&v, p, sizeof v); return v; }
 inline vec<int8_t> vload(const bool* p) { vec<int8_t> v; std::memcpy(&v, p, sizeof v); return v; }
@@ -43,16 +74,30 @@ inline void vstore(bool* p, vec<int8_t> v) { std::memcpy(p, &v, sizeof v); }
 // s in every lane (s - 0 is s for every float, -0.0 included; 0 + s would turn -0.0 into 0.0)
 template <typename T> inline vec<T> splat(T s) { const vec<T> zero = {}; return s - zero; }
 // Every S-th element from p (a strided read: a stride-2 convolution's input).  Stride 2 is two
-// vector loads, the second ending at the last element read, and a shuffle of the even elements;
-// wider strides are gathered lane by lane.
-template <typename M, size_t... J> constexpr M even_elements(std::index_sequence<J...>) {
-  return M{(J < STAX_W / 2 ? 2 * J : 2 * J + 1)...};
+// vector loads, the second ending at the last element read, and a shuffle of the even elements
+// (a register-wide half at a time for vectors wider than one); wider strides are gathered lane by
+// lane.
+template <typename M, size_t N, size_t... J> constexpr M even_elements(std::index_sequence<J...>) {
+  return M{(J < N / 2 ? 2 * J : 2 * J + 1)...};
+}
+template <typename V, typename T> inline V even_of(V low, V high) {  // high starts N - 1 past low
+  constexpr size_t N = sizeof(V) / sizeof(T);
+  typedef decltype(low < low) mask;
+  return __builtin_shuffle(low, high, even_elements<mask, N>(std::make_index_sequence<N>()));
+}
+template <typename V, typename T> inline V load_even(const T* p) {
+  constexpr size_t N = sizeof(V) / sizeof(T);
+  V low, high;
+  std::memcpy(&low, p, sizeof low);
+  std::memcpy(&high, p + N - 1, sizeof high);
+  return even_of<V, T>(low, high);
 }
 template <int S, typename T> inline vec<T> vload_strided(const T* p) {
-  if constexpr (S == 2 && STAX_W >= 2) {
-    vec<T> low = vload(p), high = vload(p + STAX_W - 1);
-    typedef decltype(low < low) mask;
-    return __builtin_shuffle(low, high, even_elements<mask>(std::make_index_sequence<STAX_W>()));
+  if constexpr (S == 2 && wider_than_register<vec<T>>) {
+    typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
+    return join_halves<vec<T>>(load_even<H>(p), load_even<H>(p + STAX_W));
+  } else if constexpr (S == 2 && STAX_W >= 2) {
+    return load_even<vec<T>>(p);
   } else {
     vec<T> r;
     for (int i = 0; i < STAX_W; ++i) r[i] = p[i * S];
@@ -371,97 +416,69 @@ template <typename T> inline T v_abs(T x) { return x < 0 ? -x : x; }
 template <typename T> inline T v_rsqrt(T x) { return 1 / v_sqrt(x); }
 template <typename T> inline T v_sigmoid(T x) { return 1 / (1 + v_exp(-x)); }
 
-// --- vectors wider than a register (W 8-byte lanes: int64 indices, float64) ----------------------
-// GCC expands a comparison, a select or a max of such vectors lane by lane; as two halves of
-// register width each is an instruction or two.
-#if defined(__AVX512F__)
-constexpr size_t register_bytes = 64;
-#elif defined(__AVX2__)
-constexpr size_t register_bytes = 32;
-#else
-constexpr size_t register_bytes = 16;
-#endif
-template <typename V> constexpr bool wider_than_register = STAX_W >= 2 && sizeof(V) > register_bytes;
-template <typename V, typename H> inline void split_halves(V v, H& low, H& high) {
-  std::memcpy(&low, &v, sizeof low);
-  std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
-}
-template <typename V, typename H> inline V join_halves(H low, H high) {
-  V v;
-  std::memcpy(&v, &low, sizeof low);
-  std::memcpy(reinterpret_cast<char*>(&v) + sizeof low, &high, sizeof high);
-  return v;
-}
-// f applied to the two halves of a and b
-template <typename V, typename F> inline V by_halves(V a, V b, F f) {
-  typedef std::remove_reference_t<decltype(a[0])> E;
-  typedef E H __attribute__((vector_size(sizeof(V) / 2)));
-  H al, ah, bl, bh;
-  split_halves(a, al, ah);
-  split_halves(b, bl, bh);
-  return join_halves<V>(H(f(al, bl)), H(f(ah, bh)));
-}
-
 // --- the guarded last vector of a loop: its lanes past the loop's end read and write nothing ------
-#if defined(__AVX2__) && !defined(__AVX512F__) && STAX_W == 8
-// AVX2's masked loads and stores take a mask register: all bits set in the lanes (of B bytes)
-// before the k-th of one 32-byte register
-template <size_t B> inline __m256i first_lanes(int64_t k) {
+// Masked loads and stores of a vector V of at most a register's width: AVX-512's take a bit mask,
+// AVX2's (4- and 8-byte lanes) a mask register; elsewhere a copy of the first elements.
+inline unsigned first_bits(int64_t k, int64_t lanes) { return k <= 0 ? 0u : k >= lanes ? (1u << lanes) - 1 : (1u << k) - 1; }
+#if defined(__AVX2__) && !defined(__AVX512F__)
+template <size_t B> inline __m256i first_lanes(int64_t k) {  // all bits set in the lanes before the k-th
   if constexpr (B == 4) return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(k)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   else return _mm256_cmpgt_epi64(_mm256_set1_epi64x(k), _mm256_setr_epi64x(0, 1, 2, 3));
 }
-template <typename T> inline __m256i masked_load(const T* p, __m256i on) {
-  if constexpr (sizeof(T) == 4) return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), on);
-  else return _mm256_maskload_epi64(reinterpret_cast<const long long*>(p), on);
-}
-template <typename T> inline void masked_store(T* p, __m256i on, __m256i v) {
-  if constexpr (sizeof(T) == 4) _mm256_maskstore_epi32(reinterpret_cast<int*>(p), on, v);
-  else _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), on, v);
-}
 #endif
-// The first k elements from p (0 < k <= W), ``other`` in the lanes after them: one masked load a
-// register (AVX-512, AVX2 for 4- and 8-byte lanes), else a copy of k elements.
-template <typename T> inline vec<T> vload_first(const T* p, int64_t k, T other) {
-#if defined(__AVX512F__) && STAX_W == 16
-  if constexpr (sizeof(T) == 4) {
-    return (vec<T>)_mm512_mask_loadu_epi32((__m512i)splat<T>(other), __mmask16((1u << k) - 1), p);
-  } else if constexpr (sizeof(T) == 8) {
-    typedef T H __attribute__((vector_size(64)));
-    H low, high;
-    split_halves(splat<T>(other), low, high);
-    const unsigned lanes = unsigned(k);
-    low = (H)_mm512_mask_loadu_epi64((__m512i)low, __mmask8(lanes >= 8 ? 0xff : (1u << lanes) - 1), p);
-    high = (H)_mm512_mask_loadu_epi64((__m512i)high, __mmask8(lanes > 8 ? (1u << (lanes - 8)) - 1 : 0), p + 8);
-    return join_halves<vec<T>>(low, high);
+// The first k elements from p (any k; none when k <= 0), ``other`` in the lanes after them.
+template <typename V, typename T> inline V load_first(const T* p, int64_t k, T other) {
+  constexpr int64_t N = sizeof(V) / sizeof(T);
+  V r = other - V{};
+#if defined(__AVX512F__)
+  if constexpr (sizeof(V) == 64 && sizeof(T) == 4) return (V)_mm512_mask_loadu_epi32((__m512i)r, __mmask16(first_bits(k, N)), p);
+  if constexpr (sizeof(V) == 64 && sizeof(T) == 8) return (V)_mm512_mask_loadu_epi64((__m512i)r, __mmask8(first_bits(k, N)), p);
+#elif defined(__AVX2__)
+  if constexpr (sizeof(V) == 32 && sizeof(T) == 4) {
+    const __m256i on = first_lanes<4>(k);
+    return (V)_mm256_blendv_epi8((__m256i)r, _mm256_maskload_epi32(reinterpret_cast<const int*>(p), on), on);
   }
-#elif defined(__AVX2__) && STAX_W == 8
-  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
-    constexpr int per = 32 / sizeof(T), parts = STAX_W / per;
-    __m256i reg[parts];
-    const vec<T> fill = splat<T>(other);
-    std::memcpy(reg, &fill, sizeof fill);
-    for (int j = 0; j < parts; ++j) {
-      const __m256i on = first_lanes<sizeof(T)>(k - j * per);
-      reg[j] = _mm256_blendv_epi8(reg[j], masked_load(p + j * per, on), on);
-    }
-    vec<T> r;
-    std::memcpy(&r, reg, sizeof r);
-    return r;
+  if constexpr (sizeof(V) == 32 && sizeof(T) == 8) {
+    const __m256i on = first_lanes<8>(k);
+    return (V)_mm256_blendv_epi8((__m256i)r, _mm256_maskload_epi64(reinterpret_cast<const long long*>(p), on), on);
   }
 #endif
-  vec<T> r = splat<T>(other);
-  std::memcpy(&r, p, size_t(k) * sizeof(T));
+  if (k > 0) std::memcpy(&r, p, size_t(std::min(k, N)) * sizeof(T));
   return r;
 }
-// Every S-th element from p in the first k lanes (0 < k <= W), ``other`` after them: for stride 2
-// the first 2k - 1 elements as two guarded vectors and vload_strided's shuffle, else lane by lane.
+template <typename V, typename T> inline void store_first(T* p, V v, int64_t k) {
+  constexpr int64_t N = sizeof(V) / sizeof(T);
+#if defined(__AVX512F__)
+  if constexpr (sizeof(V) == 64 && sizeof(T) == 4) return _mm512_mask_storeu_epi32(p, __mmask16(first_bits(k, N)), (__m512i)v);
+  if constexpr (sizeof(V) == 64 && sizeof(T) == 8) return _mm512_mask_storeu_epi64(p, __mmask8(first_bits(k, N)), (__m512i)v);
+#elif defined(__AVX2__)
+  if constexpr (sizeof(V) == 32 && sizeof(T) == 4) return _mm256_maskstore_epi32(reinterpret_cast<int*>(p), first_lanes<4>(k), (__m256i)v);
+  if constexpr (sizeof(V) == 32 && sizeof(T) == 8) return _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), first_lanes<8>(k), (__m256i)v);
+#endif
+  if (k > 0) std::memcpy(p, &v, size_t(std::min(k, N)) * sizeof(T));
+}
+// Elements 0, 2, ..., 2k - 2 from p in the first k lanes (as load_even), ``other`` after them.
+template <typename V, typename T> inline V load_even_first(const T* p, int64_t k, T other) {
+  constexpr int64_t N = sizeof(V) / sizeof(T);
+  const int64_t n = 2 * k - 1;  // elements read
+  return even_of<V, T>(load_first<V>(p, std::min(n, N), other), load_first<V>(p + N - 1, n - (N - 1), other));
+}
+// The first k elements from p (0 < k <= W), ``other`` in the lanes after them.
+template <typename T> inline vec<T> vload_first(const T* p, int64_t k, T other) {
+  if constexpr (wider_than_register<vec<T>>) {
+    typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
+    return join_halves<vec<T>>(load_first<H>(p, k, other), load_first<H>(p + STAX_W / 2, k - STAX_W / 2, other));
+  } else {
+    return load_first<vec<T>>(p, k, other);
+  }
+}
+// Every S-th element from p in the first k lanes (0 < k <= W), ``other`` after them.
 template <int S, typename T> inline vec<T> vload_first_strided(const T* p, int64_t k, T other) {
-  if constexpr (S == 2 && STAX_W >= 2) {
-    const int64_t n = 2 * k - 1;
-    vec<T> low = vload_first(p, std::min<int64_t>(n, STAX_W), other);
-    vec<T> high = vload_first(p + STAX_W - 1, std::max<int64_t>(n - (STAX_W - 1), 0), other);
-    typedef decltype(low < low) mask;
-    return __builtin_shuffle(low, high, even_elements<mask>(std::make_index_sequence<STAX_W>()));
+  if constexpr (S == 2 && wider_than_register<vec<T>>) {
+    typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
+    return join_halves<vec<T>>(load_even_first<H>(p, k, other), load_even_first<H>(p + STAX_W, k - STAX_W / 2, other));
+  } else if constexpr (S == 2 && STAX_W >= 2) {
+    return load_even_first<vec<T>>(p, k, other);
   } else {
     vec<T> r = splat<T>(other);
     for (int64_t i = 0; i < k; ++i) r[i] = p[i * S];
@@ -470,29 +487,15 @@ template <int S, typename T> inline vec<T> vload_first_strided(const T* p, int64
 }
 // The first k lanes of v stored at p, 0 < k <= W.
 template <typename T> inline void vstore_first(T* p, vec<T> v, int64_t k) {
-#if defined(__AVX512F__) && STAX_W == 16
-  if constexpr (sizeof(T) == 4) {
-    _mm512_mask_storeu_epi32(p, __mmask16((1u << k) - 1), (__m512i)v);
-    return;
-  } else if constexpr (sizeof(T) == 8) {
-    typedef T H __attribute__((vector_size(64)));
+  if constexpr (wider_than_register<vec<T>>) {
+    typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
     H low, high;
     split_halves(v, low, high);
-    const unsigned lanes = unsigned(k);
-    _mm512_mask_storeu_epi64(p, __mmask8(lanes >= 8 ? 0xff : (1u << lanes) - 1), (__m512i)low);
-    _mm512_mask_storeu_epi64(p + 8, __mmask8(lanes > 8 ? (1u << (lanes - 8)) - 1 : 0), (__m512i)high);
-    return;
+    store_first(p, low, k);
+    store_first(p + STAX_W / 2, high, k - STAX_W / 2);
+  } else {
+    store_first(p, v, k);
   }
-#elif defined(__AVX2__) && STAX_W == 8
-  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
-    constexpr int per = 32 / sizeof(T), parts = STAX_W / per;
-    __m256i reg[parts];
-    std::memcpy(reg, &v, sizeof v);
-    for (int j = 0; j < parts; ++j) masked_store(p + j * per, first_lanes<sizeof(T)>(k - j * per), reg[j]);
-    return;
-  }
-#endif
-  std::memcpy(p, &v, size_t(k) * sizeof(T));
 }
 
 // --- NaN-propagating max/min (torch.maximum, amax) ---------------------------------------------------
@@ -528,6 +531,26 @@ inline vec<float> v_min(vec<float> a, vec<float> b) {
 
 // --- comparisons and selection: bool lanes are 0/1 int8_t ----------------------------------------
 typedef int8_t half_bools __attribute__((vector_size(STAX_W / 2 > 0 ? STAX_W / 2 : 1)));
+// two halves of bool lanes as one vector, in registers (through memory, the load of the whole
+// would wait for both stores to retire)
+inline vec<int8_t> join_bools(half_bools low, half_bools high) {
+#if defined(__SSE2__) && STAX_W == 16
+  int64_t l, h;
+  std::memcpy(&l, &low, sizeof l);
+  std::memcpy(&h, &high, sizeof h);
+  return (vec<int8_t>)_mm_set_epi64x(h, l);
+#elif STAX_W == 8
+  uint32_t l, h;
+  std::memcpy(&l, &low, sizeof l);
+  std::memcpy(&h, &high, sizeof h);
+  const uint64_t both = uint64_t(l) | uint64_t(h) << 32;
+  vec<int8_t> r;
+  std::memcpy(&r, &both, sizeof r);
+  return r;
+#else
+  return join_halves<vec<int8_t>>(low, high);
+#endif
+}
 inline bool as_bool(bool m) { return m; }
 template <typename M> inline vec<int8_t> as_bool(M m) { return __builtin_convertvector(m, vec<int8_t>) & 1; }
 // the 0/1 lanes of cmp(a, b)
@@ -538,8 +561,7 @@ template <typename T, typename F> inline auto compare(T a, T b, F cmp) {
     H al, ah, bl, bh;
     split_halves(a, al, ah);
     split_halves(b, bl, bh);
-    return join_halves<vec<int8_t>>(__builtin_convertvector(cmp(al, bl), half_bools) & 1,
-                                    __builtin_convertvector(cmp(ah, bh), half_bools) & 1);
+    return join_bools(__builtin_convertvector(cmp(al, bl), half_bools), __builtin_convertvector(cmp(ah, bh), half_bools)) & 1;
   } else {
     return as_bool(cmp(a, b));
   }
@@ -615,15 +637,33 @@ template <typename To, typename From> inline To cast(From x) {
     return static_cast<To>(x);
   }
 }
-template <typename To, typename V> inline vec<To> vcast(V x) {
+// x converted lane by lane to the vector type R of as many lanes
+template <typename R, typename V> inline R cast_lanes(V x) {
   typedef std::remove_reference_t<decltype(x[0])> From;
+  typedef std::remove_reference_t<decltype(R{}[0])> To;
   if constexpr (float_to_int<To, From>) {
     constexpr From low = From(std::numeric_limits<To>::min());
     const auto fits = x >= low & x < -low;
-    const vec<To> converted = __builtin_convertvector(fits ? x : V{}, vec<To>);
-    return __builtin_convertvector(fits, vec<To>) ? converted : splat<To>(std::numeric_limits<To>::min());
+    const R converted = __builtin_convertvector(fits ? x : V{}, R);
+    return __builtin_convertvector(fits, R) ? converted : std::numeric_limits<To>::min() - R{};
   } else {
-    return __builtin_convertvector(x, vec<To>);
+    return __builtin_convertvector(x, R);
+  }
+}
+// Vectors wider than a register convert a half at a time; bytes (bools) widen to 8-byte lanes
+// through int32, in one instruction each step.
+template <typename To, typename V> inline vec<To> vcast(V x) {
+  typedef std::remove_reference_t<decltype(x[0])> From;
+  if constexpr (sizeof(From) < 4 && sizeof(To) == 8 && wider_than_register<vec<To>>) {
+    return vcast<To>(__builtin_convertvector(x, vec<int32_t>));
+  } else if constexpr (wider_than_register<V> || wider_than_register<vec<To>>) {
+    typedef From HF __attribute__((vector_size(sizeof(From) * (STAX_W / 2))));
+    typedef To HT __attribute__((vector_size(sizeof(To) * (STAX_W / 2))));
+    HF low, high;
+    split_halves(x, low, high);
+    return join_halves<vec<To>>(cast_lanes<HT>(low), cast_lanes<HT>(high));
+  } else {
+    return cast_lanes<vec<To>>(x);
   }
 }
 template <typename T> inline bool cast_bool(T x) { return x != 0; }
@@ -659,9 +699,26 @@ template <auto C, typename T> inline T int_mod_by(T a) {
   return r < 0 ? r + C : r;
 }
 template <auto C, typename T> inline T int_truncdiv_by(T a) { static_assert(C > 0); return a / C; }
-template <auto C, typename V> inline V v_int_floordiv_by(V a) { return a / C + (a % C < 0); }
-template <auto C, typename V> inline V v_int_mod_by(V a) { V r = a % C; return r + ((r < 0) & C); }
-template <auto C, typename V> inline V v_int_truncdiv_by(V a) { return a / C; }
+// Vectors: a power of two is a shift and a mask (floor division and modulo of two's complement
+// integers), which GCC keeps lane-parallel at any width; r >> (bits - 1) is -1 where r < 0, no
+// comparison mask (GCC expands those lane by lane for vectors wider than a register).
+template <auto C> constexpr int power_of_two = (C & (C - 1)) == 0 ? __builtin_ctzll(C) : -1;
+template <auto C, typename V> inline V v_int_floordiv_by(V a) {
+  constexpr int sign = sizeof(C) * 8 - 1;
+  if constexpr (power_of_two<C> >= 0) return a >> power_of_two<C>;
+  else return a / C + ((a % C) >> sign);
+}
+template <auto C, typename V> inline V v_int_mod_by(V a) {
+  constexpr int sign = sizeof(C) * 8 - 1;
+  if constexpr (power_of_two<C> >= 0) return a & (C - 1);
+  V r = a % C;
+  return r + ((r >> sign) & C);
+}
+template <auto C, typename V> inline V v_int_truncdiv_by(V a) {
+  constexpr int sign = sizeof(C) * 8 - 1;
+  if constexpr (power_of_two<C> >= 0) return (a + ((a >> sign) & (C - 1))) >> power_of_two<C>;
+  else return a / C;
+}
 template <typename T> inline T float_truncdiv(T a, T b) { return std::trunc(a / b); }
 // Python's and torch's floor division of floats: from the exact remainder, not floor(a / b),
 // whose rounded quotient can land on the next integer (4 // 0.8f is 4, while 4 / 0.8f rounds to 5).

@@ -48,19 +48,29 @@ def test_rows_shorter_than_a_vector_end_in_a_guarded_vector(isa, dtype, check):
 
 
 @pytest.mark.parametrize("width", [14, 7, 28, 5])
-def test_max_pooling_with_indices_over_short_rows(isa, width, check):
+def test_max_pooling_and_its_gradient_over_short_rows(isa, width, check):
     """MaxPool2d(2) with its indices over 2 * width columns: stride-2 reads of the first lanes
     (``vload_first_strided``), the window's argmax as int64 lanes, and its // 2 and % 2 by a
-    literal divisor; ties and NaNs inside the windows."""
+    literal divisor; ties and NaNs inside the windows.  Its gradient, fused with the ReLU's, runs
+    in the interleaved form, whose last vector stores the first points' two phases."""
     x = sample((4, 3, 2 * width, 2 * width), "float32", seed=width)
     x[:, :, ::3, ::2] = 0.25
     x[0, 0, 1, 1] = np.nan
-
-    def program(t):
-        return pooling.max_pool2d(t.relu(), 2, return_indices=True)
-    compiled = check(program, x)
+    compiled = check(lambda t: pooling.max_pool2d(t.relu(), 2, return_indices=True), x)
     if _guarded(isa, width):
         assert "stax::vload_first_strided<2>(" in compiled.kernel_source
+    # the gradient at indices anywhere in each window, masked by the ReLU's
+    rng = np.random.default_rng(width)
+    rows, columns = np.meshgrid(2 * np.arange(width), 2 * np.arange(width), indexing="ij")
+    taps = rng.integers(0, 2, (2, 4, 3, width, width))
+    indices = ((rows + taps[0]) * 2 * width + columns + taps[1]).astype(np.int64)
+    grad = sample((4, 3, width, width), "float32", seed=width + 1)
+
+    def gradient(t, g, i):
+        return stax.where(t > 0, pooling.max_pool2d_backward(g, t, 2, 2, 0, 1, False, i), 0.0)
+    compiled = check(gradient, x, grad, indices)
+    if _guarded(isa, width):
+        assert "stax::vstore_interleaved_first(" in compiled.kernel_source
 
 
 def test_padded_reads_in_a_guarded_vector(isa, check):

@@ -8,8 +8,8 @@ Written ``v = s * q + r``, each phase ``r`` reads affinely in ``q`` and its guar
 are decided at generation time.  The form strip-mines ``q`` (8.1): per step it computes the
 block's values of each phase as vectors along ``q`` (contiguous or strided reads), and stores
 each output's ``s`` phase vectors interleaved in registers as ``s`` vectors of consecutive
-elements (``stax::vstore_interleaved``).  The ``q`` past the last whole vector run the same
-phases as scalar points.
+elements (``stax::vstore_interleaved``).  The ``q`` past the last whole vector run as one guarded
+vector (``BlockKernel.guarded_tail``) or, where that does not apply, as scalar points.
 """
 from __future__ import annotations
 
@@ -69,12 +69,19 @@ class Interleaved:
         k, f = self.kernel, self.kernel.frame
         s = self.divisor()
         vars_, ranges = f.outer_vars, list(f.outer[:-1]) + [f.outer[-1] // s]
-        whole = ranges[-1] - ranges[-1] % k.width
+        n = ranges[-1]
+        whole = n - n % k.width
         lines = []
-        for start, stop, vector in ((0, whole, True), (whole, ranges[-1], False)):
-            if stop > start:
-                lines += k.nest(vars_, ranges, depth, lambda ind, vec=vector: self._point(s, vec, ind),
-                                bounds={vars_[-1]: (start, stop, k.width if vector else 1)})
+        if whole > 0:
+            lines += k.nest(vars_, ranges, depth, lambda ind: self._point(s, True, ind),
+                            bounds={vars_[-1]: (0, whole, k.width)})
+        if n > whole and k.guarded_tail(vars_[-1], n - whole, [m for phase in self.phases(s) for m in phase]):
+            with k.emit.guarding_tail(vars_[-1], n):
+                lines += k.nest(vars_, ranges, depth, lambda ind: self._point(s, True, ind),
+                                bounds={vars_[-1]: (whole, n, k.width)})
+        elif n > whole:
+            lines += k.nest(vars_, ranges, depth, lambda ind: self._point(s, False, ind),
+                            bounds={vars_[-1]: (whole, n, 1)})
         return lines
 
     def _point(self, s: int, vector: bool, ind: str) -> list[str]:
@@ -98,5 +105,9 @@ class Interleaved:
             if vector and not m.internal:
                 ptr = k.pointer[k.storage.get(m.buf.name, m.buf.name)]
                 first = m.store.subs({v: Index.var(v) * s}, k.frame.var_ranges)
-                lines.append(f"{ind}stax::vstore_interleaved({ptr} + {first}, {', '.join(stored[m.buf.name])});")
+                values = ", ".join(stored[m.buf.name])
+                if k.emit.tail:  # the points before the loop's end
+                    lines.append(f"{ind}stax::vstore_interleaved_first({ptr} + {first}, {k.emit.tail[1]} - {v}, {values});")
+                else:
+                    lines.append(f"{ind}stax::vstore_interleaved({ptr} + {first}, {values});")
         return lines

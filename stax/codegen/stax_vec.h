@@ -498,6 +498,23 @@ template <typename T> inline void vstore_first(T* p, vec<T> v, int64_t k) {
   }
 }
 
+// The first k points' S phases (0 < k <= W): p[i * S + r] = v[r][i] for i < k.
+template <typename T, typename V, typename... Rest> inline void vstore_interleaved_first(T* p, int64_t k, V first, Rest... rest) {
+  const V v[] = {first, rest...};
+  constexpr int S = 1 + sizeof...(Rest);
+  if constexpr (S == 2 && STAX_W >= 2 && !wider_than_register<V>) {
+    typedef decltype(first < first) mask;
+    vstore_first(p, __builtin_shuffle(v[0], v[1], interleave_mask<mask, 0>(std::make_index_sequence<STAX_W>())),
+                 std::min<int64_t>(2 * k, STAX_W));
+    if (2 * k > STAX_W)
+      vstore_first(p + STAX_W, __builtin_shuffle(v[0], v[1], interleave_mask<mask, 1>(std::make_index_sequence<STAX_W>())),
+                   2 * k - STAX_W);
+  } else {
+    for (int64_t i = 0; i < k; ++i)
+      for (int r = 0; r < S; ++r) p[i * S + r] = v[r][i];
+  }
+}
+
 // --- NaN-propagating max/min (torch.maximum, amax) ---------------------------------------------------
 template <typename T> inline T v_max(T a, T b) {
   if constexpr (wider_than_register<T>) return by_halves(a, b, [](auto x, auto y) { return v_max(x, y); });

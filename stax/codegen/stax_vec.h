@@ -104,26 +104,6 @@ template <int S, typename T> inline vec<T> vload_strided(const T* p) {
     return r;
   }
 }
-// A guarded load of every S-th element (padding): lane i reads p[i * S] where every guard holds
-// for it (0 <= e + c * i < n), else ``other``; when they hold for every lane, one vector load.
-struct LaneGuard { int64_t e, c, n; };
-template <int S = 1, typename T> inline vec<T> vload_guarded(const T* p, T other, std::initializer_list<LaneGuard> guards) {
-  bool all = true;
-  for (const LaneGuard& g : guards) {
-    int64_t first = g.e, last = g.e + g.c * (STAX_W - 1);
-    all = all && std::min(first, last) >= 0 && std::max(first, last) < g.n;
-  }
-  if (all) {
-    if constexpr (S == 1) return vload(p); else return vload_strided<S>(p);
-  }
-  vec<T> r;
-  for (int i = 0; i < STAX_W; ++i) {
-    bool ok = true;
-    for (const LaneGuard& g : guards) ok = ok && g.e + g.c * i >= 0 && g.e + g.c * i < g.n;
-    r[i] = ok ? p[i * S] : other;
-  }
-  return r;
-}
 // A small zeroed kernel-local array (a scratch row) on the stack of the thread that runs the
 // kernel, with unique_ptr's get() and indexing, so that kernels address it like a heap one.
 template <typename T, size_t N> struct stack_array {
@@ -416,74 +396,109 @@ template <typename T> inline T v_abs(T x) { return x < 0 ? -x : x; }
 template <typename T> inline T v_rsqrt(T x) { return 1 / v_sqrt(x); }
 template <typename T> inline T v_sigmoid(T x) { return 1 / (1 + v_exp(-x)); }
 
-// --- the guarded last vector of a loop: its lanes past the loop's end read and write nothing ------
-// Masked loads and stores of a vector V of at most a register's width: AVX-512's take a bit mask,
-// AVX2's (4- and 8-byte lanes) a mask register; elsewhere a copy of the first elements.
-inline unsigned first_bits(int64_t k, int64_t lanes) { return k <= 0 ? 0u : k >= lanes ? (1u << lanes) - 1 : (1u << k) - 1; }
+// --- some lanes of a vector: padding, and the last vector of a loop -----------------------------
+// Lanes [lo, hi) read (or written) and the others not: a masked load or store of a vector V of at
+// most a register's width (AVX-512 takes a bit mask, AVX2 a mask register for 4- and 8-byte
+// lanes), elsewhere a copy of those elements.  Masked-off lanes never touch memory.
+inline unsigned lane_bits(int64_t lo, int64_t hi, int64_t lanes) {
+  const auto below = [lanes](int64_t k) { return k <= 0 ? 0u : k >= lanes ? (1u << lanes) - 1 : (1u << k) - 1; };
+  return below(hi) & ~below(lo);
+}
 #if defined(__AVX2__) && !defined(__AVX512F__)
-template <size_t B> inline __m256i first_lanes(int64_t k) {  // all bits set in the lanes before the k-th
-  if constexpr (B == 4) return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(k)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+template <size_t B> inline __m256i lanes_below(int64_t k) {  // all bits set in the lanes before the k-th
+  if constexpr (B == 4) return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(k, -1, 8))),
+                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   else return _mm256_cmpgt_epi64(_mm256_set1_epi64x(k), _mm256_setr_epi64x(0, 1, 2, 3));
 }
+template <size_t B> inline __m256i lanes_between(int64_t lo, int64_t hi) {
+  return _mm256_andnot_si256(lanes_below<B>(lo), lanes_below<B>(hi));
+}
 #endif
-// The first k elements from p (any k; none when k <= 0), ``other`` in the lanes after them.
-template <typename V, typename T> inline V load_first(const T* p, int64_t k, T other) {
+// p[lo .. hi) in lanes [lo, hi) (any lo and hi), ``other`` in the other lanes
+template <typename V, typename T> inline V load_lanes(const T* p, int64_t lo, int64_t hi, T other) {
   constexpr int64_t N = sizeof(V) / sizeof(T);
   V r = other - V{};
 #if defined(__AVX512F__)
-  if constexpr (sizeof(V) == 64 && sizeof(T) == 4) return (V)_mm512_mask_loadu_epi32((__m512i)r, __mmask16(first_bits(k, N)), p);
-  if constexpr (sizeof(V) == 64 && sizeof(T) == 8) return (V)_mm512_mask_loadu_epi64((__m512i)r, __mmask8(first_bits(k, N)), p);
+  if constexpr (sizeof(V) == 64 && sizeof(T) == 4) return (V)_mm512_mask_loadu_epi32((__m512i)r, __mmask16(lane_bits(lo, hi, N)), p);
+  if constexpr (sizeof(V) == 64 && sizeof(T) == 8) return (V)_mm512_mask_loadu_epi64((__m512i)r, __mmask8(lane_bits(lo, hi, N)), p);
 #elif defined(__AVX2__)
   if constexpr (sizeof(V) == 32 && sizeof(T) == 4) {
-    const __m256i on = first_lanes<4>(k);
+    const __m256i on = lanes_between<4>(lo, hi);
     return (V)_mm256_blendv_epi8((__m256i)r, _mm256_maskload_epi32(reinterpret_cast<const int*>(p), on), on);
   }
   if constexpr (sizeof(V) == 32 && sizeof(T) == 8) {
-    const __m256i on = first_lanes<8>(k);
+    const __m256i on = lanes_between<8>(lo, hi);
     return (V)_mm256_blendv_epi8((__m256i)r, _mm256_maskload_epi64(reinterpret_cast<const long long*>(p), on), on);
   }
 #endif
-  if (k > 0) std::memcpy(&r, p, size_t(std::min(k, N)) * sizeof(T));
+  lo = std::max<int64_t>(lo, 0), hi = std::min(hi, N);
+  if (hi > lo) std::memcpy(reinterpret_cast<T*>(&r) + lo, p + lo, size_t(hi - lo) * sizeof(T));
   return r;
 }
-template <typename V, typename T> inline void store_first(T* p, V v, int64_t k) {
+template <typename V, typename T> inline void store_first(T* p, V v, int64_t k) {  // lanes [0, k)
   constexpr int64_t N = sizeof(V) / sizeof(T);
 #if defined(__AVX512F__)
-  if constexpr (sizeof(V) == 64 && sizeof(T) == 4) return _mm512_mask_storeu_epi32(p, __mmask16(first_bits(k, N)), (__m512i)v);
-  if constexpr (sizeof(V) == 64 && sizeof(T) == 8) return _mm512_mask_storeu_epi64(p, __mmask8(first_bits(k, N)), (__m512i)v);
+  if constexpr (sizeof(V) == 64 && sizeof(T) == 4) return _mm512_mask_storeu_epi32(p, __mmask16(lane_bits(0, k, N)), (__m512i)v);
+  if constexpr (sizeof(V) == 64 && sizeof(T) == 8) return _mm512_mask_storeu_epi64(p, __mmask8(lane_bits(0, k, N)), (__m512i)v);
 #elif defined(__AVX2__)
-  if constexpr (sizeof(V) == 32 && sizeof(T) == 4) return _mm256_maskstore_epi32(reinterpret_cast<int*>(p), first_lanes<4>(k), (__m256i)v);
-  if constexpr (sizeof(V) == 32 && sizeof(T) == 8) return _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), first_lanes<8>(k), (__m256i)v);
+  if constexpr (sizeof(V) == 32 && sizeof(T) == 4) return _mm256_maskstore_epi32(reinterpret_cast<int*>(p), lanes_below<4>(k), (__m256i)v);
+  if constexpr (sizeof(V) == 32 && sizeof(T) == 8) return _mm256_maskstore_epi64(reinterpret_cast<long long*>(p), lanes_below<8>(k), (__m256i)v);
 #endif
   if (k > 0) std::memcpy(p, &v, size_t(std::min(k, N)) * sizeof(T));
 }
-// Elements 0, 2, ..., 2k - 2 from p in the first k lanes (as load_even), ``other`` after them.
-template <typename V, typename T> inline V load_even_first(const T* p, int64_t k, T other) {
+// Elements 2i for i in [lo, hi) from p in lane i (load_even's), ``other`` in the other lanes: the
+// two loads read only the elements from 2 lo to 2 hi - 2 (those between are inside the same rows).
+template <typename V, typename T> inline V load_even_lanes(const T* p, int64_t lo, int64_t hi, T other) {
   constexpr int64_t N = sizeof(V) / sizeof(T);
-  const int64_t n = 2 * k - 1;  // elements read
-  return even_of<V, T>(load_first<V>(p, std::min(n, N), other), load_first<V>(p + N - 1, n - (N - 1), other));
+  return even_of<V, T>(load_lanes<V>(p, 2 * lo, std::min(2 * hi - 1, N), other),
+                       load_lanes<V>(p + N - 1, 2 * lo - (N - 1), 2 * hi - 1 - (N - 1), other));
 }
-// The first k elements from p (0 < k <= W), ``other`` in the lanes after them.
-template <typename T> inline vec<T> vload_first(const T* p, int64_t k, T other) {
-  if constexpr (wider_than_register<vec<T>>) {
+// Every S-th element from p in lanes [lo, hi), ``other`` in the others.
+template <int S, typename T> inline vec<T> vload_lanes(const T* p, int64_t lo, int64_t hi, T other) {
+  if constexpr (S <= 2 && wider_than_register<vec<T>>) {
     typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
-    return join_halves<vec<T>>(load_first<H>(p, k, other), load_first<H>(p + STAX_W / 2, k - STAX_W / 2, other));
-  } else {
-    return load_first<vec<T>>(p, k, other);
-  }
-}
-// Every S-th element from p in the first k lanes (0 < k <= W), ``other`` after them.
-template <int S, typename T> inline vec<T> vload_first_strided(const T* p, int64_t k, T other) {
-  if constexpr (S == 2 && wider_than_register<vec<T>>) {
-    typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
-    return join_halves<vec<T>>(load_even_first<H>(p, k, other), load_even_first<H>(p + STAX_W, k - STAX_W / 2, other));
+    constexpr int64_t half = STAX_W / 2;
+    if constexpr (S == 1)
+      return join_halves<vec<T>>(load_lanes<H>(p, lo, hi, other), load_lanes<H>(p + half, lo - half, hi - half, other));
+    else
+      return join_halves<vec<T>>(load_even_lanes<H>(p, lo, hi, other), load_even_lanes<H>(p + STAX_W, lo - half, hi - half, other));
+  } else if constexpr (S == 1) {
+    return load_lanes<vec<T>>(p, lo, hi, other);
   } else if constexpr (S == 2 && STAX_W >= 2) {
-    return load_even_first<vec<T>>(p, k, other);
+    return load_even_lanes<vec<T>>(p, lo, hi, other);
   } else {
     vec<T> r = splat<T>(other);
-    for (int64_t i = 0; i < k; ++i) r[i] = p[i * S];
+    for (int64_t i = std::max<int64_t>(lo, 0); i < std::min<int64_t>(hi, STAX_W); ++i) r[i] = p[i * S];
     return r;
   }
+}
+// The first k elements (every S-th) from p (0 < k <= W), ``other`` in the lanes after them.
+template <typename T> inline vec<T> vload_first(const T* p, int64_t k, T other) { return vload_lanes<1>(p, 0, k, other); }
+template <int S, typename T> inline vec<T> vload_first_strided(const T* p, int64_t k, T other) {
+  return vload_lanes<S>(p, 0, k, other);
+}
+// A guarded load of every S-th element (padding): lane i reads p[i * S] where every guard holds
+// for it (0 <= e + c * i < n), else ``other``.  Each guard holds on an interval of lanes, so their
+// intersection is one: a vector load when it is every lane, else a masked one.
+struct LaneGuard { int64_t e, c, n; };
+inline int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }  // b > 0
+template <int S = 1, typename T> inline vec<T> vload_guarded(const T* p, T other, std::initializer_list<LaneGuard> guards) {
+  int64_t lo = 0, hi = STAX_W;
+  for (const LaneGuard& g : guards) {
+    if (g.c > 0) {  // -e / c <= i <= (n - 1 - e) / c
+      lo = std::max(lo, -floor_div(g.e, g.c));
+      hi = std::min(hi, floor_div(g.n - 1 - g.e, g.c) + 1);
+    } else if (g.c < 0) {  // (e - n) / d < i <= e / d, d = -c
+      lo = std::max(lo, floor_div(g.e - g.n, -g.c) + 1);
+      hi = std::min(hi, floor_div(g.e, -g.c) + 1);
+    } else if (g.e < 0 || g.e >= g.n) {
+      hi = 0;
+    }
+  }
+  if (lo == 0 && hi == STAX_W) {
+    if constexpr (S == 1) return vload(p); else return vload_strided<S>(p);
+  }
+  return vload_lanes<S>(p, lo, hi, other);
 }
 // The first k lanes of v stored at p, 0 < k <= W.
 template <typename T> inline void vstore_first(T* p, vec<T> v, int64_t k) {

@@ -180,3 +180,22 @@ def test_guarded_loads_read_exactly_the_lanes_their_guards_allow(isa, tmp_path):
     subprocess.run(["g++", *compile_flags(ISA_LEVELS[isa]), f"-I{header_dir}", str(source), "-o", str(binary)],
                    check=True, capture_output=True)
     assert subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.strip() == "0"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_row_reductions_end_in_a_guarded_vector(isa, dtype, check):
+    """Reductions along rows of 10 and 21 (a vector's remainder at avx512 and avx2) whose last
+    vector adds the op's identity past the row's end (``first_lanes_or``); the elements after
+    each row are NaN or the extreme integers, which a lane past the end would carry into the
+    results.  Softmax keeps its exp row in a scratch row, whose last vector is guarded too."""
+    x = sample((6, 3, 24), dtype, seed=12)
+    x[:, :, 21:] = np.nan if dtype.startswith("float") else np.iinfo(dtype).max
+    x[:, :, 10] = np.nan if dtype.startswith("float") else np.iinfo(dtype).min
+
+    def program(t):
+        short, long = t[:, :, :10], t[:, :, :21]
+        outputs = (short.sum(-1), short.amax(-1), long.amin(-1), long.prod(-1) if dtype.startswith("float") else long.sum(-1))
+        return outputs + ((long.softmax(-1), (short * 0.5).exp().sum(-1)) if dtype.startswith("float") else ())
+    compiled = check(program, x, rtol=1e-5)
+    if _guarded(isa, 10) or _guarded(isa, 21):
+        assert "stax::first_lanes_or(" in compiled.kernel_source

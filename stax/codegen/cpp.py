@@ -215,11 +215,12 @@ class BlockKernel:
         whose lanes past the loop's end neither read nor write memory (``Emission.guarding_tail``)
         instead of one scalar point each: at least Tuning.vector_tail_min of them, in a build that
         vectorizes, every load moving along ``var`` one that a lane guard can read (not bool),
-        every stored buffer not bool, no kernel-local array (its rows have no lanes past their
-        end), and no integer division a lane past the end could make a division by zero (it
-        would set the error flag)."""
+        every stored buffer not bool, no carried buffer, no scratch row unless ``var`` runs along
+        the rows (their last vector is then guarded too), and no integer division a lane past the
+        end could make a division by zero (it would set the error flag)."""
         members = self.members if members is None else members
-        if rest < self.tuning.vector_tail_min or self.counting or self.carried or self.scratch_rows:
+        rows_across = self.scratch_rows and var not in self.frame.inner_vars
+        if rest < self.tuning.vector_tail_min or self.counting or self.carried or rows_across:
             return False
         for m in members:
             if not m.internal and m.buf.dtype == "bool":
@@ -618,6 +619,9 @@ class BlockKernel:
                 return f"stax::splat<{lane_type(ld.dtype)}>({value})"
             return value
         row_index = self._row_index(self._lane_shift(vvar, lane))
+        if vector and self.emit.tail:
+            var, end = self.emit.tail
+            return f"stax::vload_first({name}_row.get() + {row_index}, {end} - {var}, {literal(0, ld.dtype, False)})"
         if vector:
             return f"stax::vload({name}_row.get() + {row_index})"
         return f"{name}_row[{row_index}]"
@@ -692,12 +696,13 @@ class BlockKernel:
         lines.append(f"{ind}{line};")
 
     def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1,
-                    blocks: tuple[list[str], list[str]] | None = None) -> list[str]:
+                    blocks: tuple[list[str], list[str]] | None = None, tail: bool = False) -> list[str]:
         """Inner loops of one member: the last one strip-mined when ``vector``; with ``unroll`` > 1
         the main vector loop does ``unroll`` vectors per step (``emit_body``'s ``lanes`` argument).
-        With ``blocks`` (lines opening and closing a block) a scalar last loop runs in blocks of
-        Tuning.sum_block iterations.  ``emit_body`` may return lines to run once before its loop
-        (values invariant along it)."""
+        The points past the last whole vector run as one guarded vector when ``tail`` (and
+        ``guarded_tail`` says they may), else as scalar points.  With ``blocks`` (lines opening and
+        closing a block) a scalar last loop runs in blocks of Tuning.sum_block iterations.
+        ``emit_body`` may return lines to run once before its loop (values invariant along it)."""
         f = self.frame
         lines: list[str] = []
         for v, r in zip(f.inner_vars[:-1], f.inner[:-1]):
@@ -715,6 +720,13 @@ class BlockKernel:
         pieces.append((start, n, 1, False, 1))
         for lo, hi, step, vec_loop, copies in pieces:
             if hi <= lo:
+                continue
+            if not vec_loop and tail:  # one guarded vector
+                loop: list[str] = []
+                with self.emit.guarding_tail(last, n):
+                    before = emit_body(ind + "    ", True, loop, 1)
+                lines += [*(ind + line for line in before), ind + self.loop(last, str(lo), str(hi), self.width),
+                          ind + "{", *loop, ind + "}"]
                 continue
             if blocks and not vec_loop:  # whole blocks (a constant trip count), then the rest
                 opening, closing = blocks
@@ -782,6 +794,9 @@ class BlockKernel:
             for lane in range(unroll if inner_vector else 0):
                 lines.append(f"{ind}{vector_kind} {acc[m.buf.name]}_vec{lane} = {vector_init};")
         ranges = self.frame.var_ranges
+        rest = self.frame.inner[-1] % self.width
+        tail = inner_vector and not any(m.buf.reduction == "m2" for m in phase) and \
+            self.guarded_tail(vvar, rest, phase)
 
         def body(bind: str, vec_loop: bool, out: list[str], lanes: int) -> list[str]:
             vector = vec_loop or outer_vector
@@ -810,6 +825,10 @@ class BlockKernel:
                         value = f"double({value})" if m.buf.name in wide else value
                         if m.buf.reduction == "m2" and inverse:
                             value += f", {inverse[m.buf.dtype]}"
+                        if self.emit.tail and inner_vector:  # the lanes past the row's end add the identity
+                            var, end = self.emit.tail
+                            identity = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, False)
+                            value = f"stax::first_lanes_or({value}, {end} - {var}, {identity})"
                         out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
                         continue
                     at_lane = replace(m, store=m.store.subs(shift, ranges)) if shift else m
@@ -818,13 +837,17 @@ class BlockKernel:
                     if m.buf.name in rows:
                         row = f"{m.buf.name}_row"
                         index = self._row_index(shift)
-                        out.append(f"{bind}stax::vstore({row}.get() + {index}, {value});" if vec_loop
-                                   else f"{bind}{row}[{index}] = {value};")
+                        if vec_loop and self.emit.tail:
+                            var, end = self.emit.tail
+                            out.append(f"{bind}stax::vstore_first({row}.get() + {index}, {value}, {end} - {var});")
+                        else:
+                            out.append(f"{bind}stax::vstore({row}.get() + {index}, {value});" if vec_loop
+                                       else f"{bind}{row}[{index}] = {value};")
             return hoist.lines if hoist else []
         kind = {m.buf.name: accumulator(m.buf, outer_vector) for m in reductions if m.buf.name in blocked}
         blocks = ([f"{kind[name][0]} {acc[name]}_block = {kind[name][1]};" for name in sorted(blocked)],
                   [f"{acc[name]} = stax::r_sum({acc[name]}, {acc[name]}_block);" for name in sorted(blocked)])
-        lines += self._inner_nest(ind, inner_vector, vvar, body, unroll, blocks if blocked else None)
+        lines += self._inner_nest(ind, inner_vector, vvar, body, unroll, blocks if blocked else None, tail)
         for m in reductions:
             name, op = acc[m.buf.name], m.buf.reduction
             if inner_vector:

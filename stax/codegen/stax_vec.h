@@ -472,6 +472,22 @@ template <int S, typename T> inline vec<T> vload_lanes(const T* p, int64_t lo, i
     return r;
   }
 }
+// v in its first k lanes (0 < k <= W), x in the others: a reduction's identity past a row's end.
+template <typename M, size_t... J> constexpr M lane_numbers(std::index_sequence<J...>) { return M{J...}; }
+template <typename V, typename T> inline V first_lanes_or(V v, int64_t k, T x) {
+  if constexpr (wider_than_register<V>) {
+    typedef std::remove_reference_t<decltype(v[0])> E;
+    typedef E H __attribute__((vector_size(sizeof(V) / 2)));
+    H low, high;
+    split_halves(v, low, high);
+    return join_halves<V>(first_lanes_or(low, k, x), first_lanes_or(high, k - int64_t(sizeof(V) / sizeof(E) / 2), x));
+  } else {
+    typedef decltype(v < v) M;
+    typedef std::remove_reference_t<decltype(M{}[0])> I;
+    constexpr size_t N = sizeof(V) / sizeof(v[0]);
+    return lane_numbers<M>(std::make_index_sequence<N>()) < I(k) ? v : x - V{};
+  }
+}
 // The first k elements (every S-th) from p (0 < k <= W), ``other`` in the lanes after them.
 template <typename T> inline vec<T> vload_first(const T* p, int64_t k, T other) { return vload_lanes<1>(p, 0, k, other); }
 template <int S, typename T> inline vec<T> vload_first_strided(const T* p, int64_t k, T other) {

@@ -80,7 +80,8 @@ def test_float_unary(isa, dtype, check):
 def test_float32_exp_over_its_whole_range(isa, check):
     """stax::exp_float (stax_vec.h) against float64's exp rounded to float32: within 2.5e-7
     relative (the function's 1.85e-7 and the reference's rounding) and one unit of 2**-149, and
-    exact on 0, infinity and NaN, in vector bodies and scalar tails; sigmoid is built on it."""
+    exact on 0, infinity and NaN, in vector bodies, their guarded last vectors and the none level's
+    scalar loops; sigmoid is built on it."""
     x = np.linspace(-110, 95, 20011, dtype=np.float32)
     x[[3, 500, 7001, 20010]] = [-np.inf, np.inf, np.nan, -0.0]
     got = check(lambda t: t.exp(), x, rtol=2.5e-7, atol=2 ** -149)(x)
@@ -110,7 +111,7 @@ def test_float32_exp_of_an_unrolled_step_equals_the_one_vector_exp(isa, check):
 def test_float32_erf_over_its_whole_range(isa, check):
     """stax::erf_float (a rational fit, stax_vec.h) against float64's erf rounded to float32:
     within 5e-7 relative wherever the result is normal, exact at +-0, +-infinity (+-1) and NaN,
-    and 1 from |x| = 4 on, in vector bodies and scalar tails alike."""
+    and 1 from |x| = 4 on, in vector bodies, guarded last vectors and scalar loops alike."""
     special = np.float32([np.inf, -np.inf, np.nan, -0.0, 0.0])
     x = np.concatenate([special, np.linspace(-6, 6, 20011, dtype=np.float32),
                         np.float32([1e-30, -3e-39, 4.0, 3.99999, -4.5]), special])  # body and tail
@@ -137,7 +138,7 @@ def test_a_division_by_a_loop_invariant_divisor_multiplies_by_its_reciprocal(isa
     infinite, NaN); a divisor that changes along the loop still divides."""
     normal = np.float32([1.0, -2.5, 7.0, 1e-30, 6e37])
     extreme = np.float32([3e-39, 1e-45, 2e38, -3.4e38, 0.0, -0.0, np.inf, -np.inf, np.nan])
-    x = sample((normal.size + extreme.size, 37), seed=70)  # 37 columns: a vector body and a scalar tail
+    x = sample((normal.size + extreme.size, 37), seed=70)  # 37 columns: vectors and a guarded last one
     x[:, :3] = [0.0, np.inf, np.nan]
     d = np.concatenate([normal, extreme])[:, None]
     compiled = check(lambda a, b: a / b, x, d, rtol=2e-7, atol=0)  # 2**-23 and the reference's rounding
@@ -164,7 +165,7 @@ def test_a_value_invariant_along_the_vector_loop_is_computed_before_it(isa, chec
     a row pass's vector loop (a sum's), run once before the loop (gcc redid the int64 vector's cast lane by
     lane at every step); an integer division by a row's value, which may set the error flag, stays
     in the loop, and so does what is computed from it; the results are the reference's either way."""
-    x = sample((6, 37), seed=73)  # 37 columns: a vector body and a scalar tail
+    x = sample((6, 37), seed=73)  # 37 columns: vectors and a guarded last one
     rows = sample((6, 1), seed=74)
     index = np.int64([[0], [3], [-100], [5], [3], [1]])
     hoisted = check(lambda a, r, i: (a * (r * 2.0).exp() + (i != -100).float() * (i.int() == 3).float()).sum(-1),
@@ -422,8 +423,9 @@ TAIL_SIZES = (1, 7, 17, 33, 127)
 
 
 def test_tails(isa, check):
-    """Sizes that are not multiples of the vector width (16 or 8): vector body plus scalar tail,
-    in rows, columns and flat loops; one program per ISA level, one input per size."""
+    """Sizes that are not multiples of the vector width (16 or 8): vector body plus a guarded last
+    vector or (fewer than Tuning.vector_tail_min points) a scalar tail, in rows, columns and flat
+    loops; one program per ISA level, one input per size."""
     def fn(*xs):
         return tuple(y for x in xs for y in (x * 2 + 1, x.exp(), x.sum(-1), x.sum(0), x.amax(-1),
                                              x / x.sum(-1, keepdim=True)))

@@ -8,8 +8,10 @@ pointwise row another inner loop reads stays in a per-thread row buffer.
 
 Kernel forms (8.3), chosen from the access pattern:
 
-- ``vector``: strip-mined by W along the innermost frame variable, scalar tail (8.1);
-  reductions keep W accumulators combined at the end (Proposition 8.1 (2));
+- ``vector``: strip-mined by W along the innermost frame variable (8.1), the points past the
+  last whole vector run as one guarded vector (masked loads and stores; a reduction adds its
+  identity in the lanes past the end) or, where that cannot be, as scalar points; reductions keep
+  W accumulators combined at the end (Proposition 8.1 (2));
 - ``outer-vector``: reductions whose rows are strided (column sums) vectorize across W
   neighbouring outputs instead;
 - ``split-reduction``: such a reduction over many rows with few outputs: each thread reduces a
@@ -360,7 +362,7 @@ class BlockKernel:
         if not vector_outer:
             return self.nest(vars_, ranges, depth, lambda ind: self.point(form, vvar, ind, outer_vector=False))
         # the last outer loop is strip-mined: a vector nest (in the outer-vector form first one of
-        # several vectors per step) and a scalar tail nest
+        # several vectors per step) and a guarded last vector or a scalar tail nest
         n = ranges[-1]
         lanes = self._outer_lanes() if form == "outer-vector" else 1
         line = self.line_start(vvar, n, [ld for m in self.members for ld in self._external_loads(m)]) \

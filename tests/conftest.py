@@ -7,6 +7,8 @@ updates in place: dtype and shape exactly, values with a tolerance for floats.
 from __future__ import annotations
 
 import functools
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,6 +58,16 @@ def run_check(fn, *arrays: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6, u
     for i, (a, b) in enumerate(zip(ours, theirs)):
         assert_same(a, b, f"input {i} after the call", rtol, atol)
     return compiled
+
+
+def run_cpp(source: str, isa: str, directory: Path) -> str:
+    """Compile a C++ program that includes the kernels' header ``stax_vec.h`` with the kernels'
+    flags at ``isa``, run it, and return what it prints."""
+    from stax.runtime import ISA_LEVELS, compile_flags
+    (directory / "snippet.cpp").write_text(source)
+    subprocess.run(["g++", *compile_flags(ISA_LEVELS[isa]), f"-I{Path(stax.__file__).parent / 'codegen'}",
+                    str(directory / "snippet.cpp"), "-o", str(directory / "snippet")], check=True, capture_output=True)
+    return subprocess.run([str(directory / "snippet")], check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture

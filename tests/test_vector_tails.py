@@ -3,18 +3,15 @@ by a literal, and the vector ops on 8-byte lanes (wider than a register at avx51
 the numpy reference at every ISA level this CPU runs."""
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import stax
 from stax import nn, pooling
 from stax.codegen.tuning import Tuning
-from stax.runtime import ISA_LEVELS, compile_flags
+from stax.runtime import ISA_LEVELS
 
-from conftest import run_check
+from conftest import run_check, run_cpp
 from test_compile import RUNNABLE_ISAS, sample
 
 DEFAULT = Tuning()
@@ -173,13 +170,7 @@ int main() {
 def test_guarded_loads_read_exactly_the_lanes_their_guards_allow(isa, tmp_path):
     """stax::vload_guarded (a masked load of the lanes where every guard holds, an interval of
     lanes) against the lane-by-lane definition of a guarded load, on 140,000 random guards."""
-    source = tmp_path / "guarded.cpp"
-    source.write_text(_GUARDED_LOADS)
-    header_dir = Path(stax.__file__).parent / "codegen"
-    binary = tmp_path / "guarded"
-    subprocess.run(["g++", *compile_flags(ISA_LEVELS[isa]), f"-I{header_dir}", str(source), "-o", str(binary)],
-                   check=True, capture_output=True)
-    assert subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.strip() == "0"
+    assert run_cpp(_GUARDED_LOADS, isa, tmp_path).strip() == "0"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])

@@ -282,14 +282,36 @@ inline char* thread_scratch(size_t bytes) {
   }
   return area.data;
 }
-// x / d for a divisor the same at every point of a vector loop (a row's sum, a constant): x times
-// 1 / d, which gcc computes once a loop (the test too: it unswitches the loop on it; a constant
-// folds), within 2^-23 relative of the quotient (two roundings) where d and 1 / d are normal
-// (|d| in [2^-126, 2^126]); any other divisor (zero, subnormal, huge, infinite, NaN) divides.
-// A vector division occupies the divider for several cycles; a multiplication does not.
+// x / d for a divisor the same at every point of a vector loop (a row's sum, a constant), rounded
+// exactly as the division: q = x * (1 / d), then one correction q + (x - q d) / d by two fused
+// multiply-adds (Markstein: with 1 / d correctly rounded and q within an ulp of x / d, the
+// corrected quotient is x / d correctly rounded).  gcc computes 1 / d once a loop (the test too:
+// it unswitches the loop on it; a constant folds).  Where d or 1 / d is not normal, or x or the
+// quotient is not well inside the normal range (infinite, NaN, tiny, huge), it divides, so a value
+// computed in a vector loop equals the same value computed by a scalar division elsewhere (a
+// sort's ranks compare them).  A vector division occupies the divider for several cycles; two
+// multiply-adds do not.
 inline vec<float> div_invariant(vec<float> x, vec<float> d) {
+#if (defined(__AVX512F__) && STAX_W == 16) || (defined(__AVX2__) && STAX_W == 8)
   const vec<int32_t> magnitude = float_bits(d) & 0x7FFFFFFF;
-  return all_lanes((magnitude >= 0x00800000) & (magnitude <= 0x7E800000)) ? x * (1.0f / d) : x / d;
+  if (all_lanes((magnitude >= 0x00800000) & (magnitude <= 0x7E800000))) {
+    const vec<float> r = 1.0f / d, q = x * r;
+    // x and q from 2^-100 to 2^100 (the remainder x - q d, about an ulp of x, stays normal), or x = 0
+    const vec<int32_t> size = float_bits(q) & 0x7FFFFFFF, x_size = float_bits(x) & 0x7FFFFFFF;
+    if (all_lanes(((size >= 0x0D800000) & (size < 0x72000000) & (x_size >= 0x0D800000) & (x_size < 0x72000000)) |
+                  (x == 0.0f))) {
+#if defined(__AVX512F__) && STAX_W == 16
+      const __m512 e = _mm512_fnmadd_ps((__m512)q, (__m512)d, (__m512)x);
+      const vec<float> corrected = (vec<float>)_mm512_fmadd_ps(e, (__m512)r, (__m512)q);
+#else
+      const __m256 e = _mm256_fnmadd_ps((__m256)q, (__m256)d, (__m256)x);
+      const vec<float> corrected = (vec<float>)_mm256_fmadd_ps(e, (__m256)r, (__m256)q);
+#endif
+      return x == 0.0f ? q : corrected;  // q keeps the sign of a zero quotient
+    }
+  }
+#endif
+  return x / d;
 }
 // float32 exp, in vector bodies and scalar tails alike: exp(x) = 2^n exp(r) with |r| <= ln(2)/2,
 // r by a two-part ln(2) (Cody and Waite), exp(r) by a degree-5 polynomial fitted for least

@@ -286,29 +286,33 @@ inline char* thread_scratch(size_t bytes) {
 // exactly as the division: q = x * (1 / d), then one correction q + (x - q d) / d by two fused
 // multiply-adds (Markstein: with 1 / d correctly rounded and q within an ulp of x / d, the
 // corrected quotient is x / d correctly rounded).  gcc computes 1 / d once a loop (the test too:
-// it unswitches the loop on it; a constant folds).  Where d or 1 / d is not normal, or x or the
-// quotient is not well inside the normal range (infinite, NaN, tiny, huge), it divides, so a value
+// it unswitches the loop on it; a constant folds).  Where |d| is outside [2^-20, 2^20] or the
+// quotient outside [2^-80, 2^80] (infinite, NaN, tiny, huge), it divides, so a value
 // computed in a vector loop equals the same value computed by a scalar division elsewhere (a
 // sort's ranks compare them).  A vector division occupies the divider for several cycles; two
 // multiply-adds do not.
 inline vec<float> div_invariant(vec<float> x, vec<float> d) {
 #if (defined(__AVX512F__) && STAX_W == 16) || (defined(__AVX2__) && STAX_W == 8)
-  const vec<int32_t> magnitude = float_bits(d) & 0x7FFFFFFF;
-  if (all_lanes((magnitude >= 0x00800000) & (magnitude <= 0x7E800000))) {
+  const vec<int32_t> magnitude = float_bits(d) & 0x7FFFFFFF;  // 2^-20 <= |d| < 2^20
+  if (all_lanes((magnitude >= 0x35800000) & (magnitude < 0x49800000))) {
     const vec<float> r = 1.0f / d, q = x * r;
-    // x and q from 2^-100 to 2^100 (the remainder x - q d, about an ulp of x, stays normal), or x = 0
-    const vec<int32_t> size = float_bits(q) & 0x7FFFFFFF, x_size = float_bits(x) & 0x7FFFFFFF;
-    if (all_lanes(((size >= 0x0D800000) & (size < 0x72000000) & (x_size >= 0x0D800000) & (x_size < 0x72000000)) |
-                  (x == 0.0f))) {
+    // 2^-80 <= |q| < 2^80 (so |x| > 2^-100: the remainder x - q d, about an ulp of x, is normal),
+    // or x = 0, whose quotient is q, the signed zero
+    const vec<int32_t> size = float_bits(q) & 0x7FFFFFFF;
 #if defined(__AVX512F__) && STAX_W == 16
+    const __mmask16 inside = _mm512_cmplt_epu32_mask(_mm512_sub_epi32((__m512i)size, _mm512_set1_epi32(0x17800000)),
+                                                      _mm512_set1_epi32(0x67800000 - 0x17800000));
+    const __mmask16 zero = _mm512_cmp_ps_mask((__m512)x, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    if (__mmask16(inside | zero) == 0xFFFF) {
       const __m512 e = _mm512_fnmadd_ps((__m512)q, (__m512)d, (__m512)x);
-      const vec<float> corrected = (vec<float>)_mm512_fmadd_ps(e, (__m512)r, (__m512)q);
-#else
-      const __m256 e = _mm256_fnmadd_ps((__m256)q, (__m256)d, (__m256)x);
-      const vec<float> corrected = (vec<float>)_mm256_fmadd_ps(e, (__m256)r, (__m256)q);
-#endif
-      return x == 0.0f ? q : corrected;  // q keeps the sign of a zero quotient
+      return (vec<float>)_mm512_mask_blend_ps(zero, _mm512_fmadd_ps(e, (__m512)r, (__m512)q), (__m512)q);
     }
+#else
+    if (all_lanes(((size >= 0x17800000) & (size < 0x67800000)) | (x == 0.0f))) {
+      const __m256 e = _mm256_fnmadd_ps((__m256)q, (__m256)d, (__m256)x);
+      return x == 0.0f ? q : (vec<float>)_mm256_fmadd_ps(e, (__m256)r, (__m256)q);
+    }
+#endif
   }
 #endif
   return x / d;

@@ -289,8 +289,9 @@ class Lowering:
             # place; a convolution reads its operands as stored, so only a reshape
             stored = [self._in_place_storage(v) or self._reshape_storage(name) for name, v in zip(node.inputs, ins)]
             stored = [t if t and (not t[1] or op in g.PRODUCT_OPS) else None for t in stored]
-            operands = [t[0] if t else self._materialize(name, v) if v.buffer is None or not self._contiguous_input(v)
-                        else v for name, v, t in zip(node.inputs, ins, stored)]
+            # an input of other strides (flipped, sliced, transposed) is copied: an extern reads rows in place
+            operands = [t[0] if t else self._materialize(name, v, force_copy=v.buffer is not None)
+                        if v.buffer is None or not self._contiguous_input(v) else v for name, v, t in zip(node.inputs, ins, stored)]
             name = self._new_name()
             views = tuple(v.shape if v.shape != self._stored_shape(v.buffer) else None for v in operands)
             attrs = dict(node.attrs)  # a convolution's epilogue (stax.conv_epilogues)

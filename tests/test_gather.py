@@ -75,6 +75,23 @@ def test_gather_and_index_select(dtype, check):
         np.testing.assert_array_equal(g, w)
 
 
+def test_externs_copy_inputs_of_other_strides(check):
+    """An input laid out otherwise than row-major (flipped, a column slice, transposed) that an
+    extern reads (rows by index, a product, a convolution) is copied into rows first: the extern
+    took the flipped table's storage as rows, reading past it (fuzz seed 4406)."""
+    base = sample((16, 6), seed=21)
+    flipped, sliced, transposed = base[::-1], base[:, 1:5], sample((6, 16), seed=22).T
+    rows = sample((9,), "int64", 0, 15, seed=23)
+    weight = sample((6, 3), seed=24)
+    image = sample((2, 3, 8, 8), seed=25)[:, :, ::-1]
+    kernel = sample((4, 3, 3, 3), seed=26)
+
+    def fn(f, s, t, rows, w, image, k):
+        return (f.index_select(0, rows), s.index_select(0, rows), t.index_select(0, rows), f @ w, t @ w,
+                stax.nn.conv2d(image, k, padding=1))
+    check(fn, flipped, sliced, transposed, rows, weight, image, kernel, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_scatter_and_scatter_add(dtype, check):
     x = sample((5, 7), dtype, seed=4)

@@ -357,9 +357,14 @@ def _scatter_reduce(x: stax.Tensor, y: stax.Tensor, z: stax.Tensor, dim: int, re
     return x.scatter_reduce(d, index, z, reduce, include_self=include_self)
 
 
+#: indices an index_select or an embedding takes at most: a short dim is selected from by a one-hot
+#: reduction, which the numpy reference materializes (indices x rows x row length elements)
+MAX_INDICES = 64
+
+
 def _index_select(x: stax.Tensor, y: stax.Tensor, dim: int) -> stax.Tensor:
     d = dim % max(x.ndim, 1)
-    return x.index_select(d, _index(y.flatten(), x.shape[d] if x.ndim else 1))
+    return x.index_select(d, _index(y.flatten()[:MAX_INDICES], x.shape[d] if x.ndim else 1))
 
 
 def _embedding_grad(x: stax.Tensor, y: stax.Tensor) -> stax.Tensor:
@@ -367,7 +372,7 @@ def _embedding_grad(x: stax.Tensor, y: stax.Tensor) -> stax.Tensor:
     address from ``stax.gather.ROWS_BY_ADDRESS`` rows), indexed by ``y``'s values; the rows'
     tanh added back at their indices."""
     table = x.float().reshape(x.shape[0] if x.ndim else 1, -1)
-    index = _index(y.flatten(), table.shape[0])
+    index = _index(y.flatten()[:MAX_INDICES], table.shape[0])
     return gather.add_rows(table, index, table.index_select(0, index).tanh())
 
 

@@ -622,8 +622,7 @@ class BlockKernel:
             return value
         row_index = self._row_index(self._lane_shift(vvar, lane))
         if vector and self.emit.tail:
-            var, end = self.emit.tail
-            return f"stax::vload_first({name}_row.get() + {row_index}, {end} - {var}, {literal(0, ld.dtype, False)})"
+            return f"stax::vload_first({name}_row.get() + {row_index}, {self.emit.tail_lanes()}, {literal(0, ld.dtype, False)})"
         if vector:
             return f"stax::vload({name}_row.get() + {row_index})"
         return f"{name}_row[{row_index}]"
@@ -640,13 +639,12 @@ class BlockKernel:
     def load_text(self, ld: Load, vector: bool, vvar: str | None) -> str:
         tail = self.emit.tail
         if vector and tail and tail[0] == vvar and access_kind(ld.index, vvar, self.width) != "invariant":
-            var, end = tail
             if not ld.guard:
                 stride = self._vector_stride(ld, vvar)
                 load = f"vload_first_strided<{stride}>" if stride > 1 else "vload_first"
-                return (f"stax::{load}({self._pointer(ld.buffer)} + {ld.index}, {end} - {var}, "
+                return (f"stax::{load}({self._pointer(ld.buffer)} + {ld.index}, {self.emit.tail_lanes()}, "
                         f"{literal(ld.other, ld.dtype, False)})")
-            ld = replace(ld, guard=ld.guard + ((Index.var(var), end),))  # no lane past the loop's end
+            ld = replace(ld, guard=ld.guard + ((Index.var(vvar), tail[1]),))  # no lane past the loop's end
         if ld.guard:  # padding: memory is read only where the guard holds
             # tested lane by lane, or the same for every lane
             lanes = [(e, n) for e, n in ld.guard if vector and vvar in e.variables() and lane_step(e, vvar, self.width)]
@@ -693,8 +691,7 @@ class BlockKernel:
             write = "stax::vstore_stream" if streams else "stax::vstore"
             line = f"{write}({ptr} + {m.store}, {value})" if vector else f"{ptr}[{m.store}] = {value}"
             if vector and self.emit.tail:  # the lanes before the loop's end
-                var, end = self.emit.tail
-                line = f"stax::vstore_first({ptr} + {m.store}, {value}, {end} - {var})"
+                line = f"stax::vstore_first({ptr} + {m.store}, {value}, {self.emit.tail_lanes()})"
         lines.append(f"{ind}{line};")
 
     def _inner_nest(self, ind: str, vector: bool, vvar: str | None, emit_body, unroll: int = 1,
@@ -828,9 +825,8 @@ class BlockKernel:
                         if m.buf.reduction == "m2" and inverse:
                             value += f", {inverse[m.buf.dtype]}"
                         if self.emit.tail and inner_vector:  # the lanes past the row's end add the identity
-                            var, end = self.emit.tail
                             identity = literal(reduction_identity(m.buf.reduction, m.buf.dtype), m.buf.dtype, False)
-                            value = f"stax::first_lanes_or({value}, {end} - {var}, {identity})"
+                            value = f"stax::first_lanes_or({value}, {self.emit.tail_lanes()}, {identity})"
                         out.append(f"{bind}{target} = stax::r_{m.buf.reduction}({target}, {value});")
                         continue
                     at_lane = replace(m, store=m.store.subs(shift, ranges)) if shift else m
@@ -840,8 +836,7 @@ class BlockKernel:
                         row = f"{m.buf.name}_row"
                         index = self._row_index(shift)
                         if vec_loop and self.emit.tail:
-                            var, end = self.emit.tail
-                            out.append(f"{bind}stax::vstore_first({row}.get() + {index}, {value}, {end} - {var});")
+                            out.append(f"{bind}stax::vstore_first({row}.get() + {index}, {value}, {self.emit.tail_lanes()});")
                         else:
                             out.append(f"{bind}stax::vstore({row}.get() + {index}, {value});" if vec_loop
                                        else f"{bind}{row}[{index}] = {value};")

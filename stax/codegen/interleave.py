@@ -107,7 +107,7 @@ class Interleaved:
                 first = m.store.subs({v: Index.var(v) * s}, k.frame.var_ranges)
                 values = ", ".join(stored[m.buf.name])
                 if k.emit.tail:  # the points before the loop's end
-                    lines.append(f"{ind}stax::vstore_interleaved_first({ptr} + {first}, {k.emit.tail[1]} - {v}, {values});")
+                    lines.append(f"{ind}stax::vstore_interleaved_first({ptr} + {first}, {k.emit.tail_lanes()}, {values});")
                 else:
                     lines.append(f"{ind}stax::vstore_interleaved({ptr} + {first}, {values});")
         return lines

@@ -51,6 +51,11 @@ class Emission:
     strip_rows: bool = False
     tail: tuple[str, int] | None = None
 
+    def tail_lanes(self) -> str:
+        """The C++ count of the guarded last vector's lanes before the loop's end."""
+        var, end = self.tail
+        return f"{end} - {var}"
+
     @contextmanager
     def guarding_tail(self, var: str, end: int) -> Iterator[None]:
         """Print the enclosed point as the last vector of a loop along ``var`` ending at ``end``:

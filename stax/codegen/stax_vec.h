@@ -46,6 +46,12 @@ constexpr size_t register_bytes = 32;
 constexpr size_t register_bytes = 16;
 #endif
 template <typename V> constexpr bool wider_than_register = STAX_W >= 2 && sizeof(V) > register_bytes;
+// a vector of half V's lanes (of its lane type)
+template <typename V> struct half_vector {
+  typedef std::remove_reference_t<decltype(std::declval<V>()[0])> lane;
+  typedef lane type __attribute__((vector_size(sizeof(V) / 2)));
+};
+template <typename V> using half_of = typename half_vector<V>::type;
 template <typename V, typename H> inline void split_halves(V v, H& low, H& high) {
   std::memcpy(&low, &v, sizeof low);
   std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
@@ -58,8 +64,7 @@ template <typename V, typename H> inline V join_halves(H low, H high) {
 }
 // f applied to the two halves of a and b
 template <typename V, typename F> inline V by_halves(V a, V b, F f) {
-  typedef std::remove_reference_t<decltype(a[0])> E;
-  typedef E H __attribute__((vector_size(sizeof(V) / 2)));
+  typedef half_of<V> H;
   H al, ah, bl, bh;
   split_halves(a, al, ah);
   split_halves(b, bl, bh);
@@ -94,7 +99,7 @@ template <typename V, typename T> inline V load_even(const T* p) {
 }
 template <int S, typename T> inline vec<T> vload_strided(const T* p) {
   if constexpr (S == 2 && wider_than_register<vec<T>>) {
-    typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
+    typedef half_of<vec<T>> H;
     return join_halves<vec<T>>(load_even<H>(p), load_even<H>(p + STAX_W));
   } else if constexpr (S == 2 && STAX_W >= 2) {
     return load_even<vec<T>>(p);
@@ -143,13 +148,16 @@ inline void vstore_stream(bool* p, vec<int8_t> v) { vstore(p, v); }
 template <typename M, int Half, size_t... J> constexpr M interleave_mask(std::index_sequence<J...>) {
   return M{(J / 2 + Half * STAX_W / 2 + (J % 2) * STAX_W)...};
 }
+template <int Half, typename V> inline V interleaved_half(V a, V b) {  // lanes Half * W / 2 on, alternating
+  typedef decltype(a < a) mask;
+  return __builtin_shuffle(a, b, interleave_mask<mask, Half>(std::make_index_sequence<STAX_W>()));
+}
 template <typename T, typename V, typename... Rest> inline void vstore_interleaved(T* p, V first, Rest... rest) {
   const V v[] = {first, rest...};
   constexpr int S = 1 + sizeof...(Rest);
   if constexpr (S == 2 && STAX_W >= 2) {
-    typedef decltype(first < first) mask;
-    vstore(p, __builtin_shuffle(v[0], v[1], interleave_mask<mask, 0>(std::make_index_sequence<STAX_W>())));
-    vstore(p + STAX_W, __builtin_shuffle(v[0], v[1], interleave_mask<mask, 1>(std::make_index_sequence<STAX_W>())));
+    vstore(p, interleaved_half<0>(v[0], v[1]));
+    vstore(p + STAX_W, interleaved_half<1>(v[0], v[1]));
   } else {
     for (int i = 0; i < STAX_W; ++i)
       for (int r = 0; r < S; ++r) p[i * S + r] = v[r][i];
@@ -482,7 +490,7 @@ template <typename V, typename T> inline V load_even_lanes(const T* p, int64_t l
 // Every S-th element from p in lanes [lo, hi), ``other`` in the others.
 template <int S, typename T> inline vec<T> vload_lanes(const T* p, int64_t lo, int64_t hi, T other) {
   if constexpr (S <= 2 && wider_than_register<vec<T>>) {
-    typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
+    typedef half_of<vec<T>> H;
     constexpr int64_t half = STAX_W / 2;
     if constexpr (S == 1)
       return join_halves<vec<T>>(load_lanes<H>(p, lo, hi, other), load_lanes<H>(p + half, lo - half, hi - half, other));
@@ -502,11 +510,10 @@ template <int S, typename T> inline vec<T> vload_lanes(const T* p, int64_t lo, i
 template <typename M, size_t... J> constexpr M lane_numbers(std::index_sequence<J...>) { return M{J...}; }
 template <typename V, typename T> inline V first_lanes_or(V v, int64_t k, T x) {
   if constexpr (wider_than_register<V>) {
-    typedef std::remove_reference_t<decltype(v[0])> E;
-    typedef E H __attribute__((vector_size(sizeof(V) / 2)));
+    typedef half_of<V> H;
     H low, high;
     split_halves(v, low, high);
-    return join_halves<V>(first_lanes_or(low, k, x), first_lanes_or(high, k - int64_t(sizeof(V) / sizeof(E) / 2), x));
+    return join_halves<V>(first_lanes_or(low, k, x), first_lanes_or(high, k - int64_t(sizeof(H) / sizeof(low[0])), x));
   } else {
     typedef decltype(v < v) M;
     typedef std::remove_reference_t<decltype(M{}[0])> I;
@@ -545,7 +552,7 @@ template <int S = 1, typename T> inline vec<T> vload_guarded(const T* p, T other
 // The first k lanes of v stored at p, 0 < k <= W.
 template <typename T> inline void vstore_first(T* p, vec<T> v, int64_t k) {
   if constexpr (wider_than_register<vec<T>>) {
-    typedef T H __attribute__((vector_size(sizeof(vec<T>) / 2)));
+    typedef half_of<vec<T>> H;
     H low, high;
     split_halves(v, low, high);
     store_first(p, low, k);
@@ -560,12 +567,8 @@ template <typename T, typename V, typename... Rest> inline void vstore_interleav
   const V v[] = {first, rest...};
   constexpr int S = 1 + sizeof...(Rest);
   if constexpr (S == 2 && STAX_W >= 2 && !wider_than_register<V>) {
-    typedef decltype(first < first) mask;
-    vstore_first(p, __builtin_shuffle(v[0], v[1], interleave_mask<mask, 0>(std::make_index_sequence<STAX_W>())),
-                 std::min<int64_t>(2 * k, STAX_W));
-    if (2 * k > STAX_W)
-      vstore_first(p + STAX_W, __builtin_shuffle(v[0], v[1], interleave_mask<mask, 1>(std::make_index_sequence<STAX_W>())),
-                   2 * k - STAX_W);
+    vstore_first(p, interleaved_half<0>(v[0], v[1]), std::min<int64_t>(2 * k, STAX_W));
+    if (2 * k > STAX_W) vstore_first(p + STAX_W, interleaved_half<1>(v[0], v[1]), 2 * k - STAX_W);
   } else {
     for (int64_t i = 0; i < k; ++i)
       for (int r = 0; r < S; ++r) p[i * S + r] = v[r][i];
@@ -630,8 +633,7 @@ template <typename M> inline vec<int8_t> as_bool(M m) { return __builtin_convert
 // the 0/1 lanes of cmp(a, b)
 template <typename T, typename F> inline auto compare(T a, T b, F cmp) {
   if constexpr (wider_than_register<T>) {
-    typedef std::remove_reference_t<decltype(a[0])> E;
-    typedef E H __attribute__((vector_size(sizeof(T) / 2)));
+    typedef half_of<T> H;
     H al, ah, bl, bh;
     split_halves(a, al, ah);
     split_halves(b, bl, bh);
@@ -664,8 +666,7 @@ template <typename T> inline T select(bool c, T a, T b) {
 }
 template <typename V> inline V select(vec<int8_t> c, V a, V b) {
   if constexpr (wider_than_register<V>) {  // the mask widened to int32 lanes in one instruction, then split
-    typedef std::remove_reference_t<decltype(a[0])> E;
-    typedef E H __attribute__((vector_size(sizeof(V) / 2)));
+    typedef half_of<V> H;
     typedef int32_t HC __attribute__((vector_size(STAX_W >= 2 ? STAX_W * 2 : 4)));
     H al, ah, bl, bh;
     HC cl, ch;
@@ -731,8 +732,8 @@ template <typename To, typename V> inline vec<To> vcast(V x) {
   if constexpr (sizeof(From) < 4 && sizeof(To) == 8 && wider_than_register<vec<To>>) {
     return vcast<To>(__builtin_convertvector(x, vec<int32_t>));
   } else if constexpr (wider_than_register<V> || wider_than_register<vec<To>>) {
-    typedef From HF __attribute__((vector_size(sizeof(From) * (STAX_W / 2))));
-    typedef To HT __attribute__((vector_size(sizeof(To) * (STAX_W / 2))));
+    typedef half_of<V> HF;
+    typedef half_of<vec<To>> HT;
     HF low, high;
     split_halves(x, low, high);
     return join_halves<vec<To>>(cast_lanes<HT>(low), cast_lanes<HT>(high));

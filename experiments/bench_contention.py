@@ -1,6 +1,7 @@
 """Kernels beside a busy core: every suite program's per-call p50 and p99, quiet and with a
 co-runner (a busy loop pinned to one core, at nice 0 and at nice 19), for Stax on one and on two
-threads and, when PyTorch is installed, TorchInductor, all in one run.  The goal (timing that
+threads and, when PyTorch is installed, TorchInductor, all in one run, each runtime in a process of
+its own.  The goal (timing that
 can be trusted) is a loaded median within 1.3x and a loaded p99 within 2x of the quiet
 single-thread median, and two threads as fast as before when quiet.  A benchmark, not a test.
 
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
+import multiprocessing
 import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -86,54 +90,88 @@ def per_call(fns: dict[str, Callable[[], object]], seconds: float, least: int = 
     return {label: Percentiles(*map(float, np.percentile(t, [50, 99])), len(t), tuple(t)) for label, t in times.items()}
 
 
-def stax_calls(name: str, arrays: list[np.ndarray]) -> dict[str, Callable[[], object]]:
-    program = PROGRAMS[name]
-    one, two = (stax.compile(program.fn, *arrays, threads=t) for t in (1, 2))
-    calls = [a.copy() for a in arrays]  # in-place programs update these; the timing does not care
-    return {"stax 1 thread": lambda: one(*calls), "stax 2 threads": lambda: two(*calls)}
+#: every runtime timed, each in a process of its own (see ``RuntimeWorkers``)
+STAX_RUNTIMES = ("stax 1 thread", "stax 2 threads")
+INDUCTOR_RUNTIMES = ("inductor 1 thread", "inductor 2 threads")
 
 
-def inductor_calls(name: str, arrays: list[np.ndarray]) -> dict[str, Callable[[], object]]:
-    """TorchInductor on one and on two threads (torch's intra-op threads), or nothing without torch."""
-    try:
-        import torch
-    except ImportError:
-        return {}
-    compiled = torch.compile(PROGRAMS[name].fn)
-    tensors = [torch.from_numpy(a.copy()) for a in arrays]
+def runtime_call(label: str, name: str, arrays: list[np.ndarray]) -> Callable[[], object]:
+    """One call of suite program ``name`` under runtime ``label`` ("stax 2 threads", "inductor 1
+    thread"): stax's compiled program, or TorchInductor's with torch's intra-op threads set."""
+    family, threads = label.split()[0], int(label.split()[1])
+    inputs = [a.copy() for a in arrays]  # in-place programs update these; the timing does not care
+    if family == "stax":
+        compiled = stax.compile(PROGRAMS[name].fn, *inputs, threads=threads)
+        return lambda: compiled(*inputs)
+    import torch
+    torch.set_num_threads(threads)
+    program = torch.compile(PROGRAMS[name].fn)
+    tensors = [torch.from_numpy(a) for a in inputs]
 
-    def on(threads: int) -> Callable[[], object]:
-        def call():
-            torch.set_num_threads(threads)
-            with torch.no_grad():
-                return compiled(*tensors)
-        return call
-    with torch.no_grad():
-        compiled(*tensors)  # compiles
-    return {"inductor 1 thread": on(1), "inductor 2 threads": on(2)}
+    def call():
+        with torch.no_grad():
+            return program(*tensors)
+    call()  # compiles
+    return call
 
 
-def measure(name: str, size: tuple[int, int], seconds: float, inductor: bool,
+def time_runtime(label: str, name: str, size: tuple[int, int], seconds: float,
+                 conditions: tuple[str, ...]) -> tuple[dict[str, Percentiles], dict[str, str]]:
+    """``label``'s per-call percentiles in each condition (quiet first), and what stax's pool did
+    in each; run in the runtime's own worker process."""
+    call = runtime_call(label, name, PROGRAMS[name].inputs(size[0], columns=size[1]))
+    figures, pool = {}, {}
+    for condition in conditions:
+        with co_runner(condition):
+            before = runtime.parallel_stats()
+            figures[condition] = per_call({label: call}, seconds)[label]
+            pool[condition] = pool_use(before, runtime.parallel_stats())
+    return figures, pool
+
+
+class RuntimeWorkers:
+    """A worker process per runtime, kept for the whole run.  One runtime's threads must not take
+    the core from another's calls: in one process, libgomp's threads spinning after an Inductor
+    call sat on the caller's core whenever the co-runner held the other one, and stax's
+    single-thread p99s rose tenfold with them."""
+
+    def __init__(self, labels: tuple[str, ...], straggler_rule: bool):
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no parent's threads
+        self.pools = {label: ProcessPoolExecutor(1, context, initializer=_set_straggler_rule,
+                                                 initargs=(straggler_rule,)) for label in labels}
+
+    def time(self, label: str, *args) -> tuple[dict[str, Percentiles], dict[str, str]]:
+        return self.pools[label].submit(time_runtime, label, *args).result()
+
+    def __enter__(self) -> RuntimeWorkers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for pool in self.pools.values():
+            pool.shutdown()
+
+
+def _set_straggler_rule(on: bool) -> None:
+    runtime.load_runtime().stax_parallel_test_straggler_rule(int(on))
+
+
+def measure(name: str, size: tuple[int, int], seconds: float, workers: RuntimeWorkers,
             conditions: tuple[str, ...] = CONDITIONS) -> list[dict]:
     """One row per runtime: p50 and p99 per condition in microseconds, and the goal's ratios
     (against the quiet single-thread median; the loaded p99 also against the single-thread p99
     in the same condition, which tells a late thread's cost from the machine's own)."""
-    arrays = PROGRAMS[name].inputs(size[0], columns=size[1])
-    calls = stax_calls(name, arrays) | (inductor_calls(name, arrays) if inductor else {})
     loaded = [c for c in conditions if c != "quiet"] or ["quiet"]
+    measured = tuple(dict.fromkeys(("quiet", *loaded)))
     figures, pool = {}, {}
-    for condition in dict.fromkeys(("quiet", *loaded)):
-        with co_runner(condition):
-            before = runtime.parallel_stats()
-            for label, f in per_call(calls, seconds).items():
-                figures[label, condition] = f
-            pool[condition] = pool_use(before, runtime.parallel_stats())
+    for label in workers.pools:
+        times, pool[label] = workers.time(label, name, size, seconds, measured)
+        figures |= {(label, condition): f for condition, f in times.items()}
     rows = []
-    for label in calls:
+    for label in workers.pools:
         alone = label.rsplit(" ", 2)[0] + " 1 thread"
         single = figures[alone, "quiet"].p50
         row = {"program": name, "size": "x".join(map(str, size)), "runtime": label}
-        for condition in dict.fromkeys(("quiet", *loaded)):
+        for condition in measured:
             f = figures[label, condition]
             row[f"{condition} p50"], row[f"{condition} p99"] = f.p50 * 1e6, f.p99 * 1e6
         row["worst p99/1t p99"] = max(figures[label, c].p99 / figures[alone, c].p99 for c in loaded)
@@ -146,7 +184,7 @@ def measure(name: str, size: tuple[int, int], seconds: float, inductor: bool,
         row["worst p99/1t"] = max(f.p99 for f in loaded_figures) / single
         row["goal"] = "met" if row["worst p50/1t"] <= MEDIAN_GOAL and row["worst p99/1t"] <= P99_GOAL else "missed"
         if label == "stax 2 threads":
-            row["pool"] = "; ".join(f"{condition}: {text}" for condition, text in pool.items())
+            row["pool"] = "; ".join(f"{condition}: {text}" for condition, text in pool[label].items())
         rows.append(row)
     return rows
 
@@ -184,17 +222,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--straggler-rule", choices=("on", "off"), default="on",
                         help="the kernels' pool's straggler rule (default on; off: every region uses the pool)")
     args = parser.parse_args(argv)
-    runtime.load_runtime().stax_parallel_test_straggler_rule(int(args.straggler_rule == "on"))
-    print(f"per-call times in us; co-runner: a busy loop on core {max(os.sched_getaffinity(0))}; "
-          f"goal: loaded p50 <= {MEDIAN_GOAL}x and p99 <= {P99_GOAL}x the quiet single-thread p50; "
-          f"load average before the run {os.getloadavg()[0]:.2f} (other processes make 'quiet' less so); "
-          f"straggler rule {args.straggler_rule}", flush=True)
+    inductor = not args.no_inductor and importlib.util.find_spec("torch") is not None
+    print(f"per-call times in us, each runtime in a process of its own; co-runner: a busy loop on core "
+          f"{max(os.sched_getaffinity(0))}; goal: loaded p50 <= {MEDIAN_GOAL}x and p99 <= {P99_GOAL}x the quiet "
+          f"single-thread p50; load average before the run {os.getloadavg()[0]:.2f} (other processes make "
+          f"'quiet' less so); straggler rule {args.straggler_rule}", flush=True)
     rows = []
-    for size in args.sizes:
-        for name in args.programs:
-            new = measure(name, size, args.seconds, not args.no_inductor, tuple(args.conditions))
-            print_rows(new, header=not rows)
-            rows += new
+    with RuntimeWorkers(STAX_RUNTIMES + INDUCTOR_RUNTIMES * inductor, args.straggler_rule == "on") as workers:
+        for size in args.sizes:
+            for name in args.programs:
+                new = measure(name, size, args.seconds, workers, tuple(args.conditions))
+                print_rows(new, header=not rows)
+                rows += new
     met = sum(r["goal"] == "met" for r in rows)
     print(f"goal met by {met} of {len(rows)} rows; load average after the run {os.getloadavg()[0]:.2f}")
     return rows

@@ -73,8 +73,8 @@
 // that took over STRAGGLER_SLOWDOWN times its own time a chunk (a thread that only had more chunks,
 // an uneven split, ran at the caller's pace), the regions of the next SOLO_MIN_SECONDS run on their
 // caller alone, as a team of one (the pool untouched, so (1)-(4) hold trivially); the window grows
-// while the pool, tried again, fails within as long as it was left out, up to SOLO_MAX_SECONDS, and
-// the first region after it tries the pool again.  The rule changes which regions use the pool,
+// while the pool, tried again, fails within SOLO_MEMORY_SECONDS, up to SOLO_MAX_SECONDS, and the
+// first region after it tries the pool again.  The rule changes which regions use the pool,
 // never how a pooled region runs.  A caller waiting longer than it worked stops spinning and
 // sleeps: its idle core is where the kernel may move the thread it waits for.
 //
@@ -140,11 +140,13 @@ const int MAX_TEAM = 256;
 // longer than STRAGGLER_FLOOR_SECONDS), on members that took over STRAGGLER_SLOWDOWN times the
 // caller's time a chunk, had a member that lost its core; the regions of the next
 // SOLO_MIN_SECONDS run on their caller alone, and that window grows SOLO_GROWTH-fold (up to
-// SOLO_MAX_SECONDS) while the next straggler comes within a window's length of the last window's
-// end: under a lasting co-runner the pool is tried a few times a second, and a rare straggler on a
-// quiet machine (a core taken for a moment by the host or an interrupt) costs one short window.
+// SOLO_MAX_SECONDS) while the next straggler comes within SOLO_MEMORY_SECONDS of the last window's
+// end: under a lasting co-runner (which lets the pool run for a while between its stalls) the pool
+// is tried about twice a second, so the stalls, a time slice each, fall on few calls; a rare
+// straggler on a quiet machine (a core taken for a moment by the host or an interrupt) costs one
+// short window.
 const double STRAGGLER_FLOOR_SECONDS = 2e-5, STRAGGLER_SLOWDOWN = 4;
-const double SOLO_MIN_SECONDS = 1e-2, SOLO_MAX_SECONDS = 0.2;
+const double SOLO_MIN_SECONDS = 1e-2, SOLO_MAX_SECONDS = 0.5, SOLO_MEMORY_SECONDS = 1;
 const int64_t SOLO_GROWTH = 4;
 const uint32_t STEPS = 64;                   // claim words: steps a slow member may lag behind
 const uint64_t MAX_CHUNKS = uint64_t(1) << 31;  // chunks of one loop (the claim word's low half)
@@ -452,15 +454,20 @@ bool is_straggler(double waited, double worked, uint64_t chunks, uint64_t member
          member_worked * double(chunks) > STRAGGLER_SLOWDOWN * worked * double(member_chunks);
 }
 
+// The length of the solo window a straggler opens, in ns: the last window's (`last`, 0 if none)
+// grown while stragglers recur (`since` ns after its end), the shortest otherwise.
+int64_t solo_window(int64_t last, int64_t since) {
+  const bool recurring = last > 0 && since < int64_t(1e9 * SOLO_MEMORY_SECONDS);
+  return recurring ? std::min(SOLO_GROWTH * last, int64_t(1e9 * SOLO_MAX_SECONDS)) : int64_t(1e9 * SOLO_MIN_SECONDS);
+}
+
 // The straggler rule (the arguments are is_straggler's): run the next regions alone for a while.
 void judge(double waited, double worked, uint64_t chunks, uint64_t member_chunks, double member_worked) {
   if (!is_straggler(waited, worked, chunks, member_chunks, member_worked)) return;
   pool.stragglers.fetch_add(1, std::memory_order_relaxed);  // counted with the rule off too
   if (!pool.straggler_rule.load(std::memory_order_relaxed)) return;
   const int64_t now = now_ns();
-  const bool recurring = pool.solo_ns > 0 && now - pool.window_end < pool.solo_ns;
-  pool.solo_ns = recurring ? std::min(SOLO_GROWTH * pool.solo_ns, int64_t(1e9 * SOLO_MAX_SECONDS))
-                        : int64_t(1e9 * SOLO_MIN_SECONDS);
+  pool.solo_ns = solo_window(pool.solo_ns, now - pool.window_end);
   pool.window_end = pool.solo_until = now + pool.solo_ns;
 }
 
@@ -631,7 +638,8 @@ void stax_parallel_stats(int64_t* out) {
 
 // Test hooks: hold every pool thread before it joins a region (held != 0) or let it go, delay
 // each join by a random 0 .. most_us microseconds, stall the next pool thread that claims chunks
-// for `us` microseconds (it holds them meanwhile), turn the straggler rule off (0) or on.
+// for `us` microseconds (it holds them meanwhile), the straggler rule's window, turn the straggler
+// rule off (0) or on.
 void stax_parallel_test_hold(int held) { pool.hold.publish(held != 0); }
 void stax_parallel_test_delay(int64_t most_us) { pool.delay_us.store(most_us, std::memory_order_relaxed); }
 void stax_parallel_test_stall(int64_t us) { pool.stall_us.store(us, std::memory_order_relaxed); }
@@ -639,6 +647,7 @@ int stax_parallel_test_is_straggler(double waited_us, double worked_us, int64_t 
                                     double member_worked_us) {
   return is_straggler(1e3 * waited_us, 1e3 * worked_us, uint64_t(chunks), uint64_t(member_chunks), 1e3 * member_worked_us);
 }
+int64_t stax_parallel_test_solo_window(int64_t last_ns, int64_t since_ns) { return solo_window(last_ns, since_ns); }
 void stax_parallel_test_straggler_rule(int on) { pool.straggler_rule.store(on != 0, std::memory_order_relaxed); }
 
 }  // extern "C"

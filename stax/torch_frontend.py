@@ -15,7 +15,8 @@ so the graph is the joint forward + backward graph (what AOTAutograd partitions)
 is traced under ``sdpa_kernel(SDPBackend.MATH)`` so that its backward decomposes into matmuls
 and softmax instead of the fused CPU flash-attention backward kernel, and with oneDNN off, so
 that ``nn.LSTM`` decomposes into its cells. A few ops outside core ATen's decompositions are
-decomposed too (ELU, Hardtanh, ``repeat``, ``isnan``). Parameters and buffers
+decomposed too (ELU, Hardtanh, ``repeat``, ``isnan``), and ``F.one_hot``, whose kernel checks its
+data, is rewritten (:mod:`stax.torch_rewrites`). Parameters and buffers
 become graph inputs, in ``named_parameters()`` then ``named_buffers()`` order, before the call's
 own tensors.
 
@@ -49,6 +50,7 @@ from .frontend import Tensor, trace, write_back
 from .graph import Graph
 from .reference import evaluate
 from .torch_ops import ATEN, RANDOM, dtype_name, full
+from .torch_rewrites import rewrites
 
 
 def require_torch() -> ModuleType:
@@ -197,7 +199,7 @@ def capture(fn: Callable[..., Any], flat_inputs: Sequence[Any]) -> Any:
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
     table = _decompositions()
-    with sdpa_kernel(SDPBackend.MATH), _without_onednn(torch):
+    with sdpa_kernel(SDPBackend.MATH), _without_onednn(torch), rewrites(torch):
         traced = make_fx(fn, decomposition_table=table)(*_fresh(flat_inputs))
         return make_fx(functionalize(traced, remove="mutations"),
                        decomposition_table=table)(*_fresh(flat_inputs))

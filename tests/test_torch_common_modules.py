@@ -97,3 +97,31 @@ def test_cdist_and_its_gradients_match_torch_at_every_p_with_zero_distances_and_
             results += [d, *torch.autograd.grad(loss, (a, b))]
         return tuple(results)
     assert_matches_torch(import_function(distances_and_gradients, a, b), rtol=1e-4, atol=1e-5)
+
+
+def test_one_hot_of_labels_given_at_run_time_matches_torch_and_checks_their_range():
+    """F.one_hot of labels that are the call's input (2-D, so the classes are a third dim): the
+    one-hot tensor, a Dice loss built on it and the loss's gradient as torch gives them.  A label
+    outside [0, n) raises, as torch does, instead of giving a row of zeros; without num_classes
+    (a shape read from the data) it is refused by name."""
+    from stax import KernelError
+    from stax.errors import UnsupportedError
+    torch.manual_seed(3)
+    x, labels = torch.randn(2, 3, 5), torch.tensor([[0, 4, 2], [2, 1, 3]])
+
+    def dice(x, t):
+        x = x.requires_grad_()
+        hot, p = F.one_hot(t, 5), F.softmax(x, 2)
+        loss = 1 - (2 * (p * hot).sum() + 1) / (p.sum() + hot.sum() + 1)
+        return hot, loss, *torch.autograd.grad(loss, x)
+    program = import_function(dice, x, labels)
+    assert_matches_torch(program, rtol=1e-5, atol=1e-6)
+    compiled = program.compile()
+    assert compiled(*program.arguments())[0].dtype == np.int64
+    for bad in (5, -1):
+        wrong = labels.clone()
+        wrong[1, 2] = bad
+        with pytest.raises(KernelError):
+            compiled(*program.arguments(x, wrong))
+    with pytest.raises(UnsupportedError, match="pass num_classes"):
+        import_function(lambda t: F.one_hot(t), labels)

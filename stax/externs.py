@@ -1,15 +1,30 @@
 """The extern ops of the graph (``stax.graph.EXTERN_OPS``) and the calls that run them (seed 8.5's
 library calls): each takes its operands, then ``out=`` and ``threads=`` (and the node's attributes).
 The hand-written kernels' externs also have the plan a compiled call makes of them, from their
-operands' shapes, the output's dtype, the threads and the node's attributes."""
+operands' shapes, the output's dtype, the threads and the node's attributes.  The scans' numpy
+fallback is here too (``NUMPY_SCANS``)."""
 from __future__ import annotations
 
 from typing import Any, Callable
+
+import numpy as np
 
 from .random_draws import bernoulli, plan_random_draw, uniform
 from .direct_conv import direct_conv, direct_conv_weight_grad, plan_direct_conv, plan_direct_conv_weight_grad
 from .matmul import matmul_sum, parallel_matmul
 from .row_index import add_rows, plan_add_rows, plan_take_rows, take_rows
+
+
+def logcumsumexp(x: np.ndarray, axis: int, out: np.ndarray) -> np.ndarray:
+    """numpy's log-add-exp accumulated along ``axis``; equal infinities, which numpy subtracts
+    before it returns them, raise no warning."""
+    with np.errstate(invalid="ignore"):
+        return np.logaddexp.accumulate(x, axis=axis, out=out)
+
+
+#: the scans' numpy fallback (seed 7.7: ``CostModel(native_scans=False)``, or an empty scan), called
+#: with the operand, ``axis=`` and ``out=``
+NUMPY_SCANS = {"cumsum": np.cumsum, "cumprod": np.cumprod, "logcumsumexp": logcumsumexp}
 
 EXTERN_CALLS = {"matmul": parallel_matmul, "matmul_sum": matmul_sum, "conv2d": direct_conv,
                 "conv2d_weight": direct_conv_weight_grad, "take_rows": take_rows, "add_rows": add_rows,

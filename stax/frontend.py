@@ -673,6 +673,14 @@ class Tensor:
         """torch.Tensor.cumprod: running product along ``dim``."""
         return self._scan("cumprod", dim, dtype)
 
+    def logcumsumexp(self, dim: int) -> Tensor:
+        """torch.Tensor.logcumsumexp: ``log(cumsum(exp(x)))`` along ``dim``, each step a
+        log-add-exp (exact where the running value and the next differ by much)."""
+        if not dtypes.is_floating(self.dtype):
+            raise UnsupportedError(f"logcumsumexp of a {self.dtype} tensor: torch computes it for floating tensors only; "
+                                   "cast first, e.g. x.float().logcumsumexp(dim)")
+        return self._scan("logcumsumexp", dim, None)
+
     def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """``sum / count``; like torch, integer inputs need an explicit floating ``dtype``."""
         src = self._cast(dtypes.canonical(dtype)) if dtype is not None else self

@@ -15,9 +15,9 @@ Ops and their attributes:
 - ``where``: inputs ``(cond, a, b)``.
 - reductions (``REDUCTION_OPS``): ``dims`` (sorted, non-negative), ``keepdim``; ``m2`` is the sum
   of squared deviations from the mean over ``dims`` (variance's numerator, float only).
-- scans (``SCAN_OPS``: ``cumsum``, ``cumprod``): ``dim`` (non-negative); the output has the
-  input's shape, and the input is already cast to the result dtype (int and bool scan in int64,
-  as torch).  Seed 7.7: a loop-carried dependence along ``dim`` only.
+- scans (``SCAN_OPS``: ``cumsum``, ``cumprod``, ``logcumsumexp``): ``dim`` (non-negative); the
+  output has the input's shape, and the input is already cast to the result dtype (int and bool
+  scan in int64, as torch; ``logcumsumexp`` is float only).  Seed 7.7: a loop-carried dependence along ``dim`` only.
 - views: ``permute`` (``dims``), ``reshape`` (``shape``), ``expand`` (``shape``, same rank, size-1
   dims broadcast), ``slice`` (``dim``, ``start``, ``stop``, ``step``), ``unfold`` (``dim``,
   ``size``, ``step``: torch's sliding windows, a new last dim of ``size``), ``flip`` (``dims``).
@@ -66,7 +66,9 @@ COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 #: the ops that draw random numbers from the program's seed (``stax.random_draws``)
 RANDOM_OPS = frozenset({"bernoulli", "uniform"})
 REDUCTION_OPS = frozenset({"sum", "prod", "amax", "amin", "m2"})
-SCAN_OPS = frozenset({"cumsum", "cumprod"})
+#: each scan op and its combine op (``ComputedBuffer.scan``): logcumsumexp runs log(e^a + e^b)
+SCAN_COMBINE = {"cumsum": "sum", "cumprod": "prod", "logcumsumexp": "logaddexp"}
+SCAN_OPS = frozenset(SCAN_COMBINE)
 VIEW_OPS = frozenset({"permute", "reshape", "expand", "slice", "unfold", "flip"})
 ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | COMPARE_OPS | {"cast", "where"}
 #: the extern products, which read an operand stored transposed in place (BLAS's transpose flag)

@@ -7,7 +7,8 @@ whose body is a small expression DAG over the loop variables.
 - ``ComputedBuffer``: ``ranges`` (pointwise variables ``x0, x1, ...``) and, for a reduction,
   ``reduction_ranges`` (variables ``r0, r1, ...``) and ``reduction`` (sum/prod/amax/amin, or m2:
   Welford's sum of squared deviations from the mean, one pass).
-  A *scan* (seed 7.7, ``cumsum``/``cumprod``) sets ``scan`` (the combine op, sum/prod) and
+  A *scan* (seed 7.7, ``cumsum``/``cumprod``/``logcumsumexp``) sets ``scan`` (the combine op,
+  sum/prod/logaddexp) and
   ``scan_dim``: its ``ranges`` are the shape's other dims in order, its one reduction range
   ``r0`` is the carried dim, and every element is stored (the running value).
   It stores ``body`` at ``store_index`` (contiguous over its ranges unless it writes into an
@@ -56,7 +57,7 @@ class Op:
 
 Expr = Union[Load, Const, Op]
 
-REDUCTION_INIT = {"sum": 0, "prod": 1, "amax": "-inf", "amin": "inf", "m2": 0}
+REDUCTION_INIT = {"sum": 0, "prod": 1, "amax": "-inf", "amin": "inf", "m2": 0, "logaddexp": "-inf"}
 
 
 def reduction_identity(op: str, dtype: str):
@@ -112,7 +113,7 @@ class ComputedBuffer:
     store_index: Index | None = None
     aliases: str | None = None  # in-place update: the graph input whose storage this writes
     origin: str = ""  # the graph node it computes
-    scan: str | None = None  # a scan's combine op (sum/prod); reduction is None then
+    scan: str | None = None  # a scan's combine op (graph.SCAN_COMBINE); reduction is None then
     scan_dim: int | None = None  # the carried dim of ``shape``
 
     @property

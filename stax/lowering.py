@@ -7,7 +7,8 @@ chain of elementwise ops costs no memory traffic.  A node is *materialized* into
 
 1. reductions, scans and extern calls always (their outputs are buffers); a scan over a dim of
    size 1 is its (cast) input, inlined; ``CostModel(native_scans=False)`` and scans of empty
-   tensors become an extern call of numpy's ``cumsum``/``cumprod`` (the fallback of seed 7.7);
+   tensors become an extern call of numpy's ``cumsum``/``cumprod``/``logaddexp.accumulate`` (the
+   fallback of seed 7.7);
 2. graph outputs, in-place update targets and extern operands;
 3. an elementwise node whose inlined expression holds an expensive op (exp, log, tanh, ...)
    and that has two or more users: recomputing it per user costs more than a round trip
@@ -495,7 +496,7 @@ class Lowering:
         name = self._new_name()
         self.buffers.append(ComputedBuffer(name, shape, node.dtype, tuple(shape[d] for d in others), body,
                                            (shape[dim],), store_index=linear_index(idx, contiguous_strides(shape)),
-                                           origin=node.name, scan=node.op.removeprefix("cum"), scan_dim=dim))
+                                           origin=node.name, scan=g.SCAN_COMBINE[node.op], scan_dim=dim))
         return self._buffer_value(name, shape, node.dtype)
 
     def _trivial_reduction(self, node: g.Node, src: TensorValue, count: int) -> TensorValue:

@@ -76,7 +76,8 @@ def _bool_or_number(reduce: Callable[..., Array], empty: bool) -> Callable[..., 
 
 _REDUCTIONS: dict[str, Callable[..., Array]] = {"sum": np.sum, "prod": np.prod, "amax": _bool_or_number(np.max, False),
                                                 "amin": _bool_or_number(np.min, True), "m2": _m2}
-_SCANS: dict[str, Callable[..., Array]] = {"cumsum": np.cumsum, "cumprod": np.cumprod}
+_SCANS: dict[str, Callable[..., Array]] = {"cumsum": np.cumsum, "cumprod": np.cumprod,
+                                           "logcumsumexp": np.logaddexp.accumulate}
 
 
 def _np_dtype(dtype: str, upcast: bool) -> np.dtype:
@@ -236,6 +237,12 @@ def _perturbed(x: Array, dtype: str, terms: int, rounding: np.random.Generator) 
     return (x * (1 + rounding.uniform(-bound, bound, x.shape))).astype(dtype).astype(x.dtype, copy=False)
 
 
+def _shifted(x: Array, dtype: str, terms: int, rounding: np.random.Generator) -> Array:
+    """``x`` plus e, e uniform within ROUNDING_UNITS * ``terms`` units of ``dtype``'s rounding."""
+    bound = ROUNDING_UNITS * terms * _UNIT_ROUNDING[dtype]
+    return x + rounding.uniform(-bound, bound, x.shape).astype(x.dtype)
+
+
 def _with_rounded_terms(node: Node, args: list[Array], dtypes: list[str],
                         rounding: np.random.Generator) -> list[Array]:
     """The arguments of an accumulating op with its terms perturbed by their count's backward error."""
@@ -253,6 +260,8 @@ def _with_rounded_terms(node: Node, args: list[Array], dtypes: list[str],
         terms = args[0].shape[0]  # at most every row of the values
     else:
         return args
+    if node.op == "logcumsumexp":  # its terms are exp(x): their relative error is an absolute one of x
+        return [_shifted(args[0], dtypes[0], terms, rounding)]
     return [_perturbed(args[0], dtypes[0], terms, rounding), *args[1:]]
 
 

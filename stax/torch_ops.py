@@ -481,6 +481,7 @@ ATEN: dict[str, Handler] = {
     "native_layer_norm": _layer_norm, "_native_batch_norm_legit_no_training": _batch_norm_inference,
     "native_group_norm": _group_norm, "sign": lambda x: x.sign(),
     "cumsum": lambda x, dim, *, dtype=None: x.cumsum(dim, dtype=None if dtype is None else dtype_name(dtype)),
+    "logcumsumexp": lambda x, dim: x.logcumsumexp(dim),
     "view": lambda x, shape: x.reshape(shape), "_unsafe_view": lambda x, shape: x.reshape(shape),
     "reshape": lambda x, shape: x.reshape(shape),
     "permute": lambda x, dims: x.permute(dims), "t": lambda x: x.t(), "transpose": lambda x, a, b: x.transpose(a, b),

@@ -17,7 +17,7 @@ import numpy as np
 
 from .compiler import CompiledFunction, generate_kernels, translation_unit
 from .problems import block_index
-from .externs import EXTERN_CALLS
+from .externs import EXTERN_CALLS, NUMPY_SCANS
 from .runtime import build, load
 
 
@@ -72,7 +72,7 @@ def count_traffic(compiled: CompiledFunction, *arrays: np.ndarray) -> list[Kerne
             if ext["op"] in EXTERN_CALLS:
                 EXTERN_CALLS[ext["op"]](*operands, **ext.get("attrs", {}), out=storage[ext["output"]], threads=1)
             else:
-                getattr(np, ext["op"])(*operands, **ext.get("attrs", {}), out=storage[ext["output"]])
+                NUMPY_SCANS[ext["op"]](*operands, **ext.get("attrs", {}), out=storage[ext["output"]])
             read = sum(storage[i].nbytes for i in dict.fromkeys(ext["inputs"]))
             rows.append(KernelTraffic(kernel.name, *modeled[kernel.name], read, storage[ext["output"]].nbytes))
             continue

@@ -2,8 +2,8 @@
 their training step (loss and every parameter's gradient) against eager torch.  Each needed a
 translation the front end lacked: nn.LSTM (oneDNN's fused layer, traced as its decomposition),
 GroupNorm (``native_group_norm``), InstanceNorm2d (``repeat``), ELU and SELU, Hardtanh and
-ReLU6, Conv1d (a 2-D convolution of height 1), ``cumsum``, the L1 losses' ``sign`` and KL
-divergence's ``isnan``."""
+ReLU6, Conv1d (a 2-D convolution of height 1), ``cumsum`` and ``logcumsumexp``, the L1 losses'
+``sign`` and KL divergence's ``isnan``."""
 from __future__ import annotations
 
 import numpy as np
@@ -55,6 +55,7 @@ MODULES = {
     "conv_transpose1d": (lambda: nn.ConvTranspose1d(4, 3, 3, stride=2), (2, 4, 7)),
     "mnist_stem": (lambda: nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)), (64, 1, 28, 28)),
     "cumsum": (lambda: Scaled(lambda x: x.cumsum(1)), (4, 9)),
+    "logcumsumexp": (lambda: Scaled(lambda x: (x * 4).logcumsumexp(1)), (4, 9)),
     "l1_loss": (lambda: Scaled(lambda x: F.l1_loss(x, x.detach().flip(0))), (4, 9)),
     "smooth_l1_loss": (lambda: Scaled(lambda x: F.smooth_l1_loss(x, x.detach() * 0.3)), (4, 9)),
     "kl_div": (lambda: Scaled(lambda x: F.kl_div(F.log_softmax(x, 1), F.softmax(x.detach().flip(1), 1),

@@ -823,6 +823,12 @@ template <typename V> inline V v_float_mod(V a, V b) { return lanes2(a, b, [](au
 // --- reductions (Proposition 8.1 (2): W accumulators, combined at the end) -------------------------
 template <typename T> inline T r_sum(T a, T b) { return a + b; }
 template <typename T> inline T r_prod(T a, T b) { return a * b; }
+// logcumsumexp's step (a scan's, so scalar), torch's: the larger plus log1p(e^(smaller - larger));
+// equal infinities give themselves, and a NaN on either side gives NaN.
+template <typename T> inline T r_logaddexp(T a, T b) {
+  const T lo = std::isnan(b) ? b : std::min(a, b), hi = std::isnan(b) ? b : std::max(a, b);
+  return lo != hi || std::isfinite(lo) ? hi + std::log1p(std::exp(lo - hi)) : a;
+}
 template <typename T> inline T r_amax(T a, T b) { return v_max(a, b); }
 template <typename T> inline T r_amin(T a, T b) { return v_min(a, b); }
 // A vector's lanes combined by a tree: log2(W) steps, each combining every lane with the lane H

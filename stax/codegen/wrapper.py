@@ -25,7 +25,7 @@ import numpy as np
 from ..blas_threads import one_blas_thread
 from ..dtypes import nbytes
 from ..errors import CallError, KernelError
-from ..externs import EXTERN_CALLS
+from ..externs import EXTERN_CALLS, NUMPY_SCANS
 from ..ir import InputBuffer
 from ..memory.allocator import CachingAllocator, allocator
 from ..memory.plan import MemoryPlan
@@ -169,7 +169,7 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
             views = ext.get("views") or [None] * len(ext["inputs"])
             inputs = ", ".join(f"{i}.reshape({v!r})" if v else i for i, v in zip(ext["inputs"], views))
             call = (f"{EXTERN_CALLS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']}, threads={ext['threads']})"
-                    if ext["op"] in EXTERN_CALLS else f"np.{ext['op']}({inputs}, {attrs}out={ext['output']})")
+                    if ext["op"] in EXTERN_CALLS else f"{NUMPY_SCANS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']})")
             lines.append(f"    {call}")
         else:
             call = f"{kernel.name}({', '.join(kernel.params)})"
@@ -213,7 +213,8 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType, cal
         "np": np, "ndarray": np.ndarray, **{d: np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")},
         "memory": tracker, "pool_view": pool_view,
         "bind_arguments": bind_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
-        "one_blas_thread": one_blas_thread, **{call.__name__: call for call in EXTERN_CALLS.values()},
+        "one_blas_thread": one_blas_thread,
+        **{call.__name__: call for call in (*EXTERN_CALLS.values(), *NUMPY_SCANS.values())},
     }
     allocated = {meta for name, meta in plan.buffer_meta.items() if memory.storage[name].kind == "alloc"}
     namespace.update({site_name(*kind): allocator.site(*kind) for kind in allocated})

@@ -2,8 +2,8 @@
 their training step (loss and every parameter's gradient) against eager torch.  Each needed a
 translation the front end lacked: nn.LSTM (oneDNN's fused layer, traced as its decomposition),
 GroupNorm (``native_group_norm``), InstanceNorm2d (``repeat``), ELU and SELU, Hardtanh and
-ReLU6, Conv1d (a 2-D convolution of height 1), ``cumsum`` and ``logcumsumexp``, the L1 losses'
-``sign`` and KL divergence's ``isnan``."""
+ReLU6, Conv1d (a 2-D convolution of height 1), Conv3d (2-D convolutions summed over the depth
+taps), ``cumsum`` and ``logcumsumexp``, the L1 losses' ``sign`` and KL divergence's ``isnan``."""
 from __future__ import annotations
 
 import numpy as np
@@ -53,6 +53,10 @@ MODULES = {
     "conv1d_grouped": (lambda: nn.Conv1d(4, 6, 3, groups=2), (2, 4, 9)),
     "conv1d_unbatched": (lambda: _conv1d(), (4, 9)),
     "conv_transpose1d": (lambda: nn.ConvTranspose1d(4, 3, 3, stride=2), (2, 4, 7)),
+    "conv3d": (lambda: nn.Conv3d(4, 6, 3, padding=1), (2, 4, 5, 6, 7)),
+    "conv3d_strided_dilated_grouped": (lambda: nn.Conv3d(4, 6, (3, 2, 3), stride=(2, 1, 2), padding=(2, 0, 1),
+                                                         dilation=(2, 1, 1), groups=2), (2, 4, 9, 6, 7)),
+    "conv3d_unbatched_depth_one": (lambda: nn.Conv3d(3, 2, (1, 2, 2), bias=False), (3, 4, 5, 5)),
     "mnist_stem": (lambda: nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)), (64, 1, 28, 28)),
     "cumsum": (lambda: Scaled(lambda x: x.cumsum(1)), (4, 9)),
     "logcumsumexp": (lambda: Scaled(lambda x: (x * 4).logcumsumexp(1)), (4, 9)),
@@ -126,3 +130,9 @@ def test_one_hot_of_labels_given_at_run_time_matches_torch_and_checks_their_rang
             compiled(*program.arguments(x, wrong))
     with pytest.raises(UnsupportedError, match="pass num_classes"):
         import_function(lambda t: F.one_hot(t), labels)
+
+
+def test_a_transposed_3d_convolution_is_refused_by_name():
+    from stax.errors import UnsupportedError
+    with pytest.raises(UnsupportedError, match="ConvTranspose3d"):
+        import_module(nn.ConvTranspose3d(2, 3, 2), torch.randn(1, 2, 3, 3, 3)).compile()

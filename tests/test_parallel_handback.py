@@ -322,19 +322,23 @@ def test_a_straggler_is_a_member_slower_than_the_caller_a_chunk(waited, worked, 
     assert bool(test(waited, worked, chunks, member_chunks, member_worked)) is straggler
 
 
-@pytest.mark.parametrize("last_ms, since_ms, window_ms", [
-    (0, 0, 10),        # the first straggler: the shortest window
-    (10, 20, 40),      # the pool failed again 20 ms after a 10 ms window: a lasting co-runner
-    (40, 900, 160),    # within SOLO_MEMORY_SECONDS of the last window's end
-    (160, 100, 500),   # grown to SOLO_MAX_SECONDS
-    (500, 50, 500),
-    (500, 1500, 10),   # a straggler long after the last window: the machine was quiet meanwhile
+@pytest.mark.parametrize("last_ms, since_ms, waited_us, window_ms", [
+    (0, 0, 60, 10),        # the first straggler, a late wake-up: the shortest window
+    (0, 0, 3000, 150),     # the first, a wait of a time slice: another task holds the pool thread's core
+    (10, 20, 60, 40),      # the pool failed again 20 ms after a 10 ms window: a lasting co-runner
+    (40, 900, 60, 160),    # within SOLO_MEMORY_SECONDS of the last window's end
+    (40, 900, 4000, 200),  # the longer of the grown window and the wait's
+    (160, 100, 60, 500),   # grown to SOLO_MAX_SECONDS
+    (500, 50, 60, 500),
+    (0, 0, 60_000, 500),   # a wait's window is capped too
+    (500, 1500, 60, 10),   # a straggler long after the last window: the machine was quiet meanwhile
 ])
-def test_the_solo_window_grows_while_stragglers_recur_within_a_second(last_ms, since_ms, window_ms):
-    """Under a co-runner that lets the pool run for a while between its stalls, the windows grow
-    (10, 40, 160, 500 ms) rather than fall back to 10 ms whenever the pool outlasted one."""
+def test_the_solo_window_follows_the_wait_and_grows_while_stragglers_recur(last_ms, since_ms, waited_us, window_ms):
+    """A straggler's window is SOLO_PER_WAIT (50) times its wait, and under a co-runner that lets
+    the pool run for a while between its stalls the windows grow (10, 40, 160, 500 ms) rather than
+    fall back whenever the pool outlasted one."""
     from stax.runtime import load_runtime
     solo_window = load_runtime().stax_parallel_test_solo_window
+    solo_window.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_double]
     solo_window.restype = ctypes.c_int64
-    got = solo_window(ctypes.c_int64(last_ms * 1_000_000), ctypes.c_int64(since_ms * 1_000_000))
-    assert got == window_ms * 1_000_000
+    assert solo_window(last_ms * 1_000_000, since_ms * 1_000_000, waited_us) == window_ms * 1_000_000

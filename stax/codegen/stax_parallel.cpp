@@ -72,9 +72,9 @@
 // when it waited longer than it worked (and longer than STRAGGLER_FLOOR_SECONDS) on pool threads
 // that took over STRAGGLER_SLOWDOWN times its own time a chunk (a thread that only had more chunks,
 // an uneven split, ran at the caller's pace), the regions of the next SOLO_MIN_SECONDS run on their
-// caller alone, as a team of one (the pool untouched, so (1)-(4) hold trivially); the window grows
-// while the pool, tried again, fails within SOLO_MEMORY_SECONDS, up to SOLO_MAX_SECONDS, and the
-// first region after it tries the pool again.  The rule changes which regions use the pool,
+// caller alone, as a team of one (the pool untouched, so (1)-(4) hold trivially), longer after a
+// longer wait; the window grows while the pool, tried again, fails within SOLO_MEMORY_SECONDS, up
+// to SOLO_MAX_SECONDS, and the first region after it tries the pool again.  The rule changes which regions use the pool,
 // never how a pooled region runs.  A caller waiting longer than it worked stops spinning and
 // sleeps: its idle core is where the kernel may move the thread it waits for.
 //
@@ -138,15 +138,15 @@ std::atomic<int64_t> sleeps{0};  // waits that ended asleep
 const int MAX_TEAM = 256;
 // The straggler rule: a region whose caller waited for pool threads longer than it worked (and
 // longer than STRAGGLER_FLOOR_SECONDS), on members that took over STRAGGLER_SLOWDOWN times the
-// caller's time a chunk, had a member that lost its core; the regions of the next
-// SOLO_MIN_SECONDS run on their caller alone, and that window grows SOLO_GROWTH-fold (up to
-// SOLO_MAX_SECONDS) while the next straggler comes within SOLO_MEMORY_SECONDS of the last window's
-// end: under a lasting co-runner (which lets the pool run for a while between its stalls) the pool
-// is tried about twice a second, so the stalls, a time slice each, fall on few calls; a rare
-// straggler on a quiet machine (a core taken for a moment by the host or an interrupt) costs one
-// short window.
+// caller's time a chunk, had a member that lost its core; the regions of the next SOLO_PER_WAIT
+// times the wait (at least SOLO_MIN_SECONDS) run on their caller alone, and the window grows
+// SOLO_GROWTH-fold (up to SOLO_MAX_SECONDS) while the next straggler comes within
+// SOLO_MEMORY_SECONDS of the last window's end: under a lasting co-runner (which lets the pool run
+// for a while between its stalls) a stall of a time slice opens a window of 0.15 s, and the pool
+// is then tried about twice a second, so the stalls fall on few calls; a rare straggler on a quiet
+// machine (a late wake-up, a core taken for a moment by the host) costs one short window.
 const double STRAGGLER_FLOOR_SECONDS = 2e-5, STRAGGLER_SLOWDOWN = 4;
-const double SOLO_MIN_SECONDS = 1e-2, SOLO_MAX_SECONDS = 0.5, SOLO_MEMORY_SECONDS = 1;
+const double SOLO_MIN_SECONDS = 1e-2, SOLO_MAX_SECONDS = 0.5, SOLO_MEMORY_SECONDS = 1, SOLO_PER_WAIT = 50;
 const int64_t SOLO_GROWTH = 4;
 const uint32_t STEPS = 64;                   // claim words: steps a slow member may lag behind
 const uint64_t MAX_CHUNKS = uint64_t(1) << 31;  // chunks of one loop (the claim word's low half)
@@ -454,11 +454,15 @@ bool is_straggler(double waited, double worked, uint64_t chunks, uint64_t member
          member_worked * double(chunks) > STRAGGLER_SLOWDOWN * worked * double(member_chunks);
 }
 
-// The length of the solo window a straggler opens, in ns: the last window's (`last`, 0 if none)
-// grown while stragglers recur (`since` ns after its end), the shortest otherwise.
-int64_t solo_window(int64_t last, int64_t since) {
+// The length of the solo window a straggler that kept its caller waiting `waited` ns opens, in ns:
+// SOLO_PER_WAIT times the wait (a wait of a time slice means another task holds the pool thread's
+// core, a short one a late wake-up), and at least the last window (`last`, 0 if none) grown, while
+// stragglers recur (`since` ns after its end); within SOLO_MIN_SECONDS and SOLO_MAX_SECONDS.
+int64_t solo_window(int64_t last, int64_t since, double waited) {
+  const int64_t shortest = int64_t(1e9 * SOLO_MIN_SECONDS), longest = int64_t(1e9 * SOLO_MAX_SECONDS);
   const bool recurring = last > 0 && since < int64_t(1e9 * SOLO_MEMORY_SECONDS);
-  return recurring ? std::min(SOLO_GROWTH * last, int64_t(1e9 * SOLO_MAX_SECONDS)) : int64_t(1e9 * SOLO_MIN_SECONDS);
+  const double wanted = std::max(SOLO_PER_WAIT * waited, recurring ? double(SOLO_GROWTH * last) : 0.0);
+  return std::clamp(int64_t(std::min(wanted, double(longest))), shortest, longest);
 }
 
 // The straggler rule (the arguments are is_straggler's): run the next regions alone for a while.
@@ -467,7 +471,7 @@ void judge(double waited, double worked, uint64_t chunks, uint64_t member_chunks
   pool.stragglers.fetch_add(1, std::memory_order_relaxed);  // counted with the rule off too
   if (!pool.straggler_rule.load(std::memory_order_relaxed)) return;
   const int64_t now = now_ns();
-  pool.solo_ns = solo_window(pool.solo_ns, now - pool.window_end);
+  pool.solo_ns = solo_window(pool.solo_ns, now - pool.window_end, waited);
   pool.window_end = pool.solo_until = now + pool.solo_ns;
 }
 
@@ -647,7 +651,9 @@ int stax_parallel_test_is_straggler(double waited_us, double worked_us, int64_t 
                                     double member_worked_us) {
   return is_straggler(1e3 * waited_us, 1e3 * worked_us, uint64_t(chunks), uint64_t(member_chunks), 1e3 * member_worked_us);
 }
-int64_t stax_parallel_test_solo_window(int64_t last_ns, int64_t since_ns) { return solo_window(last_ns, since_ns); }
+int64_t stax_parallel_test_solo_window(int64_t last_ns, int64_t since_ns, double waited_us) {
+  return solo_window(last_ns, since_ns, 1e3 * waited_us);
+}
 void stax_parallel_test_straggler_rule(int on) { pool.straggler_rule.store(on != 0, std::memory_order_relaxed); }
 
 }  // extern "C"

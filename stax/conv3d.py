@@ -14,19 +14,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .errors import ShapeError
-from .frontend import Tensor, _as_int
-from .nn import _pad_graph, cat, conv2d, conv2d_input_grad, conv2d_weight_grad
-
-Triple = tuple[int, int, int]
+from .frontend import Tensor
+from .nn import Triple, _pad_graph, _triple, cat, conv2d, conv2d_input_grad, conv2d_weight_grad
 
 
-def _triple(value: Any, what: str) -> Triple:
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
-    if len(items) == 1:  # ATen's one-element lists
-        items = items * 3
-    if len(items) != 3:
-        raise ShapeError(f"conv3d: {what} must be an int or a triple, got {value!r}")
-    return tuple(_as_int(item, f"conv3d: {what}") for item in items)
+def _geometry(stride: Any, padding: Any, dilation: Any) -> tuple[Triple, Triple, Triple]:
+    return (_triple(stride, "stride", "conv3d"), _triple(padding, "padding", "conv3d"),
+            _triple(dilation, "dilation", "conv3d"))
 
 
 def _output_depth(depth: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
@@ -77,7 +71,7 @@ def conv3d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
     if _unbatched(x, "conv3d"):
         return conv3d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
     _check_weight(weight, "conv3d")
-    stride, padding, dilation = _triple(stride, "stride"), _triple(padding, "padding"), _triple(dilation, "dilation")
+    stride, padding, dilation = _geometry(stride, padding, dilation)
     out_depth = _output_depth(x.shape[2], weight.shape[2], stride[0], padding[0], dilation[0])
     taps = [conv2d(_tap_planes(x, t, out_depth, stride, padding, dilation), weight[:, :, t], None, stride[1:],
                    padding[1:], dilation[1:], groups) for t in range(weight.shape[2])]
@@ -90,7 +84,7 @@ def conv3d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], 
     """d loss / d x of ``conv3d(x, weight, groups=groups)`` given ``grad`` = d loss / d output: each
     tap's 2-D input gradient, spread back along the depth to the planes the tap read."""
     _check_weight(weight, "conv3d_input_grad")
-    stride, padding, dilation = _triple(stride, "stride"), _triple(padding, "padding"), _triple(dilation, "dilation")
+    stride, padding, dilation = _geometry(stride, padding, dilation)
     n, c, depth, h, w = input_shape
     out_depth, padded_depth = grad.shape[2], depth + 2 * padding[0]
     images = _as_images(grad)
@@ -108,7 +102,7 @@ def conv3d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], str
                        dilation: Any = 1, groups: int = 1) -> Tensor:
     """d loss / d weight of ``conv3d(x, weight, groups=groups)`` given ``grad`` = d loss / d output:
     each depth tap's 2-D weight gradient, stacked along the kernel's depth."""
-    stride, padding, dilation = _triple(stride, "stride"), _triple(padding, "padding"), _triple(dilation, "dilation")
+    stride, padding, dilation = _geometry(stride, padding, dilation)
     images, out_depth = _as_images(grad), grad.shape[2]
     taps = [conv2d_weight_grad(images, _tap_planes(x, t, out_depth, stride, padding, dilation),
                                (weight_shape[0], weight_shape[1], *weight_shape[3:]), stride[1:], padding[1:],

@@ -34,6 +34,7 @@ from .errors import ShapeError, UnsupportedError
 from .frontend import Tensor, _as_int, _constant_value, _wrap_dim, bernoulli, vector_norm, where
 
 Pair = tuple[int, int]
+Triple = tuple[int, int, int]
 
 
 def _pad_graph(x: Tensor, low: Sequence[int], high: Sequence[int], interior: Sequence[int], value: Any) -> Tensor:
@@ -229,6 +230,16 @@ def _pair(value: Any, what: str, op: str = "conv2d") -> Pair:
     if len(items) != 2:
         raise ShapeError(f"{op}: {what} must be an int or a pair, got {value!r}")
     return _as_int(items[0], f"{op}: {what}"), _as_int(items[1], f"{op}: {what}")
+
+
+def _triple(value: Any, what: str, op: str) -> Triple:
+    """``value`` (an int, or a sequence of one or three) as three ints, one per spatial dim of a volume."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
+    if len(items) == 1:  # ATen's one-element lists
+        items = items * 3
+    if len(items) != 3:
+        raise ShapeError(f"{op}: {what} must be an int or a triple, got {value!r}")
+    return tuple(_as_int(item, f"{op}: {what}") for item in items)
 
 
 def _check(x: Tensor, weight: Tensor, stride: Pair, padding: Pair, dilation: Pair, groups: int) -> None:

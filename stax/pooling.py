@@ -1,6 +1,7 @@
-"""2-D pooling for traced programs: torch.nn.functional's ``max_pool2d`` (with its indices) and
-``avg_pool2d``, and their gradients (ATen's ``max_pool2d_with_indices_backward`` and
-``avg_pool2d_backward``), and the windows themselves, ``unfold`` and ``fold`` (``im2col`` and
+"""Pooling for traced programs: torch.nn.functional's ``max_pool2d`` (with its indices),
+``avg_pool2d`` and ``avg_pool3d`` (a 2-D average of each plane, then one along the depth), and
+their gradients (ATen's ``max_pool2d_with_indices_backward``, ``avg_pool2d_backward`` and
+``avg_pool3d_backward``), and the windows themselves, ``unfold`` and ``fold`` (``im2col`` and
 ``col2im``), composed of graph ops, so that they fuse and are scheduled like every
 other node (seed 7.1) and the reference evaluates them op by op.
 
@@ -29,7 +30,7 @@ from . import dtypes
 from .errors import ShapeError, UnsupportedError
 from .frontend import Tensor, where
 from .gather import iota
-from .nn import Pair, _pad_graph, _pair, _windows
+from .nn import Pair, _pad_graph, _pair, _triple, _windows
 
 
 def _geometry(op: str, x_shape: Sequence[int], kernel: Any, stride: Any, padding: Any, dilation: Any,
@@ -157,19 +158,20 @@ def _tiled_spread(grad: Tensor, indices: Tensor, input_shape: Sequence[int], ker
     return _pad_graph(out, [0] * 4, [0, 0, input_shape[2] - height, input_shape[3] - width], [0] * 4, 0)
 
 
-def _divisor(x: Tensor, kernel: Pair, stride: Pair, padding: Pair, size: Pair, count_include_pad: bool,
-             divisor_override: Any) -> Tensor | int:
-    """Each output point's divisor, torch's: the window clipped to the padded input (to the input
-    itself without ``count_include_pad``), an (OH, OW) int64 tensor; or ``divisor_override``."""
+def _divisor(like: Tensor, plane: Pair, kernel: Pair, stride: Pair, padding: Pair, size: Pair,
+             count_include_pad: bool, divisor_override: Any) -> Tensor | int:
+    """Each output point's divisor, torch's, for input planes of size ``plane`` (in ``like``'s
+    trace): the window clipped to the padded input (to the input itself without
+    ``count_include_pad``), an (OH, OW) int64 tensor; or ``divisor_override``."""
     if divisor_override is not None:
         if int(divisor_override) == 0:
             raise ShapeError("avg_pool2d: divisor_override must not be zero")
         return int(divisor_override)
     extents = []
-    for d, start in enumerate(_tap_starts(x, size, stride, (-padding[0], -padding[1]))):
-        end = (start + kernel[d]).clamp(max=x.shape[2 + d] + padding[d])
+    for d, start in enumerate(_tap_starts(like, size, stride, (-padding[0], -padding[1]))):
+        end = (start + kernel[d]).clamp(max=plane[d] + padding[d])
         if not count_include_pad:
-            start, end = start.clamp(min=0), end.clamp(max=x.shape[2 + d])
+            start, end = start.clamp(min=0), end.clamp(max=plane[d])
         extents.append(end - start)
     return extents[0] * extents[1]
 
@@ -181,7 +183,8 @@ def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
     kernel, stride, padding, _, size = _geometry("avg_pool2d", batched.shape, kernel_size, stride, padding, 1,
                                                  ceil_mode)
     sums = _padded_windows(batched, kernel, stride, padding, (1, 1), size, 0.0).sum(-1)
-    out = sums / _divisor(batched, kernel, stride, padding, size, count_include_pad, divisor_override)
+    out = sums / _divisor(batched, batched.shape[2:], kernel, stride, padding, size, count_include_pad,
+                          divisor_override)
     return out if x.ndim == 4 else out.squeeze(0)
 
 
@@ -190,14 +193,70 @@ def avg_pool2d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
     """ATen's ``avg_pool2d_backward``: each output point's gradient over its divisor, added at every
     input position of its window."""
     batched, g = _batched(x, "avg_pool2d_backward"), grad if x.ndim == 4 else grad.unsqueeze(0)
-    kernel, stride, padding, _, size = _geometry("avg_pool2d_backward", batched.shape, kernel_size, stride, padding,
-                                                 1, ceil_mode)
-    if tuple(g.shape) != batched.shape[:2] + size:
-        raise ShapeError(f"avg_pool2d_backward: the gradient {grad.shape} must be the output's shape "
-                         f"{batched.shape[:2] + size}")
-    share = g / _divisor(batched, kernel, stride, padding, size, count_include_pad, divisor_override)
-    out = _spread(g, batched.shape, kernel, stride, padding, (1, 1), lambda tap, offset: share)
+    out = _average_spread(g, batched.shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                          divisor_override)
     return out if x.ndim == 4 else out.squeeze(0)
+
+
+def _average_spread(g: Tensor, input_shape: Sequence[int], kernel_size: Any, stride: Any, padding: Any,
+                    ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Tensor:
+    """The input gradient of an (N, C, H, W) input's average pooling, given its output's ``g``."""
+    kernel, stride, padding, _, size = _geometry("avg_pool2d_backward", input_shape, kernel_size, stride, padding,
+                                                 1, ceil_mode)
+    if tuple(g.shape) != tuple(input_shape[:2]) + size:
+        raise ShapeError(f"avg_pool2d_backward: the gradient {g.shape} must be the output's shape "
+                         f"{tuple(input_shape[:2]) + size}")
+    share = g / _divisor(g, input_shape[2:], kernel, stride, padding, size, count_include_pad, divisor_override)
+    return _spread(g, input_shape, kernel, stride, padding, (1, 1), lambda tap, offset: share)
+
+
+def _volumes(x: Tensor, op: str) -> Tensor:
+    if x.ndim not in (4, 5):
+        raise ShapeError(f"{op}: expected a 5-D input (N, C, D, H, W) or a 4-D one (C, D, H, W), got shape {x.shape}")
+    require_floating(op, x.dtype)
+    return x if x.ndim == 5 else x.unsqueeze(0)
+
+
+def _depth_and_planes(op: str, kernel_size: Any, stride: Any, padding: Any, divisor_override: Any) -> tuple:
+    """avg_pool3d's parameters as its two 2-D poolings': the planes' (kernel, stride, padding,
+    divisor_override), then the depth's (over (D, H * W) with windows of width 1, a plain sum where
+    the planes took ``divisor_override``)."""
+    kernel = _triple(kernel_size, "kernel_size", op)
+    stride = _triple(stride, "stride", op) if stride not in (None, (), []) else kernel
+    padding = _triple(padding, "padding", op)
+    return ((kernel[1:], stride[1:], padding[1:], divisor_override),
+            ((kernel[0], 1), (stride[0], 1), (padding[0], 0), None if divisor_override is None else 1))
+
+
+def avg_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: Any = None) -> Tensor:
+    """torch.nn.functional.avg_pool3d: an average pooling of each plane, then one along the depth
+    (torch's divisor is the product of the window's clipped extents along each dim, so the average
+    is separable)."""
+    batched = _volumes(x, "avg_pool3d")
+    planes, depth = _depth_and_planes("avg_pool3d", kernel_size, stride, padding, divisor_override)
+    n, c, d, h, w = batched.shape
+    pooled = avg_pool2d(batched.reshape(n, c * d, h, w), *planes[:3], ceil_mode, count_include_pad, planes[3])
+    oh, ow = pooled.shape[2:]
+    out = avg_pool2d(pooled.reshape(n, c, d, oh * ow), *depth[:3], ceil_mode, count_include_pad, depth[3])
+    out = out.reshape(n, c, out.shape[2], oh, ow)
+    return out if x.ndim == 5 else out.squeeze(0)
+
+
+def avg_pool3d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+                        count_include_pad: bool, divisor_override: Any) -> Tensor:
+    """ATen's ``avg_pool3d_backward``: the depth pooling's gradient, then the planes'."""
+    batched, g = _volumes(x, "avg_pool3d_backward"), grad if x.ndim == 5 else grad.unsqueeze(0)
+    planes, depth = _depth_and_planes("avg_pool3d_backward", kernel_size, stride, padding, divisor_override)
+    n, c, d, h, w = batched.shape
+    if g.ndim != 5:
+        raise ShapeError(f"avg_pool3d_backward: the gradient {grad.shape} must have the output's rank")
+    oh, ow = g.shape[3:]
+    over_depth = _average_spread(g.reshape(n, c, g.shape[2], oh * ow), (n, c, d, oh * ow), *depth[:3], ceil_mode,
+                                 count_include_pad, depth[3])
+    out = _average_spread(over_depth.reshape(n, c * d, oh, ow), (n, c * d, h, w), *planes[:3], ceil_mode,
+                          count_include_pad, planes[3]).reshape(n, c, d, h, w)
+    return out if x.ndim == 5 else out.squeeze(0)
 
 
 def unfold(x: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:

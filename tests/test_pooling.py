@@ -220,3 +220,43 @@ def test_torch_unfold_and_fold_match_torch():
     for program in (import_module(net, x),
                     import_training_step(net, lambda o: (o ** 2).mean(), [x])):
         assert_matches_torch(program, rtol=1e-5, atol=1e-5)
+
+
+def _avg_loops_3d(x: np.ndarray, kernel, stride, padding, ceil_mode, count_include_pad) -> np.ndarray:
+    """avg_pool3d by loops over windows, with torch's divisor (the window clipped to the padded
+    input, or to the input without count_include_pad)."""
+    extents = x.shape[2:]
+    size = []
+    for d, extent in enumerate(extents):
+        out = (extent + 2 * padding[d] - kernel[d] + (stride[d] - 1 if ceil_mode else 0)) // stride[d] + 1
+        size.append(out - 1 if ceil_mode and (out - 1) * stride[d] >= extent + padding[d] else out)
+    values = np.zeros(x.shape[:2] + tuple(size), np.float64)
+    for point in itertools.product(*(range(s) for s in size)):
+        starts = [point[d] * stride[d] - padding[d] for d in range(3)]
+        padded_ends = [min(starts[d] + kernel[d], extents[d] + padding[d]) for d in range(3)]
+        lo = [max(s, 0) for s in starts]
+        hi = [min(e, extents[d]) for d, e in enumerate(padded_ends)]
+        window = x[:, :, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]].astype(np.float64)
+        divisor = np.prod([padded_ends[d] - starts[d] for d in range(3)]) if count_include_pad \
+            else np.prod([hi[d] - lo[d] for d in range(3)])
+        values[(slice(None), slice(None), *point)] = window.sum((2, 3, 4)) / divisor
+    return values
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("kernel, stride, padding, ceil_mode", [((3, 2, 2), (2, 1, 2), (1, 1, 0), True),
+                                                                ((2, 3, 1), (1, 2, 1), (0, 1, 0), False)])
+def test_avg_pool3d_is_every_windows_mean_and_its_gradient_the_adjoint(kernel, stride, padding, ceil_mode,
+                                                                       count_include_pad):
+    """avg_pool3d (a pooling of each plane, then of the depth) against loops over 3-D windows, and
+    its gradient by the adjoint law <pool(x), g> = <x, pool_backward(g)> (the average is linear)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 7, 6, 5)).astype(np.float32)
+    want = _avg_loops_3d(x, kernel, stride, padding, ceil_mode, count_include_pad)
+    g = rng.standard_normal(want.shape).astype(np.float32)
+    out, gx = stax.compile(lambda a, b: (
+        pooling.avg_pool3d(a, kernel, stride, padding, ceil_mode, count_include_pad),
+        pooling.avg_pool3d_backward(b, a, kernel, stride, padding, ceil_mode, count_include_pad, None)), x, g)(x, g)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert gx.shape == x.shape
+    np.testing.assert_allclose(np.vdot(x.astype(np.float64), gx), np.vdot(want, g.astype(np.float64)), rtol=1e-5)

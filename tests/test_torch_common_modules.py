@@ -3,7 +3,8 @@ their training step (loss and every parameter's gradient) against eager torch.  
 translation the front end lacked: nn.LSTM (oneDNN's fused layer, traced as its decomposition),
 GroupNorm (``native_group_norm``), InstanceNorm2d (``repeat``), ELU and SELU, Hardtanh and
 ReLU6, Conv1d (a 2-D convolution of height 1), Conv3d (2-D convolutions summed over the depth
-taps), ``cumsum`` and ``logcumsumexp``, the L1 losses' ``sign`` and KL divergence's ``isnan``."""
+taps), AvgPool3d and LocalResponseNorm (``avg_pool3d``, a 2-D pooling of each plane, then of the
+depth), ``cumsum`` and ``logcumsumexp``, the L1 losses' ``sign`` and KL divergence's ``isnan``."""
 from __future__ import annotations
 
 import numpy as np
@@ -57,6 +58,10 @@ MODULES = {
     "conv3d_strided_dilated_grouped": (lambda: nn.Conv3d(4, 6, (3, 2, 3), stride=(2, 1, 2), padding=(2, 0, 1),
                                                          dilation=(2, 1, 1), groups=2), (2, 4, 9, 6, 7)),
     "conv3d_unbatched_depth_one": (lambda: nn.Conv3d(3, 2, (1, 2, 2), bias=False), (3, 4, 5, 5)),
+    "avg_pool3d": (lambda: Scaled(nn.AvgPool3d((3, 2, 2), stride=(2, 1, 2), padding=(1, 1, 0), ceil_mode=True,
+                                               count_include_pad=False)), (2, 3, 7, 6, 5)),
+    "avg_pool3d_unbatched_divisor": (lambda: Scaled(nn.AvgPool3d(2, divisor_override=3)), (3, 4, 4, 6)),
+    "local_response_norm": (lambda: Scaled(nn.LocalResponseNorm(3)), (2, 6, 5, 5)),
     "mnist_stem": (lambda: nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)), (64, 1, 28, 28)),
     "cumsum": (lambda: Scaled(lambda x: x.cumsum(1)), (4, 9)),
     "logcumsumexp": (lambda: Scaled(lambda x: (x * 4).logcumsumexp(1)), (4, 9)),

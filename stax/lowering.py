@@ -503,14 +503,19 @@ class Lowering:
         """A reduction over one element is that element, over none the op's identity (as
         TorchInductor lowers them): a pointwise value that is inlined into its users."""
         dims, keepdim = node.attr("dims"), node.attr("keepdim")
-        if count == 0 or node.op == "m2":  # one element deviates from its mean by nothing
+        if count == 0:
             const = Const(reduction_identity(node.op, node.dtype), node.dtype)
             return TensorValue(node.shape, node.dtype, lambda idx: const)
 
         def load(idx):
             kept = iter(idx if not keepdim else [i for d, i in enumerate(idx) if d not in dims])
             body = src.load([Index.constant(0) if d in dims else next(kept) for d in range(len(src.shape))])
-            return body if body.dtype == node.dtype else Op("cast", (body,), node.dtype, (("dtype", node.dtype),))
+            body = body if body.dtype == node.dtype else Op("cast", (body,), node.dtype, (("dtype", node.dtype),))
+            if node.op != "m2":
+                return body
+            # one element deviates from its mean by x - x: 0, or NaN for an infinity or a NaN
+            deviation = Op("sub", (body, body), node.dtype)
+            return Op("mul", (deviation, deviation), node.dtype)
         return TensorValue(node.shape, node.dtype, self._memoized(node.name, load))
 
 

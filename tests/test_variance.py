@@ -77,3 +77,14 @@ def test_one_pass_column_variance_equals_numpy(rows, columns, threads, seed):
     wide = x.astype(np.float64)
     np.testing.assert_allclose(mean, wide.mean(0), rtol=1e-6)
     np.testing.assert_allclose(var, wide.var(0), rtol=2e-4, atol=1e-6)
+
+
+def test_a_variance_over_one_element_is_zero_or_nan_as_torch():
+    """One element deviates from its mean by x - x: 0 when it is finite, NaN for an infinity or a
+    NaN (torch's var and std of [-inf] are NaN); the one-element reduction was the constant 0."""
+    x = np.array([[np.nan, 2.0, np.inf, -np.inf, -3.0]], np.float32)
+    want = np.array([np.nan, 0.0, np.nan, np.nan, 0.0], np.float32)
+    var, std, var_of_pair = stax.compile(
+        lambda t: (t.var(0, unbiased=False), t.std(0, unbiased=False), stax.var_mean(t, 0, unbiased=False)[0]), x)(x)
+    for got in (var, std, var_of_pair):
+        np.testing.assert_array_equal(got, want)

@@ -10,7 +10,8 @@ With ``upcast=True`` every float32 value is computed in float64 (inputs, constan
 outputs are rounded back to the graph's dtypes. Use it as the reference for long reductions.
 
 With a ``rounding`` generator the values are perturbed as rounding in some order could perturb
-them (Monte Carlo arithmetic): every float op's result by a random relative error of up to
+them (Monte Carlo arithmetic): every float op's result but the exact ones' (a max, a select, a
+view) by a random relative error of up to
 ROUNDING_UNITS units of its dtype's rounding and rounded to that dtype, and the terms of a reduction, scan or matmul by
 their count times that, the backward error of summing them in any order.  How far such runs
 land from the unperturbed one measures how much an output depends on rounding (the cosine of a
@@ -56,7 +57,9 @@ _INTEGER_DIVISIONS = frozenset({"floordiv", "truncdiv", "mod"})
 #: kernels' float32 exp and erf and libm's functions are within a few
 ROUNDING_UNITS = 4
 _UNIT_ROUNDING = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
-_VALUE_PRESERVING = VIEW_OPS | {"pad", "constant"}
+#: ops whose result is one of their operands' values, never rounded: a perturbed run keeps them exact, so
+#: that a max still equals one of the values it was taken of (a max pooling's index finds it)
+_VALUE_PRESERVING = VIEW_OPS | {"pad", "constant", "amax", "amin", "maximum", "minimum", "where", "neg", "abs", "relu"}
 
 
 def _m2(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
@@ -246,6 +249,8 @@ def _shifted(x: Array, dtype: str, terms: int, rounding: np.random.Generator) ->
 def _with_rounded_terms(node: Node, args: list[Array], dtypes: list[str],
                         rounding: np.random.Generator) -> list[Array]:
     """The arguments of an accumulating op with its terms perturbed by their count's backward error."""
+    if node.op in _VALUE_PRESERVING:
+        return args
     if node.op in REDUCTION_OPS:
         terms = math.prod(args[0].shape[d] for d in node.attr("dims"))
     elif node.op in SCAN_OPS:

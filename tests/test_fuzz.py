@@ -167,3 +167,13 @@ def test_a_comparison_rounding_can_flip_matches_and_no_other():
 def test_long_fuzz_run(tmp_path):
     tally = main(["--programs", "1000", "--seed", "99", "--out", str(tmp_path), "--progress", "0"])
     assert (tally.failures, tally.cross_failures) == (0, 0), tally.saved
+
+
+def test_a_perturbed_run_keeps_a_max_equal_to_one_of_the_values_it_took():
+    """Rounding perturbs the rounded ops only: a max stays exact in every perturbed run, so a max
+    pooling's index (the window compared with its max) finds it (a tie then flips between runs)."""
+    x = np.random.default_rng(0).standard_normal((8, 5)).astype(np.float32)
+    graph = stax.trace(lambda t: ((t * 3).amax(1, keepdim=True) == t * 3).any(1), x)
+    for run in range(4):
+        [found] = evaluate(graph, x, upcast=True, rounding=np.random.default_rng(run))
+        assert found.all()

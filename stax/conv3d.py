@@ -1,13 +1,14 @@
-"""3-D convolutions (torch's ``conv3d``) as sums of 2-D ones, one per depth tap, and their
-gradients.
+"""3-D convolutions (torch's ``conv3d``) as 2-D ones, and their gradients.
 
 Tap ``t`` of a kernel of depth ``kD`` reads, at output depth ``j``, input plane
-``j * sD + t * dD - pD``; the planes it reads at every output depth form a batch of images
-(``N * D_out`` of them), which a 2-D convolution (:func:`stax.nn.conv2d`, in the form its rule
-picks) convolves with the tap's ``(kH, kW)`` kernel.  The output is the sum of the ``kD``
-convolutions: the FLOPs of the 3-D convolution, each tap's planes copied once.  The input
-gradient of each tap is a 2-D input gradient, spread back to the planes it read (a pad whose
-interior is the depth stride); the weight gradient of each tap a 2-D weight gradient.
+``j * sD + t * dD - pD``.  The planes the ``kD`` taps read at one output depth, stacked along the
+channels, are one image of ``kD * C`` channels; those of every output depth a batch of ``N *
+D_out`` images, which one 2-D convolution (:func:`stax.nn.conv2d`, in the form its rule picks)
+convolves with the weight's taps stacked alike: the FLOPs of the 3-D convolution in one
+reduction over ``kD * C / groups * kH * kW``, each input plane copied ``kD`` times (the depth's
+im2col).  The input gradient is the stacked planes' 2-D input gradient, each tap's part spread
+back to the planes it read (a pad whose interior is the depth stride); the weight gradient is
+the stacked planes' 2-D weight gradient.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any, Sequence
 
 from .errors import ShapeError
 from .frontend import Tensor
-from .nn import Triple, _pad_graph, _triple, cat, conv2d, conv2d_input_grad, conv2d_weight_grad
+from .nn import Triple, _pad_graph, _triple, conv2d, conv2d_input_grad, conv2d_weight_grad
 
 
 def _geometry(stride: Any, padding: Any, dilation: Any) -> tuple[Triple, Triple, Triple]:
@@ -31,14 +32,22 @@ def _output_depth(depth: int, kernel: int, stride: int, padding: int, dilation: 
     return out
 
 
-def _tap_planes(x: Tensor, tap: int, out_depth: int, stride: Triple, padding: Triple, dilation: Triple) -> Tensor:
-    """The input planes depth tap ``tap`` reads at every output depth, as a batch of images
-    (N * D_out, C, H, W), batch-major."""
+def _stacked_planes(x: Tensor, kernel_depth: int, out_depth: int, stride: Triple, padding: Triple,
+                    dilation: Triple, groups: int) -> Tensor:
+    """The planes each depth tap reads at every output depth, stacked along the channels (each
+    group's taps, tap-major, then its channels), as a batch of images (N * D_out, kD * C, H, W)."""
     n, c, _, h, w = x.shape
     padded = _pad_graph(x, (0, 0, padding[0], 0, 0), (0, 0, padding[0], 0, 0), (0,) * 5, 0)
-    start = tap * dilation[0]
-    planes = padded[:, :, start:start + stride[0] * (out_depth - 1) + 1:stride[0]]
-    return planes.permute(0, 2, 1, 3, 4).reshape(n * out_depth, c, h, w)
+    reach = dilation[0] * (kernel_depth - 1) + 1
+    taps = padded.unfold(2, reach, stride[0])[..., ::dilation[0]]  # (N, C, D_out, H, W, kD)
+    grouped = taps.reshape(n, groups, c // groups, out_depth, h, w, kernel_depth)
+    return grouped.permute(0, 3, 1, 6, 2, 4, 5).reshape(n * out_depth, kernel_depth * c, h, w)
+
+
+def _stacked_weight(weight: Tensor) -> Tensor:
+    """A 3-D weight (C_out, C / g, kD, kH, kW) as the 2-D one of the stacked planes (C_out, kD * C / g, kH, kW)."""
+    o, per_group, kd, kh, kw = weight.shape
+    return weight.permute(0, 2, 1, 3, 4).reshape(o, kd * per_group, kh, kw)
 
 
 def _as_images(grad: Tensor) -> Tensor:
@@ -66,32 +75,34 @@ def _check_weight(weight: Tensor, op: str) -> None:
 
 def conv3d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
-    """torch.nn.functional.conv3d (grouped and unbatched too): the sum over depth taps of 2-D
-    convolutions of the planes each tap reads (the module docstring)."""
+    """torch.nn.functional.conv3d (grouped and unbatched too): one 2-D convolution of the planes
+    the depth taps read, stacked along the channels (the module docstring)."""
     if _unbatched(x, "conv3d"):
         return conv3d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
     _check_weight(weight, "conv3d")
     stride, padding, dilation = _geometry(stride, padding, dilation)
     out_depth = _output_depth(x.shape[2], weight.shape[2], stride[0], padding[0], dilation[0])
-    taps = [conv2d(_tap_planes(x, t, out_depth, stride, padding, dilation), weight[:, :, t], None, stride[1:],
-                   padding[1:], dilation[1:], groups) for t in range(weight.shape[2])]
-    out = _as_volumes(sum(taps[1:], taps[0]), x.shape[0])
+    planes = _stacked_planes(x, weight.shape[2], out_depth, stride, padding, dilation, groups)
+    out = _as_volumes(conv2d(planes, _stacked_weight(weight), None, stride[1:], padding[1:], dilation[1:], groups),
+                      x.shape[0])
     return out if bias is None else out + bias.reshape(1, -1, 1, 1, 1)
 
 
 def conv3d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], stride: Any = 1, padding: Any = 0,
                       dilation: Any = 1, groups: int = 1) -> Tensor:
-    """d loss / d x of ``conv3d(x, weight, groups=groups)`` given ``grad`` = d loss / d output: each
-    tap's 2-D input gradient, spread back along the depth to the planes the tap read."""
+    """d loss / d x of ``conv3d(x, weight, groups=groups)`` given ``grad`` = d loss / d output: the
+    stacked planes' 2-D input gradient, each tap's part spread back along the depth to the planes
+    it read."""
     _check_weight(weight, "conv3d_input_grad")
     stride, padding, dilation = _geometry(stride, padding, dilation)
     n, c, depth, h, w = input_shape
-    out_depth, padded_depth = grad.shape[2], depth + 2 * padding[0]
-    images = _as_images(grad)
+    kd, out_depth, padded_depth = weight.shape[2], grad.shape[2], depth + 2 * padding[0]
+    stacked = conv2d_input_grad(_as_images(grad), _stacked_weight(weight), (n * out_depth, kd * c, h, w),
+                                stride[1:], padding[1:], dilation[1:], groups)
+    by_tap = stacked.reshape(n, out_depth, groups, kd, c // groups, h, w)
     spread = []
-    for t in range(weight.shape[2]):
-        tap = _as_volumes(conv2d_input_grad(images, weight[:, :, t], (n * out_depth, c, h, w), stride[1:],
-                                            padding[1:], dilation[1:], groups), n)
+    for t in range(kd):
+        tap = by_tap[:, :, :, t].permute(0, 2, 3, 1, 4, 5).reshape(n, c, out_depth, h, w)
         low = t * dilation[0]
         high = padded_depth - (low + stride[0] * (out_depth - 1) + 1)
         spread.append(_pad_graph(tap, (0, 0, low, 0, 0), (0, 0, high, 0, 0), (0, 0, stride[0] - 1, 0, 0), 0))
@@ -101,10 +112,10 @@ def conv3d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], 
 def conv3d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], stride: Any = 1, padding: Any = 0,
                        dilation: Any = 1, groups: int = 1) -> Tensor:
     """d loss / d weight of ``conv3d(x, weight, groups=groups)`` given ``grad`` = d loss / d output:
-    each depth tap's 2-D weight gradient, stacked along the kernel's depth."""
+    the 2-D weight gradient of the stacked planes, its channels unstacked into the kernel's depth."""
     stride, padding, dilation = _geometry(stride, padding, dilation)
-    images, out_depth = _as_images(grad), grad.shape[2]
-    taps = [conv2d_weight_grad(images, _tap_planes(x, t, out_depth, stride, padding, dilation),
-                               (weight_shape[0], weight_shape[1], *weight_shape[3:]), stride[1:], padding[1:],
-                               dilation[1:], groups).unsqueeze(2) for t in range(weight_shape[2])]
-    return taps[0] if len(taps) == 1 else cat(taps, 2)
+    o, per_group, kd, kh, kw = weight_shape
+    planes = _stacked_planes(x, kd, grad.shape[2], stride, padding, dilation, groups)
+    stacked = conv2d_weight_grad(_as_images(grad), planes, (o, kd * per_group, kh, kw), stride[1:], padding[1:],
+                                 dilation[1:], groups)
+    return stacked.reshape(o, kd, per_group, kh, kw).permute(0, 2, 1, 3, 4)

@@ -24,6 +24,7 @@ that tile the input (stride = kernel, no padding or dilation) spread their gradi
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import dtypes
@@ -217,15 +218,32 @@ def _volumes(x: Tensor, op: str) -> Tensor:
     return x if x.ndim == 5 else x.unsqueeze(0)
 
 
-def _depth_and_planes(op: str, kernel_size: Any, stride: Any, padding: Any, divisor_override: Any) -> tuple:
-    """avg_pool3d's parameters as its two 2-D poolings': the planes' (kernel, stride, padding,
-    divisor_override), then the depth's (over (D, H * W) with windows of width 1, a plain sum where
-    the planes took ``divisor_override``)."""
+@dataclass(frozen=True)
+class _AveragePooling:
+    """One of avg_pool3d's two 2-D average poolings, ceil mode and count_include_pad aside."""
+    kernel: Pair
+    stride: Pair
+    padding: Pair
+    divisor_override: Any
+
+    def forward(self, x: Tensor, ceil_mode: bool, count_include_pad: bool) -> Tensor:
+        return avg_pool2d(x, self.kernel, self.stride, self.padding, ceil_mode, count_include_pad,
+                          self.divisor_override)
+
+    def backward(self, g: Tensor, input_shape: Sequence[int], ceil_mode: bool, count_include_pad: bool) -> Tensor:
+        return _average_spread(g, input_shape, self.kernel, self.stride, self.padding, ceil_mode, count_include_pad,
+                               self.divisor_override)
+
+
+def _planes_and_depth(op: str, kernel_size: Any, stride: Any, padding: Any,
+                      divisor_override: Any) -> tuple[_AveragePooling, _AveragePooling]:
+    """avg_pool3d as two 2-D poolings: of each (H, W) plane, then along the depth (over (D, H * W)
+    with windows of width 1, a plain sum where the planes' took ``divisor_override``)."""
     kernel = _triple(kernel_size, "kernel_size", op)
     stride = _triple(stride, "stride", op) if stride not in (None, (), []) else kernel
     padding = _triple(padding, "padding", op)
-    return ((kernel[1:], stride[1:], padding[1:], divisor_override),
-            ((kernel[0], 1), (stride[0], 1), (padding[0], 0), None if divisor_override is None else 1))
+    return (_AveragePooling(kernel[1:], stride[1:], padding[1:], divisor_override),
+            _AveragePooling((kernel[0], 1), (stride[0], 1), (padding[0], 0), None if divisor_override is None else 1))
 
 
 def avg_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
@@ -234,11 +252,11 @@ def avg_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
     (torch's divisor is the product of the window's clipped extents along each dim, so the average
     is separable)."""
     batched = _volumes(x, "avg_pool3d")
-    planes, depth = _depth_and_planes("avg_pool3d", kernel_size, stride, padding, divisor_override)
+    planes, depth = _planes_and_depth("avg_pool3d", kernel_size, stride, padding, divisor_override)
     n, c, d, h, w = batched.shape
-    pooled = avg_pool2d(batched.reshape(n, c * d, h, w), *planes[:3], ceil_mode, count_include_pad, planes[3])
+    pooled = planes.forward(batched.reshape(n, c * d, h, w), ceil_mode, count_include_pad)
     oh, ow = pooled.shape[2:]
-    out = avg_pool2d(pooled.reshape(n, c, d, oh * ow), *depth[:3], ceil_mode, count_include_pad, depth[3])
+    out = depth.forward(pooled.reshape(n, c, d, oh * ow), ceil_mode, count_include_pad)
     out = out.reshape(n, c, out.shape[2], oh, ow)
     return out if x.ndim == 5 else out.squeeze(0)
 
@@ -247,15 +265,15 @@ def avg_pool3d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
                         count_include_pad: bool, divisor_override: Any) -> Tensor:
     """ATen's ``avg_pool3d_backward``: the depth pooling's gradient, then the planes'."""
     batched, g = _volumes(x, "avg_pool3d_backward"), grad if x.ndim == 5 else grad.unsqueeze(0)
-    planes, depth = _depth_and_planes("avg_pool3d_backward", kernel_size, stride, padding, divisor_override)
+    planes, depth = _planes_and_depth("avg_pool3d_backward", kernel_size, stride, padding, divisor_override)
     n, c, d, h, w = batched.shape
     if g.ndim != 5:
         raise ShapeError(f"avg_pool3d_backward: the gradient {grad.shape} must have the output's rank")
     oh, ow = g.shape[3:]
-    over_depth = _average_spread(g.reshape(n, c, g.shape[2], oh * ow), (n, c, d, oh * ow), *depth[:3], ceil_mode,
-                                 count_include_pad, depth[3])
-    out = _average_spread(over_depth.reshape(n, c * d, oh, ow), (n, c * d, h, w), *planes[:3], ceil_mode,
-                          count_include_pad, planes[3]).reshape(n, c, d, h, w)
+    over_depth = depth.backward(g.reshape(n, c, g.shape[2], oh * ow), (n, c, d, oh * ow), ceil_mode,
+                                count_include_pad)
+    out = planes.backward(over_depth.reshape(n, c * d, oh, ow), (n, c * d, h, w), ceil_mode,
+                          count_include_pad).reshape(n, c, d, h, w)
     return out if x.ndim == 5 else out.squeeze(0)
 
 

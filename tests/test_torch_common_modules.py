@@ -2,8 +2,8 @@
 their training step (loss and every parameter's gradient) against eager torch.  Each needed a
 translation the front end lacked: nn.LSTM (oneDNN's fused layer, traced as its decomposition),
 GroupNorm (``native_group_norm``), InstanceNorm2d (``repeat``), ELU and SELU, Hardtanh and
-ReLU6, Conv1d (a 2-D convolution of height 1), Conv3d (2-D convolutions summed over the depth
-taps), AvgPool3d and LocalResponseNorm (``avg_pool3d``, a 2-D pooling of each plane, then of the
+ReLU6, Conv1d (a 2-D convolution of height 1), Conv3d (a 2-D convolution of the planes the depth
+taps read, stacked along the channels), AvgPool3d and LocalResponseNorm (``avg_pool3d``, a 2-D pooling of each plane, then of the
 depth), ``cumsum`` and ``logcumsumexp``, the L1 losses' ``sign`` and KL divergence's ``isnan``."""
 from __future__ import annotations
 

@@ -74,8 +74,8 @@
 // an uneven split, ran at the caller's pace), the regions of the next SOLO_MIN_SECONDS run on their
 // caller alone, as a team of one (the pool untouched, so (1)-(4) hold trivially), longer after a
 // longer wait; the window grows while the pool, tried again, fails within SOLO_MEMORY_SECONDS, up
-// to SOLO_MAX_SECONDS, and the first region after it tries the pool again.  The rule changes which regions use the pool,
-// never how a pooled region runs.  A caller waiting longer than it worked stops spinning and
+// to SOLO_MAX_SECONDS, and the first region after it tries the pool again.  The rule changes
+// which regions use the pool, never how a pooled region runs.  A caller waiting longer than it worked stops spinning and
 // sleeps: its idle core is where the kernel may move the thread it waits for.
 //
 // Code that asks for its team (omp_get_num_threads / omp_get_thread_num: a static schedule, as

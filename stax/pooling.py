@@ -1,7 +1,7 @@
 """Pooling for traced programs: torch.nn.functional's ``max_pool2d`` (with its indices),
-``avg_pool2d`` and ``avg_pool3d`` (a 2-D average of each plane, then one along the depth), and
-their gradients (ATen's ``max_pool2d_with_indices_backward``, ``avg_pool2d_backward`` and
-``avg_pool3d_backward``), and the windows themselves, ``unfold`` and ``fold`` (``im2col`` and
+``avg_pool2d``, and ``max_pool3d`` and ``avg_pool3d`` (a 2-D pooling of each plane, then one along
+the depth), and their gradients (ATen's ``max_pool2d_with_indices_backward``,
+``avg_pool2d_backward`` and their 3-D counterparts), and the windows themselves, ``unfold`` and ``fold`` (``im2col`` and
 ``col2im``), composed of graph ops, so that they fuse and are scheduled like every
 other node (seed 7.1) and the reference evaluates them op by op.
 
@@ -128,21 +128,26 @@ def max_pool2d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
     batched, g, ix = _batched(x, "max_pool2d_backward"), grad, indices
     if x.ndim == 3:
         g, ix = grad.unsqueeze(0), indices.unsqueeze(0)
-    kernel, stride, padding, dilation, size = _geometry("max_pool2d_backward", batched.shape, kernel_size, stride,
-                                                        padding, dilation, ceil_mode)
-    if tuple(g.shape) != batched.shape[:2] + size or tuple(ix.shape) != tuple(g.shape):
-        raise ShapeError(f"max_pool2d_backward: the gradient {grad.shape} and indices {indices.shape} must both be "
-                         f"the output's shape {batched.shape[:2] + size}")
-
-    if kernel == stride and padding == (0, 0) and dilation == (1, 1) and \
-            all(size[d] * kernel[d] <= batched.shape[2 + d] for d in (0, 1)):
-        out = _tiled_spread(g, ix, batched.shape, kernel)
-    else:
-        def tap_gradient(tap: int, offset: Pair) -> Tensor:
-            rows, columns = _tap_starts(batched, size, stride, offset)
-            return where(ix == rows * batched.shape[3] + columns, g, 0.0)
-        out = _spread(g, batched.shape, kernel, stride, padding, dilation, tap_gradient)
+    out = _max_spread(g, ix, batched.shape, kernel_size, stride, padding, dilation, ceil_mode)
     return out if x.ndim == 4 else out.squeeze(0)
+
+
+def _max_spread(g: Tensor, ix: Tensor, input_shape: Sequence[int], kernel_size: Any, stride: Any, padding: Any,
+                dilation: Any, ceil_mode: bool) -> Tensor:
+    """The input gradient of an (N, C, H, W) input's max pooling, given its output's ``g`` and indices."""
+    kernel, stride, padding, dilation, size = _geometry("max_pool2d_backward", input_shape, kernel_size, stride,
+                                                        padding, dilation, ceil_mode)
+    if tuple(g.shape) != tuple(input_shape[:2]) + size or tuple(ix.shape) != tuple(g.shape):
+        raise ShapeError(f"max_pool2d_backward: the gradient {g.shape} and indices {ix.shape} must both be "
+                         f"the output's shape {tuple(input_shape[:2]) + size}")
+    if kernel == stride and padding == (0, 0) and dilation == (1, 1) and \
+            all(size[d] * kernel[d] <= input_shape[2 + d] for d in (0, 1)):
+        return _tiled_spread(g, ix, input_shape, kernel)
+
+    def tap_gradient(tap: int, offset: Pair) -> Tensor:
+        rows, columns = _tap_starts(g, size, stride, offset)
+        return where(ix == rows * input_shape[3] + columns, g, 0.0)
+    return _spread(g, input_shape, kernel, stride, padding, dilation, tap_gradient)
 
 
 def _tiled_spread(grad: Tensor, indices: Tensor, input_shape: Sequence[int], kernel: Pair) -> Tensor:
@@ -211,6 +216,66 @@ def _average_spread(g: Tensor, input_shape: Sequence[int], kernel_size: Any, str
     return _spread(g, input_shape, kernel, stride, padding, (1, 1), lambda tap, offset: share)
 
 
+def _volume_geometry(op: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any = 1) -> tuple:
+    """A 3-D pooling's (kernel, stride, padding, dilation), three ints each (an empty stride is the kernel)."""
+    kernel = _triple(kernel_size, "kernel_size", op)
+    stride = _triple(stride, "stride", op) if stride not in (None, (), []) else kernel
+    return kernel, stride, _triple(padding, "padding", op), _triple(dilation, "dilation", op)
+
+
+def _max_planes_and_depth(op: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[dict, dict]:
+    """max_pool3d's two 2-D max poolings' parameters: of each (H, W) plane, then along the depth
+    (over (D, OH * OW), windows of width 1)."""
+    kernel, stride, padding, dilation = _volume_geometry(op, kernel_size, stride, padding, dilation)
+    return (dict(kernel_size=kernel[1:], stride=stride[1:], padding=padding[1:], dilation=dilation[1:]),
+            dict(kernel_size=(kernel[0], 1), stride=(stride[0], 1), padding=(padding[0], 0), dilation=(dilation[0], 1)))
+
+
+def max_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """torch.nn.functional.max_pool3d: the max of each plane's windows, then of those along the
+    depth (the max is separable).  The index (into each input volume, ``(d * H + h) * W + w``) is
+    that of the first depth holding the maximum and, in its plane, of the first tap holding it: the
+    first maximum in (depth, row, column) tap order, as torch's."""
+    batched = _volumes(x, "max_pool3d")
+    planes, depth = _max_planes_and_depth("max_pool3d", kernel_size, stride, padding, dilation)
+    n, c, d, h, w = batched.shape
+    values, in_plane = max_pool2d(batched.reshape(n, c * d, h, w), **planes, ceil_mode=ceil_mode, return_indices=True)
+    oh, ow = values.shape[2:]
+    out, in_depth = max_pool2d(values.reshape(n, c, d, oh * ow), **depth, ceil_mode=ceil_mode, return_indices=True)
+    out_depth = out.shape[2]
+    out = out.reshape(n, c, out_depth, oh, ow)
+    if not return_indices:
+        return out if x.ndim == 5 else out.squeeze(0)
+    chosen = in_depth // (oh * ow)  # the depth each output point took its maximum from
+    indices = (chosen * (h * w) + in_plane.reshape(n, c, d, oh * ow).gather(2, chosen)).reshape(n, c, out_depth, oh, ow)
+    return (out, indices) if x.ndim == 5 else (out.squeeze(0), indices.squeeze(0))
+
+
+def max_pool3d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+                        ceil_mode: bool, indices: Tensor) -> Tensor:
+    """ATen's ``max_pool3d_with_indices_backward``: each output point's gradient added at the input
+    position its index names, as the two poolings' gradients in reverse: to the depth the index
+    names, then to the plane position the planes' pooling chose there (its indices recomputed
+    from ``x``: the forward's own)."""
+    batched = _volumes(x, "max_pool3d_backward")
+    g, ix = (grad, indices) if x.ndim == 5 else (grad.unsqueeze(0), indices.unsqueeze(0))
+    planes, depth = _max_planes_and_depth("max_pool3d_backward", kernel_size, stride, padding, dilation)
+    n, c, d, h, w = batched.shape
+    if g.ndim != 5 or tuple(ix.shape) != tuple(g.shape):
+        raise ShapeError(f"max_pool3d_backward: the gradient {grad.shape} and indices {indices.shape} must both be "
+                         f"the output's shape")
+    _, in_plane = max_pool2d(batched.reshape(n, c * d, h, w), **planes, ceil_mode=ceil_mode, return_indices=True)
+    out_depth, oh, ow = g.shape[2:]
+    columns = iota(g, oh * ow).to("int64")
+    in_depth = (ix.reshape(n, c, out_depth, oh * ow) // (h * w)) * (oh * ow) + columns
+    over_depth = _max_spread(g.reshape(n, c, out_depth, oh * ow), in_depth, (n, c, d, oh * ow), ceil_mode=ceil_mode,
+                             **depth)
+    out = _max_spread(over_depth.reshape(n, c * d, oh, ow), in_plane, (n, c * d, h, w), ceil_mode=ceil_mode,
+                      **planes).reshape(n, c, d, h, w)
+    return out if x.ndim == 5 else out.squeeze(0)
+
+
 def _volumes(x: Tensor, op: str) -> Tensor:
     if x.ndim not in (4, 5):
         raise ShapeError(f"{op}: expected a 5-D input (N, C, D, H, W) or a 4-D one (C, D, H, W), got shape {x.shape}")
@@ -239,9 +304,7 @@ def _planes_and_depth(op: str, kernel_size: Any, stride: Any, padding: Any,
                       divisor_override: Any) -> tuple[_AveragePooling, _AveragePooling]:
     """avg_pool3d as two 2-D poolings: of each (H, W) plane, then along the depth (over (D, H * W)
     with windows of width 1, a plain sum where the planes' took ``divisor_override``)."""
-    kernel = _triple(kernel_size, "kernel_size", op)
-    stride = _triple(stride, "stride", op) if stride not in (None, (), []) else kernel
-    padding = _triple(padding, "padding", op)
+    kernel, stride, padding, _ = _volume_geometry(op, kernel_size, stride, padding)
     return (_AveragePooling(kernel[1:], stride[1:], padding[1:], divisor_override),
             _AveragePooling((kernel[0], 1), (stride[0], 1), (padding[0], 0), None if divisor_override is None else 1))
 

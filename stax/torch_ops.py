@@ -523,6 +523,8 @@ ATEN: dict[str, Handler] = {
     "max_pool2d_with_indices_backward": pooling.max_pool2d_backward, "avg_pool2d": pooling.avg_pool2d,
     "avg_pool2d_backward": pooling.avg_pool2d_backward, "avg_pool3d": pooling.avg_pool3d,
     "avg_pool3d_backward": pooling.avg_pool3d_backward,
+    "max_pool3d_with_indices": lambda *args: list(pooling.max_pool3d(*args, return_indices=True)),
+    "max_pool3d_with_indices_backward": pooling.max_pool3d_backward,
     "_adaptive_avg_pool2d": resample.adaptive_avg_pool2d,
     "_adaptive_avg_pool2d_backward": resample.adaptive_avg_pool2d_backward,
     "adaptive_max_pool2d": lambda x, output_size: list(resample.adaptive_max_pool2d(x, output_size)),

@@ -260,3 +260,43 @@ def test_avg_pool3d_is_every_windows_mean_and_its_gradient_the_adjoint(kernel, s
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
     assert gx.shape == x.shape
     np.testing.assert_allclose(np.vdot(x.astype(np.float64), gx), np.vdot(want, g.astype(np.float64)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("kernel, stride, padding, dilation, ceil_mode", [((3, 2, 2), (2, 1, 2), (1, 1, 0), 1, True),
+                                                                          (2, None, 0, (2, 1, 1), False)])
+def test_max_pool3d_takes_each_windows_first_maximum_and_routes_its_gradient_there(kernel, stride, padding, dilation,
+                                                                                  ceil_mode):
+    """max_pool3d (each plane's max, then the depth's) against loops over 3-D windows, ties across
+    the depth included (the first depth holding the maximum); its gradient adds each output
+    point's gradient at the input position its index names."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 2, 8, 6, 5)).astype(np.float32)
+    x[0, 1, 3, 2, 2] = x[0, 1, 2, 2, 2] = 9.0  # a tie across the depth: the first depth's index
+    k, s, p, dl = (np.broadcast_to(v, 3).tolist() for v in (kernel, kernel if stride is None else stride, padding,
+                                                              dilation))
+    size = []
+    for d, extent in enumerate(x.shape[2:]):
+        out = (extent + 2 * p[d] - dl[d] * (k[d] - 1) - 1 + (s[d] - 1 if ceil_mode else 0)) // s[d] + 1
+        size.append(out - 1 if ceil_mode and (out - 1) * s[d] >= extent + p[d] else out)
+    want_values, want_indices = np.zeros(x.shape[:2] + tuple(size), np.float32), np.zeros(x.shape[:2] + tuple(size), np.int64)
+    for point in itertools.product(*(range(n) for n in size)):
+        taps = [t for t in itertools.product(*(range(n) for n in k))
+                if all(0 <= point[d] * s[d] - p[d] + t[d] * dl[d] < x.shape[2 + d] for d in range(3))]
+        for n, c in itertools.product(range(2), range(2)):
+            values = [x[n, c, *(point[d] * s[d] - p[d] + t[d] * dl[d] for d in range(3))] for t in taps]
+            first = int(np.argmax(values))
+            where_ = [point[d] * s[d] - p[d] + taps[first][d] * dl[d] for d in range(3)]
+            want_values[n, c, *point] = values[first]
+            want_indices[n, c, *point] = (where_[0] * x.shape[3] + where_[1]) * x.shape[4] + where_[2]
+    g = rng.standard_normal(want_values.shape).astype(np.float32)
+    values, indices, gx = stax.compile(lambda a, b: (
+        *pooling.max_pool3d(a, kernel, stride, padding, dilation, ceil_mode, return_indices=True),
+        pooling.max_pool3d_backward(b, a, kernel, stride, padding, dilation, ceil_mode,
+                                    pooling.max_pool3d(a, kernel, stride, padding, dilation, ceil_mode,
+                                                       return_indices=True)[1])), x, g)(x, g)
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(indices, want_indices)
+    want_gx = np.zeros(x.shape, np.float64).reshape(2, 2, -1)
+    for n, c in itertools.product(range(2), range(2)):
+        np.add.at(want_gx[n, c], want_indices[n, c].ravel(), g[n, c].ravel())
+    np.testing.assert_allclose(gx, want_gx.reshape(x.shape), rtol=1e-6, atol=1e-6)

@@ -3,8 +3,8 @@ their training step (loss and every parameter's gradient) against eager torch.  
 translation the front end lacked: nn.LSTM (oneDNN's fused layer, traced as its decomposition),
 GroupNorm (``native_group_norm``), InstanceNorm2d (``repeat``), ELU and SELU, Hardtanh and
 ReLU6, Conv1d (a 2-D convolution of height 1), Conv3d (a 2-D convolution of the planes the depth
-taps read, stacked along the channels), AvgPool3d and LocalResponseNorm (``avg_pool3d``, a 2-D pooling of each plane, then of the
-depth), ``cumsum`` and ``logcumsumexp``, the L1 losses' ``sign`` and KL divergence's ``isnan``."""
+taps read, stacked along the channels), MaxPool3d, AvgPool3d and LocalResponseNorm (a 2-D
+pooling of each plane, then of the depth), ``cumsum`` and ``logcumsumexp``, the L1 losses' ``sign`` and KL divergence's ``isnan``."""
 from __future__ import annotations
 
 import numpy as np
@@ -62,6 +62,9 @@ MODULES = {
                                                count_include_pad=False)), (2, 3, 7, 6, 5)),
     "avg_pool3d_unbatched_divisor": (lambda: Scaled(nn.AvgPool3d(2, divisor_override=3)), (3, 4, 4, 6)),
     "local_response_norm": (lambda: Scaled(nn.LocalResponseNorm(3)), (2, 6, 5, 5)),
+    "max_pool3d": (lambda: Scaled(nn.MaxPool3d((3, 2, 2), stride=(2, 1, 2), padding=(1, 1, 0), ceil_mode=True)),
+                   (2, 3, 7, 6, 5)),
+    "max_pool3d_dilated_unbatched": (lambda: Scaled(nn.MaxPool3d(2, dilation=(2, 1, 1))), (2, 8, 5, 6)),
     "mnist_stem": (lambda: nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)), (64, 1, 28, 28)),
     "cumsum": (lambda: Scaled(lambda x: x.cumsum(1)), (4, 9)),
     "logcumsumexp": (lambda: Scaled(lambda x: (x * 4).logcumsumexp(1)), (4, 9)),

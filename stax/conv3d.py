@@ -119,3 +119,27 @@ def conv3d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], str
     stacked = conv2d_weight_grad(_as_images(grad), planes, (o, kd * per_group, kh, kw), stride[1:], padding[1:],
                                  dilation[1:], groups)
     return stacked.reshape(o, kd, per_group, kh, kw).permute(0, 2, 1, 3, 4)
+
+
+def conv_transpose3d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+                     output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """torch.nn.functional.conv_transpose3d: the input gradient of the 3-D convolution whose weight
+    is ``weight`` (C_in, C_out / groups, kD, kH, kW), ``output_padding`` more planes, rows and
+    columns at the end."""
+    if _unbatched(x, "conv_transpose3d"):
+        return conv_transpose3d(x.unsqueeze(0), weight, bias, stride, padding, output_padding, groups,
+                                dilation).squeeze(0)
+    _check_weight(weight, "conv_transpose3d")
+    stride, padding, dilation = _geometry(stride, padding, dilation)
+    extra = _triple(output_padding, "output_padding", "conv_transpose3d")
+    if x.shape[1] != weight.shape[0] or weight.shape[0] % groups:
+        raise ShapeError(f"conv_transpose3d: the input has {x.shape[1]} channels, the weight {weight.shape} "
+                         f"(C_in, C_out / groups, kD, kH, kW) with groups={groups} expects {weight.shape[0]}")
+    if not all(0 <= extra[d] < max(stride[d], dilation[d]) for d in range(3)):
+        raise ShapeError(f"conv_transpose3d: output_padding {extra} must be smaller than the stride {stride} or "
+                         f"the dilation {dilation}")
+    size = [(x.shape[2 + d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (weight.shape[2 + d] - 1) + extra[d] + 1
+            for d in range(3)]
+    out = conv3d_input_grad(x, weight, (x.shape[0], weight.shape[1] * groups, *size), stride, padding, dilation,
+                            groups)
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1, 1)

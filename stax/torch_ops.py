@@ -277,14 +277,11 @@ def _addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1)
 
 
 # --- convolution (a reduction, see stax.nn) -------------------------------------------------------
-def _check_convolution(op: str, x: Tensor, weight: Tensor, transposed: bool) -> None:
+def _check_convolution(op: str, x: Tensor, weight: Tensor) -> None:
     if weight.ndim not in (3, 4, 5) or x.ndim not in (weight.ndim - 1, weight.ndim):
         raise UnsupportedError(f"aten.{op}: stax translates 1-D, 2-D and 3-D convolutions (a 3-D, 4-D or 5-D weight "
                                f"and an input of as many dims or one less), not a {x.ndim}-D input with a "
                                f"{weight.ndim}-D weight")
-    if weight.ndim == 5 and transposed:
-        raise UnsupportedError(f"aten.{op}: stax translates 3-D convolutions (Conv3d) but not transposed ones "
-                               "(ConvTranspose3d)")
 
 
 def _of_height_one(x: Tensor, weight: Tensor, stride: Sequence[int], padding: Sequence[int],
@@ -296,7 +293,9 @@ def _of_height_one(x: Tensor, weight: Tensor, stride: Sequence[int], padding: Se
 
 def _convolution(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
                  dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int) -> Tensor:
-    _check_convolution("convolution", x, weight, transposed)
+    _check_convolution("convolution", x, weight)
+    if weight.ndim == 5 and transposed:
+        return conv3d.conv_transpose3d(x, weight, bias, stride, padding, output_padding, groups, dilation)
     if weight.ndim == 5:
         return conv3d.conv3d(x, weight, bias, stride, padding, dilation, groups)
     if weight.ndim == 3:
@@ -314,48 +313,33 @@ def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: A
     """(input gradient, weight gradient, bias gradient), each None where ``output_mask`` says so.
     A transposed convolution's input gradient is the forward convolution of ``grad``, and its
     weight gradient the convolution's weight gradient with ``x`` and ``grad`` exchanged."""
-    _check_convolution("convolution_backward", x, weight, transposed)
-    if weight.ndim == 5:
-        return _convolution3d_backward(grad, x, weight, stride, padding, dilation, groups, output_mask)
+    _check_convolution("convolution_backward", x, weight)
     if weight.ndim == 3:
         x2, w2, stride2, padding2, dilation2, extra2 = _of_height_one(x, weight, stride, padding, dilation,
                                                                       output_padding)
         gx, gw, gb = _convolution_backward(grad.unsqueeze(-2), x2, w2, bias_sizes, stride2, padding2, dilation2,
                                            transposed, extra2, groups, output_mask)
         return [None if gx is None else gx.squeeze(-2), None if gw is None else gw.squeeze(2), gb]
-    unbatched = x.ndim == 3
+    forward, input_grad, weight_grad = _CONVOLUTIONS[weight.ndim]
+    unbatched = x.ndim == weight.ndim - 1
     if unbatched:
         grad, x = grad.unsqueeze(0), x.unsqueeze(0)
     if transposed:
-        grads = (lambda: nn.conv2d(grad, weight, None, stride, padding, dilation, groups),
-                 lambda: nn.conv2d_weight_grad(x, grad, weight.shape, stride, padding, dilation, groups),
-                 lambda: grad.sum((0, 2, 3)))
+        grads = (lambda: forward(grad, weight, None, stride, padding, dilation, groups),
+                 lambda: weight_grad(x, grad, weight.shape, stride, padding, dilation, groups))
     else:
-        grads = (lambda: nn.conv2d_input_grad(grad, weight, x.shape, stride, padding, dilation, groups),
-                 lambda: nn.conv2d_weight_grad(grad, x, weight.shape, stride, padding, dilation, groups),
-                 lambda: grad.sum((0, 2, 3)))
-    return _wanted(grads, output_mask, unbatched)
-
-
-def _convolution3d_backward(grad: Tensor, x: Tensor, weight: Tensor, stride: Sequence[int], padding: Sequence[int],
-                            dilation: Sequence[int], groups: int, output_mask: Sequence[bool]) -> list:
-    """``_convolution_backward`` of a 3-D convolution (:mod:`stax.conv3d`)."""
-    unbatched = x.ndim == 4
-    if unbatched:
-        grad, x = grad.unsqueeze(0), x.unsqueeze(0)
-    grads = (lambda: conv3d.conv3d_input_grad(grad, weight, x.shape, stride, padding, dilation, groups),
-             lambda: conv3d.conv3d_weight_grad(grad, x, weight.shape, stride, padding, dilation, groups),
-             lambda: grad.sum((0, 2, 3, 4)))
-    return _wanted(grads, output_mask, unbatched)
-
-
-def _wanted(grads: Sequence[Callable[[], Tensor]], output_mask: Sequence[bool], unbatched: bool) -> list:
-    """The gradients ``output_mask`` asks for (each made only then), an unbatched input's without
-    the batch dim added to it."""
+        grads = (lambda: input_grad(grad, weight, x.shape, stride, padding, dilation, groups),
+                 lambda: weight_grad(grad, x, weight.shape, stride, padding, dilation, groups))
+    grads += (lambda: grad.sum((0, *range(2, grad.ndim))),)
     results = [make() if wanted else None for make, wanted in zip(grads, output_mask)]
     if unbatched and results[0] is not None:
         results[0] = results[0].squeeze(0)
     return results
+
+
+#: by the weight's rank: the convolution, its input gradient and its weight gradient
+_CONVOLUTIONS = {4: (nn.conv2d, nn.conv2d_input_grad, nn.conv2d_weight_grad),
+                 5: (conv3d.conv3d, conv3d.conv3d_input_grad, conv3d.conv3d_weight_grad)}
 
 
 def _max_pool2d_with_indices(x: Tensor, kernel_size: Sequence[int], stride: Sequence[int] = (),

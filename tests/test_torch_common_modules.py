@@ -58,6 +58,8 @@ MODULES = {
     "conv3d_strided_dilated_grouped": (lambda: nn.Conv3d(4, 6, (3, 2, 3), stride=(2, 1, 2), padding=(2, 0, 1),
                                                          dilation=(2, 1, 1), groups=2), (2, 4, 9, 6, 7)),
     "conv3d_unbatched_depth_one": (lambda: nn.Conv3d(3, 2, (1, 2, 2), bias=False), (3, 4, 5, 5)),
+    "conv_transpose3d": (lambda: nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+                         (2, 4, 3, 4, 3)),
     "avg_pool3d": (lambda: Scaled(nn.AvgPool3d((3, 2, 2), stride=(2, 1, 2), padding=(1, 1, 0), ceil_mode=True,
                                                count_include_pad=False)), (2, 3, 7, 6, 5)),
     "avg_pool3d_unbatched_divisor": (lambda: Scaled(nn.AvgPool3d(2, divisor_override=3)), (3, 4, 4, 6)),
@@ -138,9 +140,3 @@ def test_one_hot_of_labels_given_at_run_time_matches_torch_and_checks_their_rang
             compiled(*program.arguments(x, wrong))
     with pytest.raises(UnsupportedError, match="pass num_classes"):
         import_function(lambda t: F.one_hot(t), labels)
-
-
-def test_a_transposed_3d_convolution_is_refused_by_name():
-    from stax.errors import UnsupportedError
-    with pytest.raises(UnsupportedError, match="ConvTranspose3d"):
-        import_module(nn.ConvTranspose3d(2, 3, 2), torch.randn(1, 2, 3, 3, 3)).compile()

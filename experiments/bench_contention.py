@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
+import pandas as pd
 
 import stax
 from experiments.bench_suite import parse_size
@@ -234,9 +235,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 new = measure(name, size, args.seconds, workers, tuple(args.conditions))
                 print_rows(new, header=not rows)
                 rows += new
-    met = sum(r["goal"] == "met" for r in rows)
-    print(f"goal met by {met} of {len(rows)} rows; load average after the run {os.getloadavg()[0]:.2f}")
+    print_summary(rows)
+    print(f"load average after the run {os.getloadavg()[0]:.2f}")
     return rows
+
+
+def print_summary(rows: list[dict]) -> None:
+    """Per runtime: the rows meeting the goal at each size, and each of the goal's two criteria."""
+    table = pd.DataFrame(rows)
+    for runtime, mine in table.groupby("runtime", sort=False):
+        met = mine["goal"] == "met"
+        sizes = ", ".join(f"{size} {met[group.index].sum()}/{len(group)}"
+                          for size, group in mine.groupby("size", sort=False))
+        print(f"{runtime}: goal met on {met.sum()} of {len(mine)} rows ({sizes}); loaded p50 within {MEDIAN_GOAL}x on "
+              f"{(mine['worst p50/1t'] <= MEDIAN_GOAL).sum()}, loaded p99 within {P99_GOAL}x on "
+              f"{(mine['worst p99/1t'] <= P99_GOAL).sum()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,10 @@ def test_the_contention_benchmark_prints_quiet_and_loaded_percentiles(capsys):
     assert rows[0]["worst p99/1t p99"] == 1.0 and rows[0]["excess slow %"] == 0  # one thread against itself
     assert -100 <= rows[1]["excess slow %"] <= 100
     assert "pool" not in rows[0] and rows[1]["pool"].startswith("quiet: ") and "stragglers" in rows[1]["pool"]
-    assert "goal met by" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    for row in rows:  # each runtime's summary: its one row, met or not, at the one size
+        met = int(row["goal"] == "met")
+        assert f"{row['runtime']}: goal met on {met} of 1 rows (16x32 {met}/1)" in printed
 
 
 def test_the_contention_benchmark_times_its_runtimes_in_turns_and_in_the_conditions_asked():

@@ -278,7 +278,8 @@ def test_max_pool3d_takes_each_windows_first_maximum_and_routes_its_gradient_the
     for d, extent in enumerate(x.shape[2:]):
         out = (extent + 2 * p[d] - dl[d] * (k[d] - 1) - 1 + (s[d] - 1 if ceil_mode else 0)) // s[d] + 1
         size.append(out - 1 if ceil_mode and (out - 1) * s[d] >= extent + p[d] else out)
-    want_values, want_indices = np.zeros(x.shape[:2] + tuple(size), np.float32), np.zeros(x.shape[:2] + tuple(size), np.int64)
+    out_shape = x.shape[:2] + tuple(size)
+    want_values, want_indices = np.zeros(out_shape, np.float32), np.zeros(out_shape, np.int64)
     for point in itertools.product(*(range(n) for n in size)):
         taps = [t for t in itertools.product(*(range(n) for n in k))
                 if all(0 <= point[d] * s[d] - p[d] + t[d] * dl[d] < x.shape[2 + d] for d in range(3))]

@@ -577,10 +577,36 @@ def _exponential(seed: Tensor, stream: int, x: Tensor, lambd: float = 1.0, *, ge
     return -(-rand(seed, x.shape, x.dtype, stream=stream)).log1p() / lambd
 
 
+def _integers(seed: Tensor, stream: int, low: int, high: int, size: Sequence[int], dtype: str) -> Tensor:
+    """Uniform integers in [low, high): ``floor(u * (high - low)) + low``, u a float64 draw (a cast
+    to int64 floors it, being non-negative)."""
+    if high <= low:
+        raise UnsupportedError(f"randint: the range [{low}, {high}) is empty; torch requires low < high")
+    return ((rand(seed, tuple(size), "float64", stream=stream) * (high - low)).to("int64") + low).to(dtype)
+
+
+def _randint(seed: Tensor, stream: int, *bounds_and_size: Any, dtype: Any = None, generator: Any = None,
+             **_: Any) -> Tensor:
+    """``randint`` (high, size) and ``randint.low`` (low, high, size): int64 unless given a dtype."""
+    _refuse_generator(generator)
+    *bounds, size = bounds_and_size
+    low, high = (0, *bounds) if len(bounds) == 1 else bounds
+    return _integers(seed, stream, int(low), int(high), size, "int64" if dtype is None else dtype_name(dtype))
+
+
+def _randint_like(seed: Tensor, stream: int, x: Tensor, *bounds: Any, dtype: Any = None, generator: Any = None,
+                  **_: Any) -> Tensor:
+    """``randint_like`` (x, high) and its ``low_dtype`` overload (x, low, high): ``x``'s shape and dtype."""
+    _refuse_generator(generator)
+    low, high = (0, *bounds) if len(bounds) == 1 else bounds
+    return _integers(seed, stream, int(low), int(high), x.shape, x.dtype if dtype is None else dtype_name(dtype))
+
+
 #: the random ATen ops, by overload (``"bernoulli.p"``), as stax calls: each takes the program's
 #: seed (a 0-d int64 tensor) and the stream the node draws before the node's own arguments
 RANDOM: dict[str, Handler] = {
     "bernoulli.p": _bernoulli, "rand_like.default": _like(rand), "randn_like.default": _like(randn),
     "rand.default": _sized(rand), "randn.default": _sized(randn), "normal_functional.default": _normal,
-    "uniform.default": _uniform, "exponential.default": _exponential,
+    "uniform.default": _uniform, "exponential.default": _exponential, "randint.default": _randint,
+    "randint.low": _randint, "randint_like.default": _randint_like, "randint_like.low_dtype": _randint_like,
 }

@@ -1,6 +1,6 @@
 """Random numbers in training, imported from torch: dropout's ``aten.bernoulli.p`` becomes stax's
 random mask, and ``rand``, ``randn`` (a VAE's reparameterization), ``normal_``, ``uniform_`` and
-``exponential_`` (Gumbel-softmax's noise) stax's draws (stax.random_draws), from the program's seed
+``exponential_`` (Gumbel-softmax's noise) and ``randint`` stax's draws (stax.random_draws), from the program's seed
 input.  Two generators cannot agree, so the programs are checked against torch's results under
 the same draws: torch runs the captured graph with stax's draws in place of its own
 (``expected``), and, independently of that, hand-written torch steps apply stax's mask where
@@ -89,7 +89,7 @@ def test_each_call_draws_new_masks_with_torchs_rate_and_a_given_seed_repeats_the
 def test_other_random_ops_and_seeds_for_programs_without_masks_are_refused():
     x = torch.randn(4, 4)
     with pytest.raises(UnsupportedError, match="draws random numbers; the random ops stax translates are bernoulli.p"):
-        import_function(lambda x: x + torch.randint(0, 5, (4, 4)), x)
+        import_function(lambda x: x + torch.poisson(x.abs()), x)
     program = import_function(lambda x: x * 2, x)
     assert not program.seeded
     with pytest.raises(StaxError, match="takes no seed"):
@@ -118,6 +118,8 @@ NOISE = {
                                    torch.empty_like(x).uniform_(-1, 3) - torch.empty_like(x).exponential_(0.5),
                                    (5, 7)),
     "gumbel_softmax": (lambda x: torch.nn.functional.gumbel_softmax(x, tau=0.5), (5, 7)),
+    "randint": (lambda x: x + torch.randint(-3, 4, x.shape) * torch.randint_like(x, 2, 9) + torch.randint(5, (7,)),
+                (5, 7)),
 }
 
 
@@ -160,3 +162,18 @@ def test_the_draws_have_torchs_distributions():
     assert abs(normal.mean()) < 5 / np.sqrt(n) and abs(normal.var() - 1) < 0.02
     assert abs(np.mean(normal ** 3)) < 0.05 and abs(np.mean(normal ** 4) - 3) < 0.1  # skew 0, kurtosis 3
     assert abs(exponential.mean() - 0.5) < 5 * 0.5 / np.sqrt(n) and exponential.min() >= 0
+
+
+def test_randint_draws_every_integer_of_its_range_alike():
+    """randint's three overloads: int64 (randint) or the tensor's dtype (randint_like), every value
+    in [low, high), each as often as the others within five standard deviations."""
+    x = torch.zeros(140_000)
+    program = import_function(lambda x: (torch.randint(-3, 4, x.shape), torch.randint(7, x.shape),
+                                         torch.randint_like(x, 2, 9)), x)
+    shifted, plain, like = program.compile()(*program.arguments(seed=3))
+    assert shifted.dtype == plain.dtype == np.int64 and like.dtype == np.float32
+    n, share = x.numel(), 1 / 7
+    for values, low in ((shifted, -3), (plain, 0), (like.astype(np.int64), 2)):
+        counts = np.bincount(values - low, minlength=7)
+        assert len(counts) == 7 and values.min() == low
+        assert np.all(np.abs(counts - n * share) < 5 * np.sqrt(n * share * (1 - share))), counts

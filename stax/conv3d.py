@@ -8,7 +8,8 @@ convolves with the weight's taps stacked alike: the FLOPs of the 3-D convolution
 reduction over ``kD * C / groups * kH * kW``, each input plane copied ``kD`` times (the depth's
 im2col).  The input gradient is the stacked planes' 2-D input gradient, each tap's part spread
 back to the planes it read (a pad whose interior is the depth stride); the weight gradient is
-the stacked planes' 2-D weight gradient.
+the stacked planes' 2-D weight gradient.  A transposed 3-D convolution is the input gradient of
+the convolution whose weight it holds.
 """
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ Ops and their attributes:
   of squared deviations from the mean over ``dims`` (variance's numerator, float only).
 - scans (``SCAN_OPS``: ``cumsum``, ``cumprod``, ``logcumsumexp``): ``dim`` (non-negative); the
   output has the input's shape, and the input is already cast to the result dtype (int and bool
-  scan in int64, as torch; ``logcumsumexp`` is float only).  Seed 7.7: a loop-carried dependence along ``dim`` only.
+  scan in int64, as torch; ``logcumsumexp`` is float only).  Seed 7.7: a loop-carried dependence
+  along ``dim`` only.
 - views: ``permute`` (``dims``), ``reshape`` (``shape``), ``expand`` (``shape``, same rank, size-1
   dims broadcast), ``slice`` (``dim``, ``start``, ``stop``, ``step``), ``unfold`` (``dim``,
   ``size``, ``step``: torch's sliding windows, a new last dim of ``size``), ``flip`` (``dims``).

@@ -24,7 +24,6 @@ that tile the input (stride = kernel, no padding or dilation) spread their gradi
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from . import dtypes
@@ -216,19 +215,23 @@ def _average_spread(g: Tensor, input_shape: Sequence[int], kernel_size: Any, str
     return _spread(g, input_shape, kernel, stride, padding, (1, 1), lambda tap, offset: share)
 
 
-def _volume_geometry(op: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any = 1) -> tuple:
-    """A 3-D pooling's (kernel, stride, padding, dilation), three ints each (an empty stride is the kernel)."""
+def _planes_and_depth(op: str, kernel_size: Any, stride: Any, padding: Any, **rest: Any) -> tuple[dict, dict]:
+    """A 3-D pooling's parameters as its two 2-D poolings' keyword arguments: of each (H, W) plane,
+    then along the depth (over (D, OH * OW), windows of width 1).  A max's ``dilation`` splits
+    alike; an average's ``divisor_override`` divides once, in the planes' pooling, and the depth's
+    pooling then sums."""
     kernel = _triple(kernel_size, "kernel_size", op)
     stride = _triple(stride, "stride", op) if stride not in (None, (), []) else kernel
-    return kernel, stride, _triple(padding, "padding", op), _triple(dilation, "dilation", op)
-
-
-def _max_planes_and_depth(op: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[dict, dict]:
-    """max_pool3d's two 2-D max poolings' parameters: of each (H, W) plane, then along the depth
-    (over (D, OH * OW), windows of width 1)."""
-    kernel, stride, padding, dilation = _volume_geometry(op, kernel_size, stride, padding, dilation)
-    return (dict(kernel_size=kernel[1:], stride=stride[1:], padding=padding[1:], dilation=dilation[1:]),
-            dict(kernel_size=(kernel[0], 1), stride=(stride[0], 1), padding=(padding[0], 0), dilation=(dilation[0], 1)))
+    padding = _triple(padding, "padding", op)
+    planes = dict(kernel_size=kernel[1:], stride=stride[1:], padding=padding[1:])
+    depth = dict(kernel_size=(kernel[0], 1), stride=(stride[0], 1), padding=(padding[0], 0))
+    if "dilation" in rest:
+        dilation = _triple(rest["dilation"], "dilation", op)
+        planes["dilation"], depth["dilation"] = dilation[1:], (dilation[0], 1)
+    if "divisor_override" in rest:
+        override = rest["divisor_override"]
+        planes["divisor_override"], depth["divisor_override"] = override, None if override is None else 1
+    return planes, depth
 
 
 def max_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
@@ -238,7 +241,7 @@ def max_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
     that of the first depth holding the maximum and, in its plane, of the first tap holding it: the
     first maximum in (depth, row, column) tap order, as torch's."""
     batched = _volumes(x, "max_pool3d")
-    planes, depth = _max_planes_and_depth("max_pool3d", kernel_size, stride, padding, dilation)
+    planes, depth = _planes_and_depth("max_pool3d", kernel_size, stride, padding, dilation=dilation)
     n, c, d, h, w = batched.shape
     values, in_plane = max_pool2d(batched.reshape(n, c * d, h, w), **planes, ceil_mode=ceil_mode, return_indices=True)
     oh, ow = values.shape[2:]
@@ -260,7 +263,7 @@ def max_pool3d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
     from ``x``: the forward's own)."""
     batched = _volumes(x, "max_pool3d_backward")
     g, ix = (grad, indices) if x.ndim == 5 else (grad.unsqueeze(0), indices.unsqueeze(0))
-    planes, depth = _max_planes_and_depth("max_pool3d_backward", kernel_size, stride, padding, dilation)
+    planes, depth = _planes_and_depth("max_pool3d_backward", kernel_size, stride, padding, dilation=dilation)
     n, c, d, h, w = batched.shape
     if g.ndim != 5 or tuple(ix.shape) != tuple(g.shape):
         raise ShapeError(f"max_pool3d_backward: the gradient {grad.shape} and indices {indices.shape} must both be "
@@ -283,43 +286,19 @@ def _volumes(x: Tensor, op: str) -> Tensor:
     return x if x.ndim == 5 else x.unsqueeze(0)
 
 
-@dataclass(frozen=True)
-class _AveragePooling:
-    """One of avg_pool3d's two 2-D average poolings, ceil mode and count_include_pad aside."""
-    kernel: Pair
-    stride: Pair
-    padding: Pair
-    divisor_override: Any
-
-    def forward(self, x: Tensor, ceil_mode: bool, count_include_pad: bool) -> Tensor:
-        return avg_pool2d(x, self.kernel, self.stride, self.padding, ceil_mode, count_include_pad,
-                          self.divisor_override)
-
-    def backward(self, g: Tensor, input_shape: Sequence[int], ceil_mode: bool, count_include_pad: bool) -> Tensor:
-        return _average_spread(g, input_shape, self.kernel, self.stride, self.padding, ceil_mode, count_include_pad,
-                               self.divisor_override)
-
-
-def _planes_and_depth(op: str, kernel_size: Any, stride: Any, padding: Any,
-                      divisor_override: Any) -> tuple[_AveragePooling, _AveragePooling]:
-    """avg_pool3d as two 2-D poolings: of each (H, W) plane, then along the depth (over (D, H * W)
-    with windows of width 1, a plain sum where the planes' took ``divisor_override``)."""
-    kernel, stride, padding, _ = _volume_geometry(op, kernel_size, stride, padding)
-    return (_AveragePooling(kernel[1:], stride[1:], padding[1:], divisor_override),
-            _AveragePooling((kernel[0], 1), (stride[0], 1), (padding[0], 0), None if divisor_override is None else 1))
-
-
 def avg_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: Any = None) -> Tensor:
     """torch.nn.functional.avg_pool3d: an average pooling of each plane, then one along the depth
     (torch's divisor is the product of the window's clipped extents along each dim, so the average
     is separable)."""
     batched = _volumes(x, "avg_pool3d")
-    planes, depth = _planes_and_depth("avg_pool3d", kernel_size, stride, padding, divisor_override)
+    planes, depth = _planes_and_depth("avg_pool3d", kernel_size, stride, padding, divisor_override=divisor_override)
     n, c, d, h, w = batched.shape
-    pooled = planes.forward(batched.reshape(n, c * d, h, w), ceil_mode, count_include_pad)
+    pooled = avg_pool2d(batched.reshape(n, c * d, h, w), ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                        **planes)
     oh, ow = pooled.shape[2:]
-    out = depth.forward(pooled.reshape(n, c, d, oh * ow), ceil_mode, count_include_pad)
+    out = avg_pool2d(pooled.reshape(n, c, d, oh * ow), ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                     **depth)
     out = out.reshape(n, c, out.shape[2], oh, ow)
     return out if x.ndim == 5 else out.squeeze(0)
 
@@ -328,15 +307,16 @@ def avg_pool3d_backward(grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, 
                         count_include_pad: bool, divisor_override: Any) -> Tensor:
     """ATen's ``avg_pool3d_backward``: the depth pooling's gradient, then the planes'."""
     batched, g = _volumes(x, "avg_pool3d_backward"), grad if x.ndim == 5 else grad.unsqueeze(0)
-    planes, depth = _planes_and_depth("avg_pool3d_backward", kernel_size, stride, padding, divisor_override)
+    planes, depth = _planes_and_depth("avg_pool3d_backward", kernel_size, stride, padding,
+                                      divisor_override=divisor_override)
     n, c, d, h, w = batched.shape
     if g.ndim != 5:
         raise ShapeError(f"avg_pool3d_backward: the gradient {grad.shape} must have the output's rank")
     oh, ow = g.shape[3:]
-    over_depth = depth.backward(g.reshape(n, c, g.shape[2], oh * ow), (n, c, d, oh * ow), ceil_mode,
-                                count_include_pad)
-    out = planes.backward(over_depth.reshape(n, c * d, oh, ow), (n, c * d, h, w), ceil_mode,
-                          count_include_pad).reshape(n, c, d, h, w)
+    over_depth = _average_spread(g.reshape(n, c, g.shape[2], oh * ow), (n, c, d, oh * ow), ceil_mode=ceil_mode,
+                                 count_include_pad=count_include_pad, **depth)
+    out = _average_spread(over_depth.reshape(n, c * d, oh, ow), (n, c * d, h, w), ceil_mode=ceil_mode,
+                          count_include_pad=count_include_pad, **planes).reshape(n, c, d, h, w)
     return out if x.ndim == 5 else out.squeeze(0)
 
 

@@ -10,7 +10,7 @@ in contiguous layout). An op missing here is reported by the caller as unsupport
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from . import conv3d, dtypes, gather, nn, pooling, resample, sorting
 from .errors import UnsupportedError
@@ -294,17 +294,14 @@ def _of_height_one(x: Tensor, weight: Tensor, stride: Sequence[int], padding: Se
 def _convolution(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
                  dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int) -> Tensor:
     _check_convolution("convolution", x, weight)
-    if weight.ndim == 5 and transposed:
-        return conv3d.conv_transpose3d(x, weight, bias, stride, padding, output_padding, groups, dilation)
-    if weight.ndim == 5:
-        return conv3d.conv3d(x, weight, bias, stride, padding, dilation, groups)
     if weight.ndim == 3:
         x2, w2, stride2, padding2, dilation2, extra2 = _of_height_one(x, weight, stride, padding, dilation,
                                                                       output_padding)
         return _convolution(x2, w2, bias, stride2, padding2, dilation2, transposed, extra2, groups).squeeze(-2)
+    ops = _CONVOLUTIONS[weight.ndim]
     if transposed:
-        return nn.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation)
-    return nn.conv2d(x, weight, bias, stride, padding, dilation, groups)
+        return ops.transposed(x, weight, bias, stride, padding, output_padding, groups, dilation)
+    return ops.forward(x, weight, bias, stride, padding, dilation, groups)
 
 
 def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: Any, stride: Sequence[int],
@@ -320,7 +317,7 @@ def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: A
         gx, gw, gb = _convolution_backward(grad.unsqueeze(-2), x2, w2, bias_sizes, stride2, padding2, dilation2,
                                            transposed, extra2, groups, output_mask)
         return [None if gx is None else gx.squeeze(-2), None if gw is None else gw.squeeze(2), gb]
-    forward, input_grad, weight_grad = _CONVOLUTIONS[weight.ndim]
+    forward, _, input_grad, weight_grad = _CONVOLUTIONS[weight.ndim]
     unbatched = x.ndim == weight.ndim - 1
     if unbatched:
         grad, x = grad.unsqueeze(0), x.unsqueeze(0)
@@ -337,9 +334,17 @@ def _convolution_backward(grad: Tensor, x: Tensor, weight: Tensor, bias_sizes: A
     return results
 
 
-#: by the weight's rank: the convolution, its input gradient and its weight gradient
-_CONVOLUTIONS = {4: (nn.conv2d, nn.conv2d_input_grad, nn.conv2d_weight_grad),
-                 5: (conv3d.conv3d, conv3d.conv3d_input_grad, conv3d.conv3d_weight_grad)}
+class _Convolution(NamedTuple):
+    forward: Callable[..., Tensor]
+    transposed: Callable[..., Tensor]
+    input_grad: Callable[..., Tensor]
+    weight_grad: Callable[..., Tensor]
+
+
+#: by the weight's rank: the convolution, the transposed one, and the convolution's two gradients
+_CONVOLUTIONS = {4: _Convolution(nn.conv2d, nn.conv_transpose2d, nn.conv2d_input_grad, nn.conv2d_weight_grad),
+                 5: _Convolution(conv3d.conv3d, conv3d.conv_transpose3d, conv3d.conv3d_input_grad,
+                                 conv3d.conv3d_weight_grad)}
 
 
 def _max_pool2d_with_indices(x: Tensor, kernel_size: Sequence[int], stride: Sequence[int] = (),
@@ -577,9 +582,10 @@ def _exponential(seed: Tensor, stream: int, x: Tensor, lambd: float = 1.0, *, ge
     return -(-rand(seed, x.shape, x.dtype, stream=stream)).log1p() / lambd
 
 
-def _integers(seed: Tensor, stream: int, low: int, high: int, size: Sequence[int], dtype: str) -> Tensor:
-    """Uniform integers in [low, high): ``floor(u * (high - low)) + low``, u a float64 draw (a cast
-    to int64 floors it, being non-negative)."""
+def _integers(seed: Tensor, stream: int, bounds: Sequence[Any], size: Sequence[int], dtype: str) -> Tensor:
+    """Uniform integers in [low, high) (``bounds``: high, or low and high): ``floor(u * (high -
+    low)) + low``, u a float64 draw (a cast to int64 floors it, being non-negative)."""
+    low, high = (0, int(bounds[0])) if len(bounds) == 1 else map(int, bounds)
     if high <= low:
         raise UnsupportedError(f"randint: the range [{low}, {high}) is empty; torch requires low < high")
     return ((rand(seed, tuple(size), "float64", stream=stream) * (high - low)).to("int64") + low).to(dtype)
@@ -590,16 +596,14 @@ def _randint(seed: Tensor, stream: int, *bounds_and_size: Any, dtype: Any = None
     """``randint`` (high, size) and ``randint.low`` (low, high, size): int64 unless given a dtype."""
     _refuse_generator(generator)
     *bounds, size = bounds_and_size
-    low, high = (0, *bounds) if len(bounds) == 1 else bounds
-    return _integers(seed, stream, int(low), int(high), size, "int64" if dtype is None else dtype_name(dtype))
+    return _integers(seed, stream, bounds, size, "int64" if dtype is None else dtype_name(dtype))
 
 
 def _randint_like(seed: Tensor, stream: int, x: Tensor, *bounds: Any, dtype: Any = None, generator: Any = None,
                   **_: Any) -> Tensor:
     """``randint_like`` (x, high) and its ``low_dtype`` overload (x, low, high): ``x``'s shape and dtype."""
     _refuse_generator(generator)
-    low, high = (0, *bounds) if len(bounds) == 1 else bounds
-    return _integers(seed, stream, int(low), int(high), x.shape, x.dtype if dtype is None else dtype_name(dtype))
+    return _integers(seed, stream, bounds, x.shape, x.dtype if dtype is None else dtype_name(dtype))
 
 
 #: the random ATen ops, by overload (``"bernoulli.p"``), as stax calls: each takes the program's

@@ -192,10 +192,12 @@ def measure(name: str, size: tuple[int, int], seconds: float, workers: RuntimeWo
 
 def pool_use(before: dict[str, int], after: dict[str, int]) -> str:
     """What the kernels' pool did between two parallel_stats(): regions with a team, the share run
-    solo by the straggler rule, stragglers, and chunks taken back from late threads."""
+    solo by the straggler rule, stragglers, waits in which the caller lent its core to pool threads,
+    and chunks taken back from late threads."""
     regions = (after["pooled"] - before["pooled"]) + (solo := after["solo"] - before["solo"])
     return (f"{regions} regions, {solo / max(regions, 1):.0%} solo, {after['stragglers'] - before['stragglers']} "
-            f"stragglers, {after['taken_back'] - before['taken_back']} chunks taken back")
+            f"stragglers, {after['lent'] - before['lent']} waits lent the core, "
+            f"{after['taken_back'] - before['taken_back']} chunks taken back")
 
 
 def print_rows(rows: list[dict], header: bool) -> None:

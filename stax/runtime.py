@@ -245,9 +245,10 @@ def parallel_stats() -> dict[str, int]:
     joins (a pool thread that came to a region after its caller had finished it, and returned),
     chunks shared (run by pool threads), stragglers (regions whose caller waited on its pool
     threads longer than it worked, on chunks that ran over four times slower than its own: one lost
-    its core) and solo regions (run by their caller alone
-    for a while after a straggler, the straggler rule; not counted as alone)."""
-    names = ("pooled", "alone", "threads", "sleeps", "taken_back", "late", "shared", "stragglers", "solo")
+    its core), solo regions (run by their caller alone for a while after a straggler, the straggler
+    rule; not counted as alone) and lent waits (the caller, about to sleep, moved the pool threads
+    it waited for to its own core)."""
+    names = ("pooled", "alone", "threads", "sleeps", "taken_back", "late", "shared", "stragglers", "solo", "lent")
     counts = (ctypes.c_int64 * len(names))()
     load_runtime().stax_parallel_stats(counts)
     return dict(zip(names, counts))

@@ -290,6 +290,30 @@ def test_a_stalled_pool_thread_sends_the_next_regions_to_their_caller_then_the_p
                  "the pool thread never ran chunks again after the straggler")
 
 
+def thread_affinities() -> dict[int, set[int]]:
+    """Every thread of this process and the CPUs it may run on."""
+    import os
+    threads = {}
+    for name in os.listdir("/proc/self/task"):
+        try:
+            threads[int(name)] = os.sched_getaffinity(int(name))
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
+    return threads
+
+
+@pytest.mark.parametrize("kind", ["one loop", "loops and a barrier"])
+def test_a_caller_waiting_on_a_stalled_pool_thread_lends_it_its_core_and_takes_it_back(counting, hooks, kind):
+    """A pool thread that stops 30 ms while it holds chunks: its caller, done with the rest of the
+    work, moves it to its own core before it sleeps (at the region's end, or at a barrier), the
+    results are right, and afterwards every thread may run where it could before."""
+    stalled_region(counting, kind)  # the pool thread exists
+    homes = thread_affinities()
+    repeat_until(lambda: stalled_then_next(counting, hooks, kind), lambda s: s[1]["lent"] > s[0]["lent"],
+                 "the caller never lent its core to the stalled pool thread")
+    assert thread_affinities() == homes
+
+
 def test_with_the_rule_off_a_straggler_is_counted_and_the_pool_kept(counting, hooks):
     """The straggler rule off (as the hooks fixture leaves it): a stalled pool thread still counts
     as a straggler, and the next region uses the pool."""

@@ -75,8 +75,10 @@
 // caller alone, as a team of one (the pool untouched, so (1)-(4) hold trivially), longer after a
 // longer wait; the window grows while the pool, tried again, fails within SOLO_MEMORY_SECONDS, up
 // to SOLO_MAX_SECONDS, and the first region after it tries the pool again.  The rule changes
-// which regions use the pool, never how a pooled region runs.  A caller waiting longer than it worked stops spinning and
-// sleeps: its idle core is where the kernel may move the thread it waits for.
+// which regions use the pool, never how a pooled region runs.  A caller waiting longer than it
+// worked stops spinning and, before it sleeps, lends its core to the pool threads still inside the
+// region: it pins them to its core, where they run at once instead of queueing behind another task
+// on theirs, and gives them their own affinity back after its wait (lend_core, take_core_back).
 //
 // Code that asks for its team (omp_get_num_threads / omp_get_thread_num: a static schedule, as
 // hand-written loops of the benchmarks have) needs every thread it planned for: such a region
@@ -166,13 +168,18 @@ void futex(void* word, int op, uint32_t value) {
 // bits (little-endian x86-64), so every change a waiter waits for changes them.  A sleeper counts
 // itself before it reads the value and a writer reads the count after it writes the value (both
 // sequentially consistent): either the sleeper sees the new value or it is woken.
+struct Nothing {
+  void operator()() const {}
+};
+
 template <typename T>
 struct Word {
   std::atomic<T> value{0};
   std::atomic<uint32_t> sleepers{0};
 
-  template <typename Ready>
-  void wait_until(Ready ready, bool spin, double most = SPIN_SECONDS) {
+  // Wait until ready(value): spin up to `most` seconds (when `spin`), call before_sleep(), then sleep.
+  template <typename Ready, typename BeforeSleep = Nothing>
+  void wait_until(Ready ready, bool spin, double most = SPIN_SECONDS, BeforeSleep before_sleep = {}) {
     if (ready(value.load(std::memory_order_acquire))) return;
     if (spin && SPIN_SECONDS > 0) {  // the clock is first read after a while: most waits end before
       std::chrono::steady_clock::time_point start;
@@ -187,6 +194,7 @@ struct Word {
           if (waited > YIELD_AFTER_SECONDS) sched_yield();  // the awaited thread may need this core
         }
       }
+      before_sleep();
     }
     sleeps.fetch_add(1, std::memory_order_relaxed);
     sleepers.fetch_add(1, std::memory_order_seq_cst);
@@ -206,6 +214,9 @@ struct Word {
 struct alignas(64) Slot {
   Word<uint32_t> start;
   int tid = 0;
+  std::atomic<pid_t> os_tid{0};      // the thread's id, for its affinity (0 until it starts)
+  cpu_set_t home;                    // its affinity when it started: where a lent core gives it back
+  std::atomic<uint32_t> inside{0};   // the number of the region it is inside, 0 between regions
 };
 
 struct alignas(64) Claim { std::atomic<uint64_t> word{0}; };  // (step + 1) << 32 | next chunk
@@ -243,6 +254,9 @@ struct Pool {
   std::atomic<int64_t> shared{0};            // chunks run by pool threads
   std::atomic<int64_t> stragglers{0};        // regions whose caller waited on a straggler (is_straggler)
   std::atomic<int64_t> solo{0};              // regions run on their caller alone by the straggler rule
+  std::atomic<int64_t> lent{0};              // waits in which the caller lent its core (lend_core)
+  int borrowers[MAX_TEAM] = {};              // team members holding the caller's core, and how many
+  int borrowing = 0;
   // The straggler rule's state (steady clock, ns), read and written only by the pool's holder,
   // and both clocks at its first pooled region (ticks are converted over the time since).
   // solo_until: the current window's end (0 once the pool is tried again); window_end: the last one's.
@@ -304,6 +318,44 @@ void refuse_barrier() {
   std::abort();
 }
 
+// Lending the caller's core: a caller that spun as long as it may and still waits on pool threads
+// inside its region is about to sleep, leaving its core idle, while a member that lost its core to
+// another task waits behind it there for a time slice (the kernel does not move a thread that ran a
+// moment ago).  The caller pins the members still inside to its own core (sched_setaffinity moves a
+// waiting thread at once), sleeps, and gives each its own affinity back when its wait is over.
+// Affinity is not semantics: (1)-(4) hold whoever runs where.
+void lend_core(uint32_t number, int size) {
+  const int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  cpu_set_t here;
+  CPU_ZERO(&here);
+  CPU_SET(cpu, &here);
+  for (int t = 1; t < size; ++t) {
+    Slot* slot = pool.slots[t - 1];
+    const pid_t thread = slot->os_tid.load(std::memory_order_relaxed);
+    if (thread == 0 || slot->inside.load(std::memory_order_acquire) != number || !CPU_ISSET(cpu, &slot->home))
+      continue;
+    if (sched_setaffinity(thread, sizeof here, &here) == 0) pool.borrowers[pool.borrowing++] = t;
+  }
+  if (pool.borrowing > 0) pool.lent.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Each borrower leaves the caller's core (its home less this core moves it at once: left here, it
+// would share the core with its caller in the next regions until the kernel balanced the two),
+// then gets its home back.
+void take_core_back() {
+  const int cpu = sched_getcpu();
+  for (int i = 0; i < pool.borrowing; ++i) {
+    Slot* slot = pool.slots[pool.borrowers[i] - 1];
+    const pid_t thread = slot->os_tid.load(std::memory_order_relaxed);
+    cpu_set_t elsewhere = slot->home;
+    if (cpu >= 0) CPU_CLR(cpu, &elsewhere);
+    if (CPU_COUNT(&elsewhere) > 0) sched_setaffinity(thread, sizeof elsewhere, &elsewhere);
+    sched_setaffinity(thread, sizeof slot->home, &slot->home);
+  }
+  pool.borrowing = 0;
+}
+
 void barrier() {
   if (me.region == nullptr) return;
   if (me.asked_team) refuse_barrier();
@@ -313,7 +365,13 @@ void barrier() {
   Word<uint64_t>& done = me.region->done;
   if (ready(done.value.load(std::memory_order_acquire))) return;
   const int64_t start = ticks();  // the straggler rule counts waits apart from work
-  done.wait_until(ready, me.region->spin);
+  if (me.tid == 0) {  // the caller, which owns the pool
+    const int size = me.size;
+    done.wait_until(ready, me.region->spin, SPIN_SECONDS, [size] { lend_core(pool.number, size); });
+    take_core_back();
+  } else {
+    done.wait_until(ready, me.region->spin);
+  }
   me.waited += ticks() - start;
 }
 
@@ -391,6 +449,7 @@ void test_delay() {  // the test hooks: hold the pool thread, or delay it a rand
 }
 
 void serve(Slot* slot) {
+  slot->os_tid.store(pid_t(syscall(SYS_gettid)), std::memory_order_relaxed);
   bool spin = true;  // as the last region joined said
   for (uint32_t seen = 0;;) {
     slot->start.wait_while(seen, spin);
@@ -402,12 +461,14 @@ void serve(Slot* slot) {
       continue;
     }
     spin = r.spin;
+    slot->inside.store(seen, std::memory_order_release);
     const int64_t joined_at = ticks();
     enter(r, slot->tid);
     r.fn(r.data);
     count_ran();
     r.member_ticks.fetch_add(ticks() - joined_at - me.waited, std::memory_order_relaxed);  // before leaving (4)
     me = Member{};
+    slot->inside.store(0, std::memory_order_relaxed);
     r.members.add(uint64_t(-1));  // (4): leaves; the caller may be waiting for no member to be left
   }
 }
@@ -418,6 +479,7 @@ int grow(int wanted) {
     Slot* slot = new (std::nothrow) Slot;
     if (slot == nullptr) break;
     slot->tid = pool.threads + 1;
+    if (sched_getaffinity(0, sizeof slot->home, &slot->home) != 0) CPU_ZERO(&slot->home);  // inherited
     try {
       std::thread(serve, slot).detach();
     } catch (...) {
@@ -512,7 +574,9 @@ void run_pooled(void (*fn)(void*), void* data, int size, bool spin, const Loop& 
       r.members.wait_until([team](uint64_t m) { return joined(m) == team; }, spin, most);
       r.members.value.fetch_or(CLOSED, std::memory_order_seq_cst);
     }
-    r.members.wait_until([](uint64_t m) { return inside(m) == 0; }, spin, most);
+    r.members.wait_until([](uint64_t m) { return inside(m) == 0; }, spin, most,
+                         [number, size] { lend_core(number, size); });
+    take_core_back();
     if (tick > 0)
       judge(tick * double(mine.waited + ticks() - ran), worked, mine.ran, mine.expected - mine.ran,
             tick * double(r.member_ticks.load(std::memory_order_relaxed)));
@@ -627,7 +691,8 @@ int __wrap_omp_get_num_threads() {
 // Regions run on the pool, regions run by their calling thread alone, pool threads started,
 // waits that ended asleep, chunks the caller took back (ran beyond its even share of a region's
 // chunks), regions handed to a pool thread that were over when it came to join them, chunks run
-// by pool threads, regions whose caller waited on a straggler, regions run alone by the rule.
+// by pool threads, regions whose caller waited on a straggler, regions run alone by the rule,
+// waits in which the caller lent its core to pool threads.
 void stax_parallel_stats(int64_t* out) {
   out[0] = pool.pooled.load();
   out[1] = pool.alone.load();
@@ -638,6 +703,7 @@ void stax_parallel_stats(int64_t* out) {
   out[6] = pool.shared.load();
   out[7] = pool.stragglers.load();
   out[8] = pool.solo.load();
+  out[9] = pool.lent.load();
 }
 
 // Test hooks: hold every pool thread before it joins a region (held != 0) or let it go, delay

@@ -346,23 +346,51 @@ def test_a_straggler_is_a_member_slower_than_the_caller_a_chunk(waited, worked, 
     assert bool(test(waited, worked, chunks, member_chunks, member_worked)) is straggler
 
 
-@pytest.mark.parametrize("last_ms, since_ms, waited_us, window_ms", [
-    (0, 0, 60, 10),        # the first straggler, a late wake-up: the shortest window
-    (0, 0, 3000, 150),     # the first, a wait of a time slice: another task holds the pool thread's core
-    (10, 20, 60, 40),      # the pool failed again 20 ms after a 10 ms window: a lasting co-runner
-    (40, 900, 60, 160),    # within SOLO_MEMORY_SECONDS of the last window's end
-    (40, 900, 4000, 200),  # the longer of the grown window and the wait's
-    (160, 100, 60, 500),   # grown to SOLO_MAX_SECONDS
-    (500, 50, 60, 500),
-    (0, 0, 60_000, 500),   # a wait's window is capped too
-    (500, 1500, 60, 10),   # a straggler long after the last window: the machine was quiet meanwhile
+@pytest.mark.parametrize("last_ms, since_ms, waited_us, crowded, window_ms", [
+    (0, 0, 60, True, 10),        # the first straggler, a late wake-up: the shortest window
+    (0, 0, 3000, True, 150),     # the first, a wait of a time slice: another task holds the pool thread's core
+    (10, 20, 60, True, 40),      # the pool failed again 20 ms after a 10 ms window: a lasting co-runner
+    (40, 900, 60, True, 160),    # within SOLO_MEMORY_SECONDS of the last window's end
+    (40, 900, 4000, True, 200),  # the longer of the grown window and the wait's
+    (160, 100, 60, True, 500),   # grown to SOLO_MAX_SECONDS
+    (500, 50, 60, True, 500),
+    (0, 0, 60_000, True, 500),   # a wait's window is capped too
+    (500, 1500, 60, True, 10),   # a straggler long after the last window: the machine was quiet meanwhile
+    (0, 0, 60, False, 3),        # no more runnable tasks than CPUs: a moment's interruption, 50 times its wait
+    (10, 20, 60, False, 3),      # ... which does not grow the window however often it recurs
+    (0, 0, 3000, False, 10),     # ... and opens at most the shortest crowded window
 ])
-def test_the_solo_window_follows_the_wait_and_grows_while_stragglers_recur(last_ms, since_ms, waited_us, window_ms):
+def test_the_solo_window_follows_the_wait_and_grows_while_stragglers_recur(last_ms, since_ms, waited_us, crowded,
+                                                                           window_ms):
     """A straggler's window is SOLO_PER_WAIT (50) times its wait, and under a co-runner that lets
     the pool run for a while between its stalls the windows grow (10, 40, 160, 500 ms) rather than
-    fall back whenever the pool outlasted one."""
+    fall back whenever the pool outlasted one; with no more runnable tasks than CPUs they neither
+    grow nor exceed 10 ms."""
     from stax.runtime import load_runtime
     solo_window = load_runtime().stax_parallel_test_solo_window
-    solo_window.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_double]
+    solo_window.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_int]
     solo_window.restype = ctypes.c_int64
-    assert solo_window(last_ms * 1_000_000, since_ms * 1_000_000, waited_us) == window_ms * 1_000_000
+    assert solo_window(last_ms * 1_000_000, since_ms * 1_000_000, waited_us, crowded) == window_ms * 1_000_000
+
+
+def test_the_straggler_rule_reads_the_machines_runnable_tasks():
+    """The count that tells a crowded machine from a moment's interruption is /proc/loadavg's
+    runnable tasks: what this process reads there, and more than the CPUs once as many busy
+    processes as CPUs run beside it."""
+    import os
+    import subprocess
+    import sys
+    from stax.runtime import load_runtime
+    runnable = load_runtime().stax_parallel_test_runnable_tasks
+    runnable.restype = ctypes.c_long
+    with open("/proc/loadavg") as f:
+        before = int(f.read().split()[3].split("/")[0])
+    assert 1 <= runnable() <= before + 8
+    cpus = os.cpu_count()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cpus)]
+    try:
+        repeat_until(lambda: runnable(), lambda n: n > cpus, f"never more than {cpus} runnable tasks", seconds=10)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()

@@ -73,9 +73,10 @@
 // that took over STRAGGLER_SLOWDOWN times its own time a chunk (a thread that only had more chunks,
 // an uneven split, ran at the caller's pace), the regions of the next SOLO_MIN_SECONDS run on their
 // caller alone, as a team of one (the pool untouched, so (1)-(4) hold trivially), longer after a
-// longer wait; the window grows while the pool, tried again, fails within SOLO_MEMORY_SECONDS, up
-// to SOLO_MAX_SECONDS, and the first region after it tries the pool again.  The rule changes
-// which regions use the pool, never how a pooled region runs.  A caller waiting longer than it
+// longer wait; on a crowded machine (more runnable tasks than CPUs) the window grows while the
+// pool, tried again, fails within SOLO_MEMORY_SECONDS, up to SOLO_MAX_SECONDS, and otherwise (a
+// moment's interruption) it stays short; the first region after it tries the pool again.  The
+// rule changes which regions use the pool, never how a pooled region runs.  A caller waiting longer than it
 // worked stops spinning and, before it sleeps, lends its core to the pool threads still inside the
 // region: it pins them to its core, where they run at once instead of queueing behind another task
 // on theirs, and gives them their own affinity back after its wait (lend_core, take_core_back).
@@ -100,6 +101,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <strings.h>
 #include <new>
 #include <random>
@@ -141,12 +143,13 @@ const int MAX_TEAM = 256;
 // The straggler rule: a region whose caller waited for pool threads longer than it worked (and
 // longer than STRAGGLER_FLOOR_SECONDS), on members that took over STRAGGLER_SLOWDOWN times the
 // caller's time a chunk, had a member that lost its core; the regions of the next SOLO_PER_WAIT
-// times the wait (at least SOLO_MIN_SECONDS) run on their caller alone, and the window grows
-// SOLO_GROWTH-fold (up to SOLO_MAX_SECONDS) while the next straggler comes within
-// SOLO_MEMORY_SECONDS of the last window's end: under a lasting co-runner (which lets the pool run
-// for a while between its stalls) a stall of a time slice opens a window of 0.15 s, and the pool
-// is then tried about twice a second, so the stalls fall on few calls; a rare straggler on a quiet
-// machine (a late wake-up, a core taken for a moment by the host) costs one short window.
+// times the wait run on their caller alone.  On a crowded machine (solo_window) the window is at
+// least SOLO_MIN_SECONDS and grows SOLO_GROWTH-fold (up to SOLO_MAX_SECONDS) while the next
+// straggler comes within SOLO_MEMORY_SECONDS of the last window's end: under a lasting co-runner
+// (which lets the pool run for a while between its stalls) a stall of a time slice opens a window
+// of 0.15 s, and the pool is then tried about twice a second, so the stalls fall on few calls; a
+// straggler on an uncrowded machine (a late wake-up, a core taken for a moment by the host) costs
+// one window of at most SOLO_MIN_SECONDS.
 const double STRAGGLER_FLOOR_SECONDS = 2e-5, STRAGGLER_SLOWDOWN = 4;
 const double SOLO_MIN_SECONDS = 1e-2, SOLO_MAX_SECONDS = 0.5, SOLO_MEMORY_SECONDS = 1, SOLO_PER_WAIT = 50;
 const int64_t SOLO_GROWTH = 4;
@@ -516,12 +519,40 @@ bool is_straggler(double waited, double worked, uint64_t chunks, uint64_t member
          member_worked * double(chunks) > STRAGGLER_SLOWDOWN * worked * double(member_chunks);
 }
 
-// The length of the solo window a straggler that kept its caller waiting `waited` ns opens, in ns:
-// SOLO_PER_WAIT times the wait (a wait of a time slice means another task holds the pool thread's
-// core, a short one a late wake-up), and at least the last window (`last`, 0 if none) grown, while
-// stragglers recur (`since` ns after its end); within SOLO_MIN_SECONDS and SOLO_MAX_SECONDS.
-int64_t solo_window(int64_t last, int64_t since, double waited) {
+// The tasks runnable on the machine now, the caller included (the fourth field of /proc/loadavg,
+// "runnable/total"), or -1 when it cannot be read.
+long runnable_tasks() {
+  char text[128] = {};
+  const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const ssize_t got = read(fd, text, sizeof text - 1);
+  close(fd);
+  const char* field = text;
+  for (int spaces = 0; got > 0 && spaces < 3 && *field != 0; ++field) spaces += *field == ' ';
+  char* end = nullptr;
+  const long runnable = std::strtol(field, &end, 10);
+  return got > 0 && end != field && *end == '/' ? runnable : -1;
+}
+
+// Whether more tasks are runnable than the machine has CPUs: another process holds a core, and a
+// straggler was not a moment's interruption (an interrupt, the host taking the virtual CPU, a late
+// wake-up).  Read only when a straggler was found; unknown, it says crowded (the cautious rule).
+bool crowded() {
+  static const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const long runnable = runnable_tasks();
+  return runnable < 0 || cpus < 1 || runnable > cpus;
+}
+
+// The length of the solo window a straggler that kept its caller waiting `waited` ns opens, in ns.
+// On a crowded machine (crowded()): SOLO_PER_WAIT times the wait (a wait of a time slice means
+// another task holds the pool thread's core, a short one a late wake-up), and at least the last
+// window (`last`, 0 if none) grown, while stragglers recur (`since` ns after its end); within
+// SOLO_MIN_SECONDS and SOLO_MAX_SECONDS.  Otherwise SOLO_PER_WAIT times the wait, at most
+// SOLO_MIN_SECONDS: a moment's interruption recurs on a quiet machine too (tens of times a second
+// on a virtual one), and grown windows kept small regions off the pool there.
+int64_t solo_window(int64_t last, int64_t since, double waited, bool crowded) {
   const int64_t shortest = int64_t(1e9 * SOLO_MIN_SECONDS), longest = int64_t(1e9 * SOLO_MAX_SECONDS);
+  if (!crowded) return std::min(int64_t(SOLO_PER_WAIT * waited), shortest);
   const bool recurring = last > 0 && since < int64_t(1e9 * SOLO_MEMORY_SECONDS);
   const double wanted = std::max(SOLO_PER_WAIT * waited, recurring ? double(SOLO_GROWTH * last) : 0.0);
   return std::clamp(int64_t(std::min(wanted, double(longest))), shortest, longest);
@@ -533,7 +564,7 @@ void judge(double waited, double worked, uint64_t chunks, uint64_t member_chunks
   pool.stragglers.fetch_add(1, std::memory_order_relaxed);  // counted with the rule off too
   if (!pool.straggler_rule.load(std::memory_order_relaxed)) return;
   const int64_t now = now_ns();
-  pool.solo_ns = solo_window(pool.solo_ns, now - pool.window_end, waited);
+  pool.solo_ns = solo_window(pool.solo_ns, now - pool.window_end, waited, crowded());
   pool.window_end = pool.solo_until = now + pool.solo_ns;
 }
 
@@ -708,8 +739,8 @@ void stax_parallel_stats(int64_t* out) {
 
 // Test hooks: hold every pool thread before it joins a region (held != 0) or let it go, delay
 // each join by a random 0 .. most_us microseconds, stall the next pool thread that claims chunks
-// for `us` microseconds (it holds them meanwhile), the straggler rule's window, turn the straggler
-// rule off (0) or on.
+// for `us` microseconds (it holds them meanwhile), the straggler rule's window, the runnable tasks
+// it reads, turn the straggler rule off (0) or on.
 void stax_parallel_test_hold(int held) { pool.hold.publish(held != 0); }
 void stax_parallel_test_delay(int64_t most_us) { pool.delay_us.store(most_us, std::memory_order_relaxed); }
 void stax_parallel_test_stall(int64_t us) { pool.stall_us.store(us, std::memory_order_relaxed); }
@@ -717,9 +748,10 @@ int stax_parallel_test_is_straggler(double waited_us, double worked_us, int64_t 
                                     double member_worked_us) {
   return is_straggler(1e3 * waited_us, 1e3 * worked_us, uint64_t(chunks), uint64_t(member_chunks), 1e3 * member_worked_us);
 }
-int64_t stax_parallel_test_solo_window(int64_t last_ns, int64_t since_ns, double waited_us) {
-  return solo_window(last_ns, since_ns, 1e3 * waited_us);
+int64_t stax_parallel_test_solo_window(int64_t last_ns, int64_t since_ns, double waited_us, int crowded) {
+  return solo_window(last_ns, since_ns, 1e3 * waited_us, crowded != 0);
 }
+long stax_parallel_test_runnable_tasks() { return runnable_tasks(); }
 void stax_parallel_test_straggler_rule(int on) { pool.straggler_rule.store(on != 0, std::memory_order_relaxed); }
 
 }  // extern "C"

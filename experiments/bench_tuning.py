@@ -19,6 +19,7 @@ stax/codegen/tuning.py and in the commit messages that set them):
 - stream_min_bytes (row passes), prefetch_ahead_bytes: softmax, exp-sum-amax and bias + GELU
   at 4096 x 4096.
 - split_min_rows, split_row_step, outer_head_min: column sums and batch-norm statistics.
+- chunked_min_points: the mean squared error between 65,536 and a million points, two threads.
 - stack_array_max_bytes: softmax at 64 x 128, whose scratch row is on the stack or the heap.
 """
 from __future__ import annotations
@@ -52,6 +53,10 @@ def _rmsnorm(x):
     return x * ((x * x).mean(-1, keepdim=True) + 1e-6).rsqrt()
 
 
+def _mse(x, y):
+    return ((x - y) * (x - y)).mean()
+
+
 def _batchnorm_stats(x):
     mean = x.mean(0)
     return mean, ((x - mean) ** 2).mean(0)
@@ -79,6 +84,9 @@ CASES = (
     Case("prefetch_ahead_bytes", (512, 1 << 10, 8 << 10), "exp sum amax", _exp_sum_amax, ((4096, 4096),)),
     Case("split_min_rows", (NEVER,), "x.sum(0)", lambda x: x.sum(0), ((4096, 4096),)),
     Case("split_min_rows", (NEVER,), "x.sum(0)", lambda x: x.sum(0), ((65536, 32),)),
+    Case("chunked_min_points", (1 << 16,), "mse", _mse, ((256, 256), (256, 256))),
+    Case("chunked_min_points", (1 << 18, NEVER), "mse", _mse, ((256, 512), (256, 512))),
+    Case("chunked_min_points", (NEVER,), "mse", _mse, ((1024, 1024), (1024, 1024))),
     Case("split_row_step", (1, 2, 8), "batch-norm statistics", _batchnorm_stats, ((4096, 4096),)),
     Case("outer_head_min", (NEVER,), "batch-norm statistics", _batchnorm_stats, ((4096, 4096),), 1),
     Case("stack_array_max_bytes", (0,), "softmax", _softmax, ((64, 128),), 1),

@@ -48,7 +48,7 @@ def combos_for(index: int, seed: int, count: int, nodes: int) -> list[Combo]:
         result.append(Combo(fusion, order, rule=rng.choice((DEFAULT_FUSION_RULE, *FUSION_RULES)), reuse=rng.random() < 0.7,
                             inplace=rng.random() < 0.7, memory_plan=rng.choice(("wrapper", "wrapper", "pool")),
                             group_kernels=rng.random() < 0.6, threads=rng.choice((1, 2)),
-                            isa=rng.choice(LEVELS)))
+                            isa=rng.choice(LEVELS), eager_chunks=rng.random() < 0.5))
     return result
 
 

@@ -36,6 +36,7 @@ RTOL, ATOL = 2e-4, 2e-5
 #: A tie (a max pooling's two equal values summed in different orders) flips in half the runs, so
 #: the runs go on until every element is matched or all have run
 ROUNDING_RUNS = 12
+EAGER_CHUNKED_POINTS = 64
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class Combo:
     group_kernels: bool = True
     threads: int = 1
     isa: str = "avx2"
+    #: the chunked-reduction form from EAGER_CHUNKED_POINTS points (its default threshold is above
+    #: most fuzz programs' sizes)
+    eager_chunks: bool = False
 
     def options(self, seed: int = 0) -> stax.Options:
         fusion_params = {"cpsat": {"time_limit": EXACT_LIMIT, "workers": 1}, "mwc": {"time_limit": EXACT_LIMIT},
@@ -59,7 +63,8 @@ class Combo:
         return stax.Options(fusion=self.fusion, order=self.order, rule=self.rule, reuse=self.reuse,
                             inplace=self.inplace, memory_plan=self.memory_plan, group_kernels=self.group_kernels,
                             threads=self.threads, isa=ISA_LEVELS[self.isa], fusion_params=fusion_params,
-                            order_params=order_params)
+                            order_params=order_params,
+                            tuning=stax.Tuning(chunked_min_points=EAGER_CHUNKED_POINTS) if self.eager_chunks else stax.Tuning())
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

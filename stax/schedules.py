@@ -38,7 +38,7 @@ class KernelChoice:
     """The code generator's decisions for one block's kernel (seed 8.1-8.4)."""
 
     name: str
-    form: str  # vector, outer-vector, split-reduction, tiled-vector, tiled, interleaved, blocked-scan, scalar, extern
+    form: str  # vector, outer-vector, split-reduction, chunked-reduction, tiled-vector, tiled, interleaved, blocked-scan, scalar, extern
     width: int  # float32 lanes of a vector (the ISA level's)
     parallel_depth: int  # Algorithm 8.1: outer loops shared among threads (0: one thread)
 

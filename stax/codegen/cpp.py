@@ -63,7 +63,7 @@ from .kernel_parts import (Emission, LoadContext, Member, access_kind, accumulat
                            with_line_head)
 from .interleave import Interleaved
 from .scans import BlockedScan
-from .split_reduction import SplitReduction
+from .split_reduction import ChunkedReduction, SplitReduction
 from .tiles import Tiles
 from .tuning import Tuning, chunk_iterations, parallel_depth
 
@@ -102,6 +102,7 @@ class BlockKernel:
                  sequential: bool = False, *, tuning: Tuning):
         self.name, self.width, self.threads, self.tuning = name, width, threads, tuning
         self.split, self.scan, self.tiles = SplitReduction(self), BlockedScan(self), Tiles(self)
+        self.chunked = ChunkedReduction(self)
         self.interleave = Interleaved(self)
         self.counting = counting  # emit the counting build's loads and stores (stax_count.h)
         self.frame: Frame = make_frame([b for _, b in members])
@@ -273,6 +274,7 @@ class BlockKernel:
         (per-thread rows, then the loop nests with their ``omp for``), in a new ``Emission``: the
         form and whether its streamed stores need a fence are decided first."""
         form, vvar = ("blocked-scan", None) if self.scan.applies() else self.choose_form()
+        base_form, form = form, "chunked-reduction" if self.chunked.applies(form) else form
         f = self.frame
         fenced = bool(self.streamed) and ((form == "vector" and bool(f.inner))
                                           or (form == "tiled-vector" and self.tiles.in_strips()))
@@ -286,6 +288,8 @@ class BlockKernel:
             return 1, body + self.scan.body()
         if form == "split-reduction":
             return 1, body + self.split.body(vvar)
+        if form == "chunked-reduction":
+            return 1, body + self.chunked.body(base_form, vvar)
         if form == "tiled":
             body += self.tiles.tiled(depth)
         elif form == "tiled-vector":
@@ -316,9 +320,14 @@ class BlockKernel:
     def shared_lines(self) -> list[str]:
         """Declarations at function scope, shared by the threads (the blocked scan's chunk totals,
         the split reduction's partial results)."""
-        if self.emit.form == "split-reduction":
-            return self.split.shared_lines()
+        if self.partials() is not None:
+            return self.partials().shared_lines()
         return self.scan.shared_lines() if self.scan.applies() else []
+
+    def partials(self) -> SplitReduction | None:
+        """The split-reduction form whose chunks' partial results the outer points combine, if
+        the current generation is one."""
+        return {"split-reduction": self.split, "chunked-reduction": self.chunked}.get(self.emit.form)
 
     def comment(self) -> list[str]:
         lines = [f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
@@ -524,11 +533,11 @@ class BlockKernel:
                       self._rows_ahead([m for phase in phases for m in phase], vvar)]
         for phase in phases:
             lines.append(f"{ind}// {', '.join(dict.fromkeys(m.name for m in phase))}")
-            if phase[0].inner and self.emit.form == "split-reduction":
-                self.split.combine_parts(phase, outer_vector, ind, lines, ctx)
+            if phase[0].inner and self.partials() is not None:
+                self.partials().combine_parts(phase, outer_vector, ind, lines, ctx)
                 continue
             if phase[0].inner:
-                self._inner_pass(phase, form, vvar, ind, lines, ctx, outer_vector,
+                self.inner_pass(phase, form, vvar, ind, lines, ctx, outer_vector,
                                  prefetch if phase is prefetching else [])
                 continue
             m = phase[0]
@@ -750,7 +759,7 @@ class BlockKernel:
         return lines
 
     def _unrolls(self, phase: list[Member], ctx: LoadContext) -> bool:
-        """Whether the vector loop of ``phase`` does several vectors per step (``_inner_pass``): a
+        """Whether the vector loop of ``phase`` does several vectors per step (``inner_pass``): a
         long row, reductions or float32 exps, and every lane independent of the others (a
         block-internal value is read from this point, this pass or a scratch row of an earlier
         one, never from memory this kernel writes nor from a carried buffer)."""
@@ -764,9 +773,12 @@ class BlockKernel:
                        ld.buffer not in ctx.point and ld.buffer not in in_pass and ld.buffer not in self.scratch_rows
                        for m in phase for ld in loads(m.body) if ld.buffer in self.produced)
 
-    def _inner_pass(self, phase: list[Member], form: str, vvar: str | None, ind: str, lines: list[str],
-                    ctx: LoadContext, outer_vector: bool, prefetch: list[tuple[str, str]]) -> None:
-        """One pass of the inner loop computing every member of ``phase``.  Reductions keep W
+    def inner_pass(self, phase: list[Member], form: str, vvar: str | None, ind: str, lines: list[str],
+                   ctx: LoadContext, outer_vector: bool, prefetch: list[tuple[str, str]],
+                   result: Callable[[Member, str], str] | None = None) -> None:
+        """One pass of the inner loop computing every member of ``phase``; ``result`` (a
+        reduction and its value) gives the statement that keeps a reduction's value, where it is
+        not the value of the outer point (a chunk's partial result).  Reductions keep W
         accumulators per vector (Proposition 8.1 (2)).  On long rows, a pass with reductions or
         float32 exps does Tuning.accumulators vectors per step: one accumulator vector each, so
         consecutive additions do not wait on each other, and one range test for their exps.  The
@@ -856,6 +868,9 @@ class BlockKernel:
             if op == "m2":
                 lines.append(f"{ind}const auto {name}_m2 = stax::result({name});")
                 name += "_m2"
+            if result is not None:
+                lines.append(ind + result(m, name))
+                continue
             self.store(m, name, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = name
             if outer_vector:

@@ -1,8 +1,12 @@
-"""The split-reduction form (TorchInductor's split reductions): a column reduction over many rows
-with few outputs, each thread reducing a chunk of whole rows, read in memory order, into partial
-results of its own; a loop over the outputs then combines them and runs the block's epilogue."""
+"""The split-reduction forms (TorchInductor's split reductions), whose chunks reduce into partial
+results of their own, combined by a loop over the outputs that then runs the block's epilogue: a
+column reduction over many rows with few outputs, each thread reducing a chunk of whole rows read
+in memory order (``SplitReduction``); a reduction of fewer rows than threads, its rows cut into
+chunks (``ChunkedReduction``)."""
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from math import prod
 from typing import TYPE_CHECKING
 
@@ -26,6 +30,11 @@ class SplitReduction:
     def __init__(self, kernel: BlockKernel):
         self.kernel = kernel
 
+    @property
+    def chunks(self) -> int:
+        """Chunks of partial results: one per thread."""
+        return self.kernel.threads
+
     def applies(self) -> bool:
         """Whether a block of the outer-vector form runs as a split reduction (see Tuning.split_min_rows):
         one pass of reductions, first in the block (its epilogue reads the combined results)."""
@@ -48,7 +57,7 @@ class SplitReduction:
         lines = []
         for m in self.kernel.members:
             for array in self._partial_arrays(m):
-                memory, size = f"{array}_memory", self.kernel.threads * self._part_stride(m.buf.dtype)
+                memory, size = f"{array}_memory", self.chunks * self._part_stride(m.buf.dtype)
                 lines += [local_array(m.buf.dtype, memory, size + self.kernel.tuning.cache_line // ITEMSIZE[m.buf.dtype],
                                       self.kernel.tuning.stack_array_max_bytes),
                           f"{CPP_TYPE[m.buf.dtype]}* const {array} = {memory}.get() + stax::line_head({memory}.get());"]
@@ -68,13 +77,13 @@ class SplitReduction:
     def _partial_arrays(self, m: Member) -> list[str]:
         """A split reduction's arrays of partial results of ``m``, one slice per chunk: its
         values, and for m2 the running means (Welford's state)."""
-        if not m.inner:
+        if not m.inner or not m.buf.reduction:
             return []
         return [f"{m.buf.name}_parts"] + ([f"{m.buf.name}_means"] if m.buf.reduction == "m2" else [])
 
     def _chunk_rows(self, c: int) -> int:
         """Inner points (rows) chunk ``c`` of a split reduction reduces."""
-        f, chunks = self.kernel.frame, self.kernel.threads
+        f, chunks = self.kernel.frame, self.chunks
         return ((c + 1) * f.inner[0] // chunks - c * f.inner[0] // chunks) * prod(f.inner[1:])
 
     def body(self, vvar: str) -> list[str]:
@@ -85,7 +94,7 @@ class SplitReduction:
         means beside them and counts the rows seen.  Then the outer loops combine the chunks'
         results and run the epilogue (``point``), in parallel where Algorithm 8.1 says."""
         f = self.kernel.frame
-        chunks, rows, size = self.kernel.threads, f.inner[0], prod(f.outer)
+        chunks, rows, size = self.chunks, f.inner[0], prod(f.outer)
         reductions = [m for m in self.kernel.members if m.inner]
         lines = ["#pragma omp for schedule(dynamic, 1)", self.kernel.loop("c", "0", str(chunks)), "{",
                  f"    const int64_t lo = c * {rows} / {chunks}, hi = (c + 1) * {rows} / {chunks};"]
@@ -147,9 +156,9 @@ class SplitReduction:
 
     def combine_parts(self, phase: list[Member], vector: bool, ind: str, lines: list[str], ctx: LoadContext) -> None:
         """A split reduction's results at the current outer point: its chunks' partial results
-        combined, stored and kept for the epilogue."""
+        combined, stored and kept for the epilogue (the pass's other members were stored by the chunks)."""
         flat = self._outer_flat()
-        for m in phase:
+        for m in (m for m in phase if m.buf.reduction):
             stride, dtype = self._part_stride(m.buf.dtype), CPP_TYPE[m.buf.dtype]
 
             def read(array: str, c: int) -> str:
@@ -157,12 +166,97 @@ class SplitReduction:
             if m.buf.reduction == "m2":  # Welford states of the chunks, merged
                 state = accumulator(m.buf, vector)[0]
                 values = [f"{state}{{{read(m.buf.name + '_means', c)}, {read(m.buf.name + '_parts', c)}, "
-                          f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.kernel.threads)]
+                          f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.chunks)]
             else:
-                values = [read(f"{m.buf.name}_parts", c) for c in range(self.kernel.threads)]
+                values = [read(f"{m.buf.name}_parts", c) for c in range(self.chunks)]
             name = self.kernel.emit.state.fresh("tmp_acc")
             lines.append(f"{ind}const auto {name} = stax::result({fold(m.buf.reduction, values)});")
             self.kernel.store(m, name, vector, None, ind, lines)
             ctx.point[m.buf.name] = name
             if vector:
                 ctx.vector_point.add(m.buf.name)
+
+
+class ChunkedReduction(SplitReduction):
+    """The chunked-reduction form (TorchInductor splits a whole-tensor reduction the same way): a
+    block whose one pass reduces fewer rows than there are threads (a loss's mean, a norm) cuts
+    its first inner loop into chunks that the threads claim.  Each chunk reduces into partial
+    results of its own, combined in chunk order, so the result does not depend on which thread
+    ran which chunk; then one thread runs the block's epilogue (``point``)."""
+
+    def _cut(self) -> tuple[int, int, int]:
+        """The chunks' length along the first inner loop, their count and the last one's length:
+        Tuning.chunks_per_thread a thread, each a whole number of unrolled vector steps when that
+        loop is the vector loop."""
+        k, f = self.kernel, self.kernel.frame
+        rows = f.inner[0]
+        length = -(-rows // (k.threads * k.tuning.chunks_per_thread))
+        if len(f.inner) == 1:
+            step = k.width * k.tuning.accumulators
+            length = -(-length // step) * step
+        count = -(-rows // length)
+        return length, count, rows - (count - 1) * length
+
+    @property
+    def chunks(self) -> int:
+        return self._cut()[1]
+
+    def applies(self, form: str) -> bool:
+        """Whether a block of the vector or scalar form runs chunked: fewer outer points than
+        threads, at least Tuning.chunked_min_points inner points, one pass (first in the block)
+        whose reductions fold (no Welford state, no bool), no shape frame, scratch row, carried
+        buffer or scan, and loops that may run in any order."""
+        k, f = self.kernel, self.kernel.frame
+        if form not in ("vector", "scalar") or k.threads < 2 or not f.inner or f.dims or not 1 <= prod(f.outer) < k.threads:
+            return False
+        if k.sequential_reason or k.carried or k.scans or k.scratch_rows or prod(f.inner) < k.tuning.chunked_min_points:
+            return False
+        phases = k.phases(k.members)
+        if not phases[0][0].inner or any(p[0].inner for p in phases[1:]):
+            return False
+        return self.chunks >= 2 and not any(m.buf.reduction == "m2" or m.buf.dtype == "bool"
+                                            for m in phases[0] if m.buf.reduction)
+
+    def _view(self, length: int) -> BlockKernel:
+        """The kernel as one chunk of ``length`` rows sees it: the chunk number an outer variable of
+        its own (the last), the first inner variable counted from the chunk's start."""
+        k, f = self.kernel, self.kernel.frame
+        full, count, _ = self._cut()
+        view = copy.copy(k)
+        view.frame = replace(f, outer=f.outer + (count,), inner=(length,) + f.inner[1:])
+        first, chunk = f.inner_vars[0], view.frame.outer_vars[-1]
+        shift, ranges = {first: Index.var(chunk) * full + Index.var(first)}, view.frame.var_ranges
+        view.members = [replace(m, body=substitute(m.body, shift, ranges), store=m.store.subs(shift, ranges))
+                        for m in k.members]
+        return view
+
+    def body(self, form: str, vvar: str | None) -> list[str]:
+        """The chunks (``omp for``, one claimed at a time), each running the pass of ``form`` over
+        its rows at every outer point and storing its reductions' partial results; then, on one
+        thread, the outer points combine the chunks' results and run the epilogue."""
+        k, f = self.kernel, self.kernel.frame
+        full, count, last = self._cut()
+        chunk, flat = f"x{len(f.outer)}", self._outer_flat()
+
+        def partial(m: Member, value: str) -> str:
+            return f"{m.buf.name}_parts[{chunk} * {self._part_stride(m.buf.dtype)} + {flat}] = {value};"
+
+        def rows_pass(length: int, ind: str) -> list[str]:
+            view = self._view(length)
+
+            def at_point(point_ind: str) -> list[str]:
+                lines: list[str] = []
+                view.inner_pass(view.phases(view.members)[0], form, vvar, point_ind, lines, LoadContext(), False, [],
+                                result=partial)
+                return lines
+            return [ind + line for line in view.nest(f.outer_vars, list(f.outer), 0, at_point)]
+        lines = ["#pragma omp for schedule(dynamic, 1)", k.loop(chunk, "0", str(count)), "{"]
+        if last == full:
+            lines += rows_pass(full, "    ")
+        else:
+            lines += [f"    if ({chunk} < {count - 1})", "    {", *rows_pass(full, "        "), "    }",
+                      "    else", "    {", *rows_pass(last, "        "), "    }"]
+        lines += ["    stax::store_fence();"] if k.streamed else []  # the rows it streamed, before the barrier
+        lines.append("}")
+        combine = k.outer_loops("scalar", None, 0)
+        return lines + ["#pragma omp single", "{", *("    " + t for t in combine), "}"]

@@ -79,6 +79,10 @@ class Tuning:
     #: ``omp for`` runs orphaned on the calling thread (bench_tuning; bench_regions measures o)
     parallel_min_work: int = 1 << 14
     expensive_weight: int = 8
+    #: a reduction of fewer rows than threads (a whole tensor to one value) over at least this
+    #: many points cuts its rows into chunks the threads share (the chunked-reduction form): below
+    #: it the region's fixed cost outweighs the time a second thread saves (bench_tuning)
+    chunked_min_points: int = 1 << 17
     #: chunks per thread of a parallel loop, claimed dynamically (stax_parallel.cpp): a region's
     #: caller takes back the chunks of a pool thread that is not running, so a late thread costs at
     #: most what it claimed; more chunks cost one claim (an atomic compare-and-swap) each

@@ -394,3 +394,28 @@ def test_the_straggler_rule_reads_the_machines_runnable_tasks():
         for p in busy:
             p.kill()
             p.wait()
+
+
+WARM_512 = """
+import numpy as np, stax
+from stax.runtime import ISA_LEVELS, load_runtime, runs_here
+warm = load_runtime().stax_parallel_test_warm_512
+x = np.ones((64, 64), np.float32)
+seen = [warm()]
+stax.compile(lambda a: a * 2 + 1, x, isa="avx2")
+seen.append(warm())
+if runs_here(ISA_LEVELS["avx512"]):
+    stax.compile(lambda a: a * 3 + 1, x, isa="avx512")
+    seen.append(warm())
+print(seen)
+"""
+
+
+def test_waits_keep_the_512_bit_units_busy_once_512_bit_kernels_are_loaded():
+    """A fresh process: its waits run no 512-bit instruction until a library of 512-bit kernels
+    is loaded (where the CPU has them); an AVX2 library does not turn them on."""
+    import subprocess
+    import sys
+    from stax.runtime import ISA_LEVELS, runs_here
+    out = subprocess.run([sys.executable, "-c", WARM_512], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ("[0, 0, 1]" if runs_here(ISA_LEVELS["avx512"]) else "[0, 0]")

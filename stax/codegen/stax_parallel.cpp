@@ -112,6 +112,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
 #include <x86intrin.h>
 #endif
 
@@ -157,9 +158,25 @@ const uint32_t STEPS = 64;                   // claim words: steps a slow member
 const uint64_t MAX_CHUNKS = uint64_t(1) << 31;  // chunks of one loop (the claim word's low half)
 const uint64_t CLOSED = uint64_t(1) << 31;      // in `members`: no thread may join any more
 
+// Set once a library of 512-bit kernels is loaded (stax_parallel_vector_bits): a waiting thread
+// then runs one 512-bit multiply-add a pause.  A core that has not run 512-bit instructions for a
+// while runs its first ones slowly (the upper lanes' power-up and the frequency license), and a
+// pool thread that spun between regions met that in its first chunk: on an AVX-512 host, 5-7% of
+// a small two-thread region's calls took twice the median, its caller waiting on that chunk.
+std::atomic<bool> warm_512{false};
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void run_512() {
+  __m512 v = _mm512_set1_ps(1.0f);
+  asm volatile("vfmadd231ps %0, %0, %0" : "+v"(v));  // kept: the register is the asm's output
+}
+#endif
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
+#endif
+#if defined(__x86_64__)
+  if (warm_512.load(std::memory_order_relaxed)) run_512();
 #endif
 }
 
@@ -724,6 +741,13 @@ int __wrap_omp_get_num_threads() {
 // chunks), regions handed to a pool thread that were over when it came to join them, chunks run
 // by pool threads, regions whose caller waited on a straggler, regions run alone by the rule,
 // waits in which the caller lent its core to pool threads.
+// Called by each library of kernels of `bits`-bit vectors when it is loaded (stax_vec.h).
+void stax_parallel_vector_bits(int bits) {
+#if defined(__x86_64__)
+  if (bits >= 512 && __builtin_cpu_supports("avx512f")) warm_512.store(true, std::memory_order_relaxed);
+#endif
+}
+
 void stax_parallel_stats(int64_t* out) {
   out[0] = pool.pooled.load();
   out[1] = pool.alone.load();
@@ -740,7 +764,7 @@ void stax_parallel_stats(int64_t* out) {
 // Test hooks: hold every pool thread before it joins a region (held != 0) or let it go, delay
 // each join by a random 0 .. most_us microseconds, stall the next pool thread that claims chunks
 // for `us` microseconds (it holds them meanwhile), the straggler rule's window, the runnable tasks
-// it reads, turn the straggler rule off (0) or on.
+// it reads, whether waits keep the 512-bit units busy, turn the straggler rule off (0) or on.
 void stax_parallel_test_hold(int held) { pool.hold.publish(held != 0); }
 void stax_parallel_test_delay(int64_t most_us) { pool.delay_us.store(most_us, std::memory_order_relaxed); }
 void stax_parallel_test_stall(int64_t us) { pool.stall_us.store(us, std::memory_order_relaxed); }
@@ -752,6 +776,7 @@ int64_t stax_parallel_test_solo_window(int64_t last_ns, int64_t since_ns, double
   return solo_window(last_ns, since_ns, 1e3 * waited_us, crowded != 0);
 }
 long stax_parallel_test_runnable_tasks() { return runnable_tasks(); }
+int stax_parallel_test_warm_512() { return warm_512.load(); }
 void stax_parallel_test_straggler_rule(int on) { pool.straggler_rule.store(on != 0, std::memory_order_relaxed); }
 
 }  // extern "C"

@@ -28,6 +28,16 @@
 #define STAX_W 1
 #endif
 
+#if defined(__AVX512F__) && STAX_W == 16
+// A library of 512-bit kernels tells the kernels' runtime (stax_parallel.cpp) once it is loaded,
+// so that its spinning pool threads keep their cores' 512-bit units busy; weak, as programs that
+// include this header without the runtime (tests of the header alone) have none.
+extern "C" __attribute__((weak)) void stax_parallel_vector_bits(int bits);
+namespace stax {
+[[maybe_unused]] inline const bool announced_512 = (stax_parallel_vector_bits && (stax_parallel_vector_bits(512), true));
+}
+#endif
+
 namespace stax {
 
 template <typename T> struct vec_type { typedef T type __attribute__((vector_size(STAX_W * sizeof(T)))); };

@@ -11,6 +11,7 @@ import stax
 from stax import runtime
 from stax.runtime import ISA_LEVELS, runs_here
 from tests.conftest import run_check
+from tests.test_parallel_handback import repeat_until
 
 LEVELS = [name for name in ("none", "avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 CHUNKED = "chunked-reduction"
@@ -64,20 +65,28 @@ def test_one_thread_and_small_reductions_keep_one_loop():
 
 
 def test_the_result_does_not_depend_on_which_thread_ran_which_chunk(no_straggler_rule):
-    """The chunks' partial results are combined in chunk order: the same bits on every call,
-    whether the pool thread runs chunks, stalls on one it claimed, or never comes."""
+    """The chunks' partial results are combined in chunk order: the same bits when the caller
+    runs every chunk (the pool thread held), when the pool thread runs some, and when it stalls
+    on one it claimed."""
     x = values((4096, 64), 7)
     compiled = stax.compile(lambda a: a.sum(), x, isa="avx2", threads=2)
     assert forms(compiled) == [CHUNKED]
-    first = compiled(x)
-    np.testing.assert_allclose(first, x.astype(np.float64).sum(), rtol=1e-5)
-    hooks, shared = no_straggler_rule, runtime.parallel_stats()["shared"]
+    hooks = no_straggler_rule
     try:
-        for call in range(30):
-            hooks.stax_parallel_test_stall(ctypes.c_int64(2000 if call % 3 == 0 else 0))
-            hooks.stax_parallel_test_hold(1 if call % 3 == 1 else 0)
-            assert compiled(x).tobytes() == first.tobytes(), f"call {call}"
+        hooks.stax_parallel_test_hold(1)
+        alone = compiled(x)
+        hooks.stax_parallel_test_hold(0)
+        np.testing.assert_allclose(alone, x.astype(np.float64).sum(), rtol=1e-5)
+
+        def shared_call():
+            shared = runtime.parallel_stats()["shared"]
+            got = compiled(x)
+            return got, runtime.parallel_stats()["shared"] > shared
+        got, _ = repeat_until(shared_call, lambda result: result[1], "the pool thread never ran a chunk")
+        assert got.tobytes() == alone.tobytes()
+        for call in range(5):
+            hooks.stax_parallel_test_stall(ctypes.c_int64(2000))
+            assert compiled(x).tobytes() == alone.tobytes(), f"stalled call {call}"
     finally:
         hooks.stax_parallel_test_hold(0)
         hooks.stax_parallel_test_stall(ctypes.c_int64(0))
-    assert runtime.parallel_stats()["shared"] > shared, "the pool thread never ran a chunk"

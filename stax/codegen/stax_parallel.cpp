@@ -160,9 +160,9 @@ const uint64_t CLOSED = uint64_t(1) << 31;      // in `members`: no thread may j
 
 // Set once a library of 512-bit kernels is loaded (stax_parallel_vector_bits): a waiting thread
 // then runs one 512-bit multiply-add a pause.  A core that has not run 512-bit instructions for a
-// while runs its first ones slowly (the upper lanes' power-up and the frequency license), and a
-// pool thread that spun between regions met that in its first chunk: on an AVX-512 host, 5-7% of
-// a small two-thread region's calls took twice the median, its caller waiting on that chunk.
+// while runs its first ones slowly (the upper lanes' power-up and the frequency license): a pool
+// thread that spun between regions met that in its first chunk, and its caller waited on it
+// (experiments.bench_contention's small rows).
 std::atomic<bool> warm_512{false};
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) void run_512() {

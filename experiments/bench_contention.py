@@ -7,6 +7,9 @@ single-thread median, and two threads as fast as before when quiet.  A benchmark
 
     python -m experiments.bench_contention [--sizes 64x128 1024 4096] [--programs softmax ...]
         [--seconds 0.5] [--no-inductor] [--conditions quiet "nice 0" "nice 19"] [--straggler-rule off]
+
+With ``--models gpt2_block resnet_block ...`` (PyTorch needed) it times those zoo models'
+training steps (``experiments.torch_zoo``) instead of the suite programs.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import pandas as pd
 
 import stax
 from experiments.bench_suite import parse_size
+from experiments.torch_zoo import ZOO
 from stax import runtime
 from instances.programs import PROGRAMS
 
@@ -116,11 +120,40 @@ def runtime_call(label: str, name: str, arrays: list[np.ndarray]) -> Callable[[]
     return call
 
 
-def time_runtime(label: str, name: str, size: tuple[int, int], seconds: float,
+def model_call(label: str, name: str, small: bool) -> Callable[[], object]:
+    """One training step of zoo model ``name`` (its small size for tests) under runtime ``label``:
+    stax's compiled step, or TorchInductor's compilation of the same training graph."""
+    from experiments.compare_inductor import _compiled_inductor
+    threads = int(label.split()[1])
+    program = ZOO[name](small).training()
+    if label.startswith("stax"):
+        compiled, arguments = program.compile(threads=threads), program.arguments()
+        return lambda: compiled(*arguments)
+    return _compiled_inductor(program, threads)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a row times: a suite program at a size, or a zoo model's training step (size None)."""
+
+    name: str
+    size: tuple[int, int] | None = None
+    small: bool = False
+
+    def call(self, label: str) -> Callable[[], object]:
+        if self.size is None:
+            return model_call(label, self.name, self.small)
+        return runtime_call(label, self.name, PROGRAMS[self.name].inputs(self.size[0], columns=self.size[1]))
+
+    def describe(self) -> str:
+        return "training step" if self.size is None else "x".join(map(str, self.size))
+
+
+def time_runtime(label: str, workload: Workload, seconds: float,
                  conditions: tuple[str, ...]) -> tuple[dict[str, Percentiles], dict[str, str]]:
     """``label``'s per-call percentiles in each condition (quiet first), and what stax's pool did
     in each; run in the runtime's own worker process."""
-    call = runtime_call(label, name, PROGRAMS[name].inputs(size[0], columns=size[1]))
+    call = workload.call(label)
     figures, pool = {}, {}
     for condition in conditions:
         with co_runner(condition):
@@ -156,7 +189,7 @@ def _set_straggler_rule(on: bool) -> None:
     runtime.load_runtime().stax_parallel_test_straggler_rule(int(on))
 
 
-def measure(name: str, size: tuple[int, int], seconds: float, workers: RuntimeWorkers,
+def measure(workload: Workload, seconds: float, workers: RuntimeWorkers,
             conditions: tuple[str, ...] = CONDITIONS) -> list[dict]:
     """One row per runtime: p50 and p99 per condition in microseconds, and the goal's ratios
     (against the quiet single-thread median; the loaded p99 also against the single-thread p99
@@ -165,13 +198,13 @@ def measure(name: str, size: tuple[int, int], seconds: float, workers: RuntimeWo
     measured = tuple(dict.fromkeys(("quiet", *loaded)))
     figures, pool = {}, {}
     for label in workers.pools:
-        times, pool[label] = workers.time(label, name, size, seconds, measured)
+        times, pool[label] = workers.time(label, workload, seconds, measured)
         figures |= {(label, condition): f for condition, f in times.items()}
     rows = []
     for label in workers.pools:
         alone = label.rsplit(" ", 2)[0] + " 1 thread"
         single = figures[alone, "quiet"].p50
-        row = {"program": name, "size": "x".join(map(str, size)), "runtime": label}
+        row = {"program": workload.name, "size": workload.describe(), "runtime": label}
         for condition in measured:
             f = figures[label, condition]
             row[f"{condition} p50"], row[f"{condition} p99"] = f.p50 * 1e6, f.p99 * 1e6
@@ -224,7 +257,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="quiet and co-runner conditions (default: all; quiet is always measured)")
     parser.add_argument("--straggler-rule", choices=("on", "off"), default="on",
                         help="the kernels' pool's straggler rule (default on; off: every region uses the pool)")
+    parser.add_argument("--models", nargs="+", default=[], choices=list(ZOO), metavar="MODEL",
+                        help="time these zoo models' training steps instead of the suite programs (needs torch)")
+    parser.add_argument("--small-models", action="store_true", help="the zoo models at their small (test) sizes")
     args = parser.parse_args(argv)
+    if args.models and importlib.util.find_spec("torch") is None:
+        parser.error("--models needs PyTorch: pip install 'stax[torch]'")
+    workloads = [Workload(name, small=args.small_models) for name in args.models] or \
+        [Workload(name, size) for size in args.sizes for name in args.programs]
     inductor = not args.no_inductor and importlib.util.find_spec("torch") is not None
     print(f"per-call times in us, each runtime in a process of its own; co-runner: a busy loop on core "
           f"{max(os.sched_getaffinity(0))}; goal: loaded p50 <= {MEDIAN_GOAL}x and p99 <= {P99_GOAL}x the quiet "
@@ -232,11 +272,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
           f"'quiet' less so); straggler rule {args.straggler_rule}", flush=True)
     rows = []
     with RuntimeWorkers(STAX_RUNTIMES + INDUCTOR_RUNTIMES * inductor, args.straggler_rule == "on") as workers:
-        for size in args.sizes:
-            for name in args.programs:
-                new = measure(name, size, args.seconds, workers, tuple(args.conditions))
-                print_rows(new, header=not rows)
-                rows += new
+        for workload in workloads:
+            new = measure(workload, args.seconds, workers, tuple(args.conditions))
+            print_rows(new, header=not rows)
+            rows += new
     print_summary(rows)
     print(f"load average after the run {os.getloadavg()[0]:.2f}")
     return rows

@@ -6,6 +6,7 @@ import math
 import os
 
 import numpy as np
+import pytest
 
 from experiments.bench_bandwidth import Stream
 from experiments.bench_regions import best_seconds
@@ -84,6 +85,19 @@ def test_the_contention_benchmark_prints_quiet_and_loaded_percentiles(capsys):
     for row in rows:  # each runtime's summary: its one row, met or not, at the one size
         met = int(row["goal"] == "met")
         assert f"{row['runtime']}: goal met on {met} of 1 rows (16x32 {met}/1)" in printed
+
+
+def test_the_contention_benchmark_times_a_zoo_models_training_step():
+    """--models: a row per runtime for the model's training step, quiet only here, with stax's
+    pool use; the suite programs are left out."""
+    pytest.importorskip("torch", reason="--models needs torch: pip install 'stax[torch]'")
+    from experiments.bench_contention import main
+    rows = main(["--models", "gru_cell", "--small-models", "--seconds", "0.02", "--conditions", "quiet"])
+    assert [(r["program"], r["size"], r["runtime"]) for r in rows] == [
+        ("gru_cell", "training step", label) for label in
+        ("stax 1 thread", "stax 2 threads", "inductor 1 thread", "inductor 2 threads")]
+    assert all(0 < r["quiet p50"] <= r["quiet p99"] for r in rows)
+    assert "regions" in rows[1]["pool"]
 
 
 def test_the_contention_benchmark_times_its_runtimes_in_turns_and_in_the_conditions_asked():

@@ -35,6 +35,10 @@ CASES = {
     "min with its row stored": (lambda a: (a * 2 + 1, (a * 2 + 1).amin()), [(140_001,)], np.float32),
     "integer sum": (lambda a: a.sum(), [(400, 401)], np.int64),
     "float64 norm": (lambda a: (a * a).sum().sqrt(), [(457, 300)], np.float64),
+    # Welford states merged with their chunks' counts; values around 100 would lose digits as a
+    # sum of squares less a squared sum
+    "variance": (lambda a: (a + 100).var(), [(1000, 197)], np.float32),
+    "std and mean": (lambda a: (a.std(), a.mean()), [(300, 700)], np.float64),
 }
 
 

@@ -777,8 +777,8 @@ class BlockKernel:
                    ctx: LoadContext, outer_vector: bool, prefetch: list[tuple[str, str]],
                    result: Callable[[Member, str], str] | None = None) -> None:
         """One pass of the inner loop computing every member of ``phase``; ``result`` (a
-        reduction and its value) gives the statement that keeps a reduction's value, where it is
-        not the value of the outer point (a chunk's partial result).  Reductions keep W
+        reduction and its value, for m2 its Welford state) gives the statement that keeps a
+        reduction's value, where it is not the value of the outer point (a chunk's partial result).  Reductions keep W
         accumulators per vector (Proposition 8.1 (2)).  On long rows, a pass with reductions or
         float32 exps does Tuning.accumulators vectors per step: one accumulator vector each, so
         consecutive additions do not wait on each other, and one range test for their exps.  The
@@ -865,12 +865,12 @@ class BlockKernel:
             if m.buf.name in wide:
                 lines.append(f"{ind}const float {name}_narrow = float({name});")
                 name += "_narrow"
-            if op == "m2":
-                lines.append(f"{ind}const auto {name}_m2 = stax::result({name});")
-                name += "_m2"
             if result is not None:
                 lines.append(ind + result(m, name))
                 continue
+            if op == "m2":
+                lines.append(f"{ind}const auto {name}_m2 = stax::result({name});")
+                name += "_m2"
             self.store(m, name, outer_vector, vvar, ind, lines)
             ctx.point[m.buf.name] = name
             if outer_vector:

@@ -201,11 +201,16 @@ class ChunkedReduction(SplitReduction):
     def chunks(self) -> int:
         return self._cut()[1]
 
+    def _chunk_rows(self, c: int) -> int:
+        """Inner points chunk ``c`` reduces (Welford's count of its state)."""
+        full, count, last = self._cut()
+        return (last if c == count - 1 else full) * prod(self.kernel.frame.inner[1:])
+
     def applies(self, form: str) -> bool:
         """Whether a block of the vector or scalar form runs chunked: fewer outer points than
         threads, at least Tuning.chunked_min_points inner points, one pass (first in the block)
-        whose reductions fold (no Welford state, no bool), no shape frame, scratch row, carried
-        buffer or scan, and loops that may run in any order."""
+        whose reductions are not bool, no shape frame, scratch row, carried buffer or scan, and
+        loops that may run in any order."""
         k, f = self.kernel, self.kernel.frame
         if form not in ("vector", "scalar") or k.threads < 2 or not f.inner or f.dims or not 1 <= prod(f.outer) < k.threads:
             return False
@@ -214,8 +219,7 @@ class ChunkedReduction(SplitReduction):
         phases = k.phases(k.members)
         if not phases[0][0].inner or any(p[0].inner for p in phases[1:]):
             return False
-        return self.chunks >= 2 and not any(m.buf.reduction == "m2" or m.buf.dtype == "bool"
-                                            for m in phases[0] if m.buf.reduction)
+        return self.chunks >= 2 and not any(m.buf.dtype == "bool" for m in phases[0] if m.buf.reduction)
 
     def _view(self, length: int) -> BlockKernel:
         """The kernel as one chunk of ``length`` rows sees it: the chunk number an outer variable of
@@ -239,7 +243,10 @@ class ChunkedReduction(SplitReduction):
         chunk, flat = f"x{len(f.outer)}", self._outer_flat()
 
         def partial(m: Member, value: str) -> str:
-            return f"{m.buf.name}_parts[{chunk} * {self._part_stride(m.buf.dtype)} + {flat}] = {value};"
+            at = f"{chunk} * {self._part_stride(m.buf.dtype)} + {flat}"
+            if m.buf.reduction == "m2":  # the chunk's Welford state: its m2 and mean (its count is known)
+                return f"{m.buf.name}_parts[{at}] = {value}.m2; {m.buf.name}_means[{at}] = {value}.mean;"
+            return f"{m.buf.name}_parts[{at}] = {value};"
 
         def rows_pass(length: int, ind: str) -> list[str]:
             view = self._view(length)

@@ -63,7 +63,7 @@ from .kernel_parts import (Emission, LoadContext, Member, access_kind, accumulat
                            with_line_head)
 from .interleave import Interleaved
 from .scans import BlockedScan
-from .split_reduction import ChunkedReduction, SplitReduction
+from .split_reduction import ChunkedReduction, PartialResults, SplitReduction
 from .tiles import Tiles
 from .tuning import Tuning, chunk_iterations, parallel_depth
 
@@ -324,7 +324,7 @@ class BlockKernel:
             return self.partials().shared_lines()
         return self.scan.shared_lines() if self.scan.applies() else []
 
-    def partials(self) -> SplitReduction | None:
+    def partials(self) -> PartialResults | None:
         """The split-reduction form whose chunks' partial results the outer points combine, if
         the current generation is one."""
         return {"split-reduction": self.split, "chunked-reduction": self.chunked}.get(self.emit.form)

@@ -22,34 +22,23 @@ if TYPE_CHECKING:
     from .cpp import BlockKernel
 
 
-class SplitReduction:
-    """The split-reduction form of one block: whether it applies, the per-thread partial results
-    (``shared_lines``), the chunks' pass and the combining loops (``body``).  It reads the
-    block's analysis and emits through its ``kernel`` builder."""
+class PartialResults:
+    """What the split-reduction forms share: per-chunk partial results at function scope
+    (``shared_lines``), each chunk's slice on cache lines of its own, and their combination at
+    each outer point (``combine_parts``).  A form says how many chunks it has and how many inner
+    points each reduces (Welford's counts)."""
 
     def __init__(self, kernel: BlockKernel):
         self.kernel = kernel
 
     @property
     def chunks(self) -> int:
-        """Chunks of partial results: one per thread."""
-        return self.kernel.threads
+        """How many chunks of partial results the form has (each form says)."""
+        raise NotImplementedError
 
-    def applies(self) -> bool:
-        """Whether a block of the outer-vector form runs as a split reduction (see Tuning.split_min_rows):
-        one pass of reductions, first in the block (its epilogue reads the combined results)."""
-        f = self.kernel.frame
-        phases = self.kernel.phases(self.kernel.members)
-        passes = [p for p in phases if p[0].inner]
-        if len(passes) != 1 or phases[0] is not passes[0] or any(m.buf.dtype == "bool" for m in passes[0]):
-            return False
-        itemsize = max((ITEMSIZE[ld.dtype] for m in passes[0] for ld in loads(m.body)), default=1)
-        columns, rows = prod(f.outer), prod(f.inner)
-        partial = columns * sum(ITEMSIZE[m.buf.dtype] * len(self._partial_arrays(m)) for m in passes[0])
-        few_strips = columns * itemsize < 2 * self.kernel.threads * self.kernel.tuning.outer_vector_bytes
-        knobs = self.kernel.tuning
-        return (rows >= knobs.split_min_rows and f.inner[0] >= self.kernel.threads and partial <= knobs.split_partial_bytes
-                and (few_strips or columns * rows * itemsize >= knobs.stream_min_bytes))
+    def _chunk_rows(self, c: int) -> int:
+        """Inner points chunk ``c`` reduces (each form says)."""
+        raise NotImplementedError
 
     def shared_lines(self) -> list[str]:
         """The partial results' arrays, at function scope (shared by the threads): one slice per
@@ -80,6 +69,55 @@ class SplitReduction:
         if not m.inner or not m.buf.reduction:
             return []
         return [f"{m.buf.name}_parts"] + ([f"{m.buf.name}_means"] if m.buf.reduction == "m2" else [])
+
+    def combine_parts(self, phase: list[Member], vector: bool, ind: str, lines: list[str], ctx: LoadContext) -> None:
+        """A split reduction's results at the current outer point: its chunks' partial results
+        combined, stored and kept for the epilogue (the pass's other members were stored by the chunks)."""
+        flat = self._outer_flat()
+        for m in (m for m in phase if m.buf.reduction):
+            stride, dtype = self._part_stride(m.buf.dtype), CPP_TYPE[m.buf.dtype]
+
+            def read(array: str, c: int) -> str:
+                return f"stax::vload({array} + {flat + c * stride})" if vector else f"{array}[{flat + c * stride}]"
+            if m.buf.reduction == "m2":  # Welford states of the chunks, merged
+                state = accumulator(m.buf, vector)[0]
+                values = [f"{state}{{{read(m.buf.name + '_means', c)}, {read(m.buf.name + '_parts', c)}, "
+                          f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.chunks)]
+            else:
+                values = [read(f"{m.buf.name}_parts", c) for c in range(self.chunks)]
+            name = self.kernel.emit.state.fresh("tmp_acc")
+            lines.append(f"{ind}const auto {name} = stax::result({fold(m.buf.reduction, values)});")
+            self.kernel.store(m, name, vector, None, ind, lines)
+            ctx.point[m.buf.name] = name
+            if vector:
+                ctx.vector_point.add(m.buf.name)
+
+
+class SplitReduction(PartialResults):
+    """The split-reduction form of one block: whether it applies, the chunks' pass and the
+    combining loops (``body``).  It reads the block's analysis and emits through its ``kernel``
+    builder."""
+
+    @property
+    def chunks(self) -> int:
+        """Chunks of partial results: one per thread."""
+        return self.kernel.threads
+
+    def applies(self) -> bool:
+        """Whether a block of the outer-vector form runs as a split reduction (see Tuning.split_min_rows):
+        one pass of reductions, first in the block (its epilogue reads the combined results)."""
+        f = self.kernel.frame
+        phases = self.kernel.phases(self.kernel.members)
+        passes = [p for p in phases if p[0].inner]
+        if len(passes) != 1 or phases[0] is not passes[0] or any(m.buf.dtype == "bool" for m in passes[0]):
+            return False
+        itemsize = max((ITEMSIZE[ld.dtype] for m in passes[0] for ld in loads(m.body)), default=1)
+        columns, rows = prod(f.outer), prod(f.inner)
+        partial = columns * sum(ITEMSIZE[m.buf.dtype] * len(self._partial_arrays(m)) for m in passes[0])
+        few_strips = columns * itemsize < 2 * self.kernel.threads * self.kernel.tuning.outer_vector_bytes
+        knobs = self.kernel.tuning
+        return (rows >= knobs.split_min_rows and f.inner[0] >= self.kernel.threads and partial <= knobs.split_partial_bytes
+                and (few_strips or columns * rows * itemsize >= knobs.stream_min_bytes))
 
     def _chunk_rows(self, c: int) -> int:
         """Inner points (rows) chunk ``c`` of a split reduction reduces."""
@@ -154,30 +192,8 @@ class SplitReduction:
             lines.append(ind + "}")
         return lines
 
-    def combine_parts(self, phase: list[Member], vector: bool, ind: str, lines: list[str], ctx: LoadContext) -> None:
-        """A split reduction's results at the current outer point: its chunks' partial results
-        combined, stored and kept for the epilogue (the pass's other members were stored by the chunks)."""
-        flat = self._outer_flat()
-        for m in (m for m in phase if m.buf.reduction):
-            stride, dtype = self._part_stride(m.buf.dtype), CPP_TYPE[m.buf.dtype]
 
-            def read(array: str, c: int) -> str:
-                return f"stax::vload({array} + {flat + c * stride})" if vector else f"{array}[{flat + c * stride}]"
-            if m.buf.reduction == "m2":  # Welford states of the chunks, merged
-                state = accumulator(m.buf, vector)[0]
-                values = [f"{state}{{{read(m.buf.name + '_means', c)}, {read(m.buf.name + '_parts', c)}, "
-                          f"{dtype}({self._chunk_rows(c)})}}" for c in range(self.chunks)]
-            else:
-                values = [read(f"{m.buf.name}_parts", c) for c in range(self.chunks)]
-            name = self.kernel.emit.state.fresh("tmp_acc")
-            lines.append(f"{ind}const auto {name} = stax::result({fold(m.buf.reduction, values)});")
-            self.kernel.store(m, name, vector, None, ind, lines)
-            ctx.point[m.buf.name] = name
-            if vector:
-                ctx.vector_point.add(m.buf.name)
-
-
-class ChunkedReduction(SplitReduction):
+class ChunkedReduction(PartialResults):
     """The chunked-reduction form (TorchInductor splits a whole-tensor reduction the same way): a
     block whose one pass reduces fewer rows than there are threads (a loss's mean, a norm) cuts
     its first inner loop into chunks that the threads claim.  Each chunk reduces into partial

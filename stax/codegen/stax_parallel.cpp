@@ -141,6 +141,7 @@ inline int64_t ticks() {
 const double YIELD_AFTER_SECONDS = 2e-5;
 std::atomic<int64_t> sleeps{0};  // waits that ended asleep
 const int MAX_TEAM = 256;
+const unsigned CPUS = std::thread::hardware_concurrency();  // online CPUs, 0 if unknown (read once: a file)
 // The straggler rule: a region whose caller waited for pool threads longer than it worked (and
 // longer than STRAGGLER_FLOOR_SECONDS), on members that took over STRAGGLER_SLOWDOWN times the
 // caller's time a chunk, had a member that lost its core; the regions of the next SOLO_PER_WAIT
@@ -555,9 +556,8 @@ long runnable_tasks() {
 // straggler was not a moment's interruption (an interrupt, the host taking the virtual CPU, a late
 // wake-up).  Read only when a straggler was found; unknown, it says crowded (the cautious rule).
 bool crowded() {
-  static const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   const long runnable = runnable_tasks();
-  return runnable < 0 || cpus < 1 || runnable > cpus;
+  return runnable < 0 || CPUS == 0 || runnable > long(CPUS);
 }
 
 // The length of the solo window a straggler that kept its caller waiting `waited` ns opens, in ns.
@@ -649,8 +649,7 @@ void after_fork_in_child() {  // the pool's threads were not forked
 
 // A region, whose function starts in the worksharing loop `loop` when loop.combined.
 void parallel(void (*fn)(void*), void* data, unsigned num_threads, const Loop& loop) {
-  static const unsigned cpus = std::thread::hardware_concurrency();  // reads a file each time
-  int size = int(std::min<unsigned>(num_threads ? num_threads : cpus, MAX_TEAM));
+  int size = int(std::min<unsigned>(num_threads ? num_threads : CPUS, MAX_TEAM));
   if (size <= 1 || me.region != nullptr || pool.busy.test_and_set(std::memory_order_acquire)) {
     run_alone(fn, data, loop, pool.alone);
     return;
@@ -673,7 +672,7 @@ void parallel(void (*fn)(void*), void* data, unsigned num_threads, const Loop& l
     pool.first_ns = now_ns();
     pool.first_ticks = ticks();
   }
-  run_pooled(fn, data, size, cpus == 0 || unsigned(size) <= cpus, loop);
+  run_pooled(fn, data, size, CPUS == 0 || unsigned(size) <= CPUS, loop);
   pool.pooled.fetch_add(1, std::memory_order_relaxed);
   pool.busy.clear(std::memory_order_release);
 }

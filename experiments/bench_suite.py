@@ -133,7 +133,7 @@ def measure(name: str, size: tuple[int, int], stream: Stream, inductor: bool) ->
     pipeline = time.perf_counter() - start
     unfused = stax.compile(program.fn, *arrays, fusion="none", **options)
     calls = [a.copy() for a in arrays]  # in-place programs update these; the timing does not care
-    modeled = fused.modeled_traffic()
+    modeled = fused.modeled_traffic
     t_stax, of_stream = paired_with_stream(lambda: fused(*calls), modeled, stream)
     t_numpy = time_call(lambda: evaluate(fused.graph, *calls), repeat=3)
     row = {"program": name, "size": "x".join(map(str, size)), "kernels none": len(unfused.block_kernels),

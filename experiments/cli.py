@@ -182,8 +182,14 @@ def compile_command(target: str, shapes: str | None, dtype: str, fusion: str, or
         err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)), initial=0.0))
         click.echo(f"output {i}: shape {got.shape} {got.dtype}, max abs difference from the numpy reference {err:.3g}")
     seconds = time_call(lambda: compiled(*arrays))
-    click.echo(f"{len(compiled.kernels)} kernels, modeled traffic {compiled.modeled_traffic()} bytes, "
-               f"median time {seconds * 1e6:.1f} us")
+    click.echo(f"{_kernel_count(len(compiled.block_kernels), len(compiled.kernels))}, modeled traffic "
+               f"{compiled.modeled_traffic} B, median time {seconds * 1e6:.1f} us")
+
+
+def _kernel_count(kernels: int, calls: int) -> str:
+    """``4 kernels in 1 call``: one kernel per block of the partition; adjacent kernels sharing a
+    parallel region are one C++ call (seed 8.5), as ``repr`` of a compiled function says."""
+    return f"{kernels} kernel{'s' * (kernels != 1)} in {calls} call{'s' * (calls != 1)}"
 
 
 @main.command()
@@ -245,6 +251,8 @@ def _run_and_report(config_path: str | Path, out: str | None, workers: int | Non
         from experiments.report import write_report
         path = write_report(summary.table, summary.out, config.name)
         click.echo(f"report: {path} (figures beside it: {', '.join(p.name for p in sorted(summary.out.glob('*.png')))})")
+    elif len(summary.table):
+        click.echo(f"plots and an HTML report of this table: stax report {summary.out} (or rerun with --report)")
     failed = int((summary.table["status"] != "ok").sum()) if len(summary.table) else 0
     if failed and not allow_failures:
         raise click.ClickException(f"{failed} of {summary.cells} cells failed or timed out (their errors: "
@@ -424,7 +432,8 @@ def schedule_command(target: str, shapes: str | None, dtype: str, fusion: str, o
     except StaxError as exc:
         raise click.ClickException(str(exc))
     forms = sorted({k.form for k in sched.kernels})
-    click.echo(f"{len(sched.fusion_problem.nodes)} nodes -> {len(sched.kernels)} kernels ({', '.join(forms)}), "
+    click.echo(f"{len(sched.fusion_problem.nodes)} nodes -> {_kernel_count(len(sched.kernels), len(sched.spans))} "
+               f"({', '.join(forms)}), "
                f"modeled traffic {sched.fusion.cost} B, planned peak {sched.memory.peak} B; saved to {out}")
 
 

@@ -59,7 +59,7 @@ def stax_row(program: TorchProgram) -> dict[str, Any]:
     exact = exact_order(problem, ReferenceSpec(time_limit=60.0, order="dp"))
     externs = sum(1 for b in compiled.fusion.partition if compiled.fusion_problem.node_info.get(b[0], {}).get("kind") == "extern")
     arrays = program.arguments()
-    return {"kernels": len(compiled.fusion.partition), "externs": externs, "traffic": compiled.modeled_traffic(),
+    return {"kernels": len(compiled.fusion.partition), "externs": externs, "traffic": compiled.modeled_traffic,
             "peaks": peaks, "exact": (exact.info.strategy, exact.peak, exact.status),
             "seconds": time_call(lambda: compiled(*arrays))}
 

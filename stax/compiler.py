@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import numbers
 import operator
+import warnings
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
@@ -171,9 +172,9 @@ class CompiledFunction:
         """Two lines: the inputs and kernels, then the strategies and the peak (``f.source``,
         ``f.fusion_log``, ``f.memory_report`` have the rest)."""
         externs = sum(k.extern is not None for k in self.block_kernels)
-        count = len(self.block_kernels)
+        count, calls = len(self.block_kernels), len(self.kernels)
         return (f"<stax.CompiledFunction({', '.join(self.parameters)}): {count} kernel{'s' * (count != 1)}"
-                f"{f' ({externs} extern)' if externs else ''} in {len(self.kernels)} calls, {self.isa.name}>\n"
+                f"{f' ({externs} extern)' if externs else ''} in {calls} call{'s' * (calls != 1)}, {self.isa.name}>\n"
                 f"  fusion {self.fusion.info.strategy or '?'} ({self.fusion.status}, traffic "
                 f"{self.fusion.cost} B), order {self.order.info.strategy or '?'} ({self.order.status}, "
                 f"peak {self.order.peak} B)")
@@ -186,14 +187,25 @@ class CompiledFunction:
     def fusion_log(self) -> str:
         return fusion_log(self.fusion_problem, self.fusion)
 
+    @property
     def modeled_traffic(self) -> int:
-        """Definition 7.3's cost of the chosen partition, in bytes."""
-        return self.fusion_problem.cost(self.fusion.partition)
+        """Definition 7.3's cost of the chosen partition, in bytes (an attribute, like
+        ``fusion_log``; the former method call ``f.modeled_traffic()`` still works, and warns)."""
+        return _Bytes(self.fusion_problem.cost(self.fusion.partition))
 
     @property
     def memory_report(self) -> MemoryReport:
         measured = self.memory.peak if self.memory.calls else None
         return MemoryReport.of(self.order_problem, self.order, self.memory_plan, measured)
+
+
+class _Bytes(int):
+    """A byte count that may still be called as the method it was (deprecated)."""
+
+    def __call__(self) -> int:
+        warnings.warn("CompiledFunction.modeled_traffic is an attribute now; drop the ()", DeprecationWarning,
+                      stacklevel=2)
+        return int(self)
 
 
 def kernel_name(block: tuple[str, ...]) -> str:

@@ -28,8 +28,9 @@ class Fields:
         self.table, self.source, self.where, self.error = table, source, where, error
         unknown = sorted(set(table) - set(known)) if known is not None else []
         if unknown:
-            self.fail(unknown[0], f"one of the known keys ({', '.join(known)})", "an unknown key",
-                      did_you_mean(unknown[0], known))
+            hint = did_you_mean(unknown[0], known)
+            raise error(f"{source}: field {self.path(unknown[0])!r} is not a known key (the known keys here: "
+                        f"{', '.join(known)}); " + (hint.strip() if hint else "remove it or rename it"))
 
     def path(self, key: str) -> str:
         """The field path of ``key`` (``where.key``; ``where`` itself for an empty key)."""

@@ -23,6 +23,7 @@ import inspect
 import itertools
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -1193,10 +1194,45 @@ def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
         args.append(Tensor(tracer, proxy._name, input_name=proxy._name))
     try:
         outputs = _outputs(fn(*args), tracer)
+    except StaxError as exc:
+        exc.args = (_at_user_line(str(exc), exc.__traceback__),)
+        raise
+    except TypeError as exc:
+        if not (message := _numpy_keyword(str(exc))):
+            raise
+        raise UnsupportedError(_at_user_line(message, exc.__traceback__)) from None
     finally:
         tracer.done = True
     mutations = {a._input: a._name for a in args if a._name != a._input}
     return _finalize(tracer.graph, [t._name for t in outputs], mutations)
+
+
+#: numpy's keyword arguments that torch's tensor methods spell otherwise
+NUMPY_KEYWORDS = {"axis": "dim", "keepdims": "keepdim", "a_min": "min", "a_max": "max"}
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _numpy_keyword(message: str) -> str:
+    """For a method called with a numpy keyword (``x.sum(axis=1)``), the line saying torch's
+    spelling; else ``""``."""
+    for numpy_name, torch_name in NUMPY_KEYWORDS.items():
+        if f"got an unexpected keyword argument '{numpy_name}'" in message:
+            return f"{numpy_name}= is numpy's keyword; stax's tensor methods take torch's: use {torch_name}= instead"
+    return ""
+
+
+def _at_user_line(message: str, tb: Any) -> str:
+    """``message`` ending with the file and line of the traced function that caused it: the
+    innermost frame of ``tb`` outside the stax package (none: ``message`` as it is)."""
+    where = None
+    while tb is not None:
+        path = Path(tb.tb_frame.f_code.co_filename)
+        if _PACKAGE not in path.resolve().parents:
+            where = f"{path.name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    if where is None or message.endswith(f"(at {where})"):
+        return message
+    return f"{message} (at {where})"
 
 
 # ---------------------------------------------------------------------------------------------

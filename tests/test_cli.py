@@ -42,7 +42,7 @@ def test_a_function_compiles_runs_and_matches_the_reference(target, options):
     result = _compile(target, "--shapes", "64x128,128", *options)
     assert result.exit_code == 0, result.output
     assert _max_difference(result.output) < 1e-5
-    assert re.search(r"1 kernels, modeled traffic 66048 bytes, median time \S+ us", result.output)
+    assert re.search(r"1 kernel in 1 call, modeled traffic 66048 B, median time \S+ us", result.output)
     if "cpsat" in options:
         assert "strategy cpsat: optimal" in result.output
     if "--show-code" in options:

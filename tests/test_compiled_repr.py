@@ -16,8 +16,8 @@ def test_repr_is_two_lines_naming_kernels_strategies_and_peak():
     f = compiled("softmax", 64)
     lines = repr(f).splitlines()
     assert len(lines) == 2 and all(len(line) < 120 for line in lines)
-    assert re.fullmatch(r"<stax\.CompiledFunction\(x\): 1 kernel in 1 calls, (avx512|avx2|none)>", lines[0])
-    assert lines[1] == (f"  fusion greedy (heuristic, traffic {f.modeled_traffic()} B), order best (heuristic, "
+    assert re.fullmatch(r"<stax\.CompiledFunction\(x\): 1 kernel in 1 call, (avx512|avx2|none)>", lines[0])
+    assert lines[1] == (f"  fusion greedy (heuristic, traffic {f.modeled_traffic} B), order best (heuristic, "
                         f"peak {f.order.peak} B)")
     assert f.source and f.fusion_log  # the details stay where they were
 

@@ -83,7 +83,7 @@ def test_modeled_traffic_equals_counted_traffic(name, fusion):
     rows = count_traffic(compiled, *arrays)
     for row in rows:
         assert (row.counted_read, row.counted_write) == (row.modeled_read, row.modeled_write), row
-    assert sum(r.counted_read + r.counted_write for r in rows) == compiled.modeled_traffic()
+    assert sum(r.counted_read + r.counted_write for r in rows) == compiled.modeled_traffic
 
 
 def test_greedy_fuses_and_saves_traffic_on_the_suite():
@@ -91,6 +91,6 @@ def test_greedy_fuses_and_saves_traffic_on_the_suite():
         arrays = arrays_for(shapes, 1)
         fused = stax.compile(fn, *arrays, fusion="greedy")
         unfused = stax.compile(fn, *arrays, fusion="none")
-        assert fused.modeled_traffic() <= unfused.modeled_traffic(), name
+        assert fused.modeled_traffic <= unfused.modeled_traffic, name
         check_outputs(fused, arrays)
     assert len(stax.compile(softmax, *arrays_for([(33, 70)], 0)).kernels) == 1

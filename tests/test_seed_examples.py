@@ -71,7 +71,7 @@ def test_default_rule_fuses_example_7_2_in_one_pass():
     f = stax.compile(example_7_2, X, isa="avx2")
     assert f.fusion_problem.forbidden == ()
     assert [k.nodes for k in f.block_kernels] == [["op0", "op1", "op2"]]
-    assert f.modeled_traffic() == X.nbytes + 2 * 64 * 4
+    assert f.modeled_traffic == X.nbytes + 2 * 64 * 4
     source = f.kernels[0].source
     assert source.count("stax::v_exp4(") == 1 and "stax::v_exp(" not in source and "_row" not in source
     assert f"y0 += {Tuning().accumulators * 8}" in source

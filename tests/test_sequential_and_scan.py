@@ -74,7 +74,7 @@ def test_shifted_programs_under_both_rules(name):
     check(parallel, inputs)
     check(sequential, inputs)
     assert allowed_pairs(parallel) < allowed_pairs(sequential)  # strictly more candidate fusions
-    assert sequential.modeled_traffic() <= parallel.modeled_traffic()
+    assert sequential.modeled_traffic <= parallel.modeled_traffic
     assert not sequential_blocks(parallel)
     blocks = sequential_blocks(sequential)
     assert all("Proposition 7.3 (1)" in b.sequential_reason for b in blocks)

@@ -29,6 +29,6 @@ def test_suite_compiles_correctly_with_every_strategy(name, fusion, order, param
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     greedy = stax.compile(program.fn, *arrays, fusion="greedy")
     if compiled.fusion.status == "optimal":  # the exact optimum is never above the heuristic
-        assert compiled.modeled_traffic() <= greedy.modeled_traffic()
+        assert compiled.modeled_traffic <= greedy.modeled_traffic
     if compiled.order.status == "optimal":  # and the optimal order never above the best heuristic
         assert compiled.order.peak <= run_order("best", compiled.order_problem).peak

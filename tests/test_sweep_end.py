@@ -71,6 +71,11 @@ def test_summary_table_per_strategy_ends_the_sweep(finished):
     assert body["order best"][2:4] == ["3", "0"]  # one layered cell per fusion, one vsep_tree cell
 
 
+def test_a_sweep_without_report_names_the_report_command(finished):
+    _, out, result = finished
+    assert f"stax report {out}" in result.output and "report.html" not in result.output
+
+
 def test_summary_figures_agree_with_the_table(finished):
     _, out, _ = finished
     summary = strategy_summary(load_results(out)).set_index(["kind", "name"])

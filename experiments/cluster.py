@@ -20,7 +20,7 @@ from stax.errors import StaxError
 CONNECT_SECONDS = 3
 PROBE_SECONDS = 2
 START_SCHEDULER = ("start one with `dask scheduler` (it prints its address, tcp://HOST:8786) and workers "
-                   "with `dask worker ADDRESS` (README, section Sweeps on a Dask cluster)")
+                   "with `dask worker ADDRESS` (docs/cluster.md)")
 
 
 class ClusterError(StaxError):

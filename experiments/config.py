@@ -1,4 +1,5 @@
-"""Sweep configuration: a TOML file read with ``tomllib`` and checked field by field.
+"""Sweep configuration: a TOML file read with ``tomllib`` and checked field by field (every key,
+its type, default and an example: docs/config.md).
 
     name = "demo"              # the sweep's name (reports, progress bar)
     seed = 0                   # every instance seed derives from it
@@ -53,6 +54,16 @@ if TYPE_CHECKING:
 EXACT_ORDERS = ("cpsat", "dp")
 MEASURES = ("traffic", "peak", "optimum", "pareto", "compile", "measured_peak", "kernel_time")
 DEFAULT_MEASURES = tuple(m for m in MEASURES if m != "pareto")  # the front is costly: asked for by name
+
+#: the keys the reader accepts, by table: "" is the top level, "families[]" each [[families]]
+#: table, "fusion[]"/"order[]" a strategy given as a table (docs/config.md documents each)
+KEYS = {"": ("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order", "dependence", "reference",
+             "timing", "families", "files"),
+        "reference": ("time_limit", "workers", "order", "pareto_nodes"),
+        "timing": ("repeat", "threads"),
+        "families[]": ("name", "sizes"),
+        "fusion[]": ("name", "params"),
+        "order[]": ("name", "params")}
 
 
 class ConfigError(StaxError):
@@ -125,7 +136,7 @@ def _strategy(top: Fields, where: str, value: Any, registry: Registry) -> Strate
         value = {"name": value}
     if not isinstance(value, dict):
         top.fail(where, "a strategy name or a table {name = ..., params = {...}}", value)
-    fields = top.sub(where, value, ("name", "params"))
+    fields = top.sub(where, value, KEYS[f"{where.split('[')[0]}[]"])
     known = registry.names()
     name = fields.get("name", str, f"a strategy name ({', '.join(known)})", choices=tuple(known))
     params = fields.get("params", dict, "a table of constructor parameters", default={})
@@ -147,7 +158,7 @@ def _families(fields: Fields) -> tuple[FamilySpec, ...]:
     for i, table in enumerate(tables):
         if not isinstance(table, dict):
             fields.fail(f"families[{i}]", "a table with name and sizes", table)
-        fam = fields.sub(f"families[{i}]", table, ("name", "sizes"))
+        fam = fields.sub(f"families[{i}]", table, KEYS["families[]"])
         name = fam.get("name", str, f"an instance family ({', '.join(FAMILIES)})", choices=tuple(FAMILIES))
         sizes = fam.get("sizes", list, "a list of positive integers",
                         check=lambda s: s and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in s))
@@ -191,13 +202,11 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
     """A checked :class:`SweepConfig` from a parsed TOML document."""
     from stax.scheduler.legality import DEPENDENCE_RULES
     from stax.strategy import fusion_strategies, order_strategies
-    top = Fields(data, source, known=("name", "seed", "seeds", "cell_timeout", "measures", "fusion", "order",
-                                      "dependence", "reference", "timing", "families", "files"), error=ConfigError)
+    top = Fields(data, source, known=KEYS[""], error=ConfigError)
     measures = top.get("measures", list, f"a list drawn from {list(MEASURES)}", default=list(DEFAULT_MEASURES),
                        choices=MEASURES)
-    ref = top.sub("reference", top.get("reference", dict, "a table", default={}),
-                  ("time_limit", "workers", "order", "pareto_nodes"))
-    timing = top.sub("timing", top.get("timing", dict, "a table", default={}), ("repeat", "threads"))
+    ref = top.sub("reference", top.get("reference", dict, "a table", default={}), KEYS["reference"])
+    timing = top.sub("timing", top.get("timing", dict, "a table", default={}), KEYS["timing"])
     return SweepConfig(
         name=top.get("name", str, "a string", default=Path(source).stem),
         families=_families(top),

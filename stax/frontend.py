@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+import sysconfig
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
@@ -1209,7 +1210,9 @@ def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
 
 #: numpy's keyword arguments that torch's tensor methods spell otherwise
 NUMPY_KEYWORDS = {"axis": "dim", "keepdims": "keepdim", "a_min": "min", "a_max": "max"}
-_PACKAGE = Path(__file__).resolve().parent
+#: where code that is not the user's lives: stax itself, the standard library, installed packages
+_NOT_USERS = (Path(__file__).resolve().parent,
+              *{Path(path).resolve() for key, path in sysconfig.get_paths().items() if key in ("stdlib", "purelib", "platlib")})
 
 
 def _numpy_keyword(message: str) -> str:
@@ -1223,11 +1226,12 @@ def _numpy_keyword(message: str) -> str:
 
 def _at_user_line(message: str, tb: Any) -> str:
     """``message`` ending with the file and line of the traced function that caused it: the
-    innermost frame of ``tb`` outside the stax package (none: ``message`` as it is)."""
+    innermost frame of ``tb`` in the user's code, outside stax and installed packages (none:
+    ``message`` as it is)."""
     where = None
     while tb is not None:
         path = Path(tb.tb_frame.f_code.co_filename)
-        if _PACKAGE not in path.resolve().parents:
+        if not any(library in path.resolve().parents for library in _NOT_USERS):
             where = f"{path.name}:{tb.tb_lineno}"
         tb = tb.tb_next
     if where is None or message.endswith(f"(at {where})"):

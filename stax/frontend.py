@@ -439,7 +439,7 @@ class Tensor:
         return numpy_calls.reflected_operator(Tensor, ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):  # np.sum(x), np.where(...): refused with a hint
-        return numpy_calls.refuse_function(Tensor, func)
+        return numpy_calls.refuse_function(Tensor, func, kwargs)
 
     __hash__ = object.__hash__  # comparisons return tensors, as in torch
 

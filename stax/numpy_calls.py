@@ -40,10 +40,12 @@ def reflected_operator(tensor_type: type, ufunc: Any, method: str, inputs: tuple
     raise UnsupportedError(f"np.{name} on a traced tensor: {replacement(tensor_type, name, ufunc.nin)}")
 
 
-def refuse_function(tensor_type: type, func: Any) -> Any:
-    """``__array_function__`` of the traced tensor type: every numpy function is refused."""
+def refuse_function(tensor_type: type, func: Any, kwargs: dict | None = None) -> Any:
+    """``__array_function__`` of the traced tensor type: every numpy function is refused (with
+    torch's spelling of numpy's ``axis=`` when it was given)."""
     name = func.__name__
-    raise UnsupportedError(f"np.{name} on a traced tensor: {replacement(tensor_type, name, 1)}")
+    axis = "; numpy's axis= is the method's dim=" if kwargs and "axis" in kwargs else ""
+    raise UnsupportedError(f"np.{name} on a traced tensor: {replacement(tensor_type, name, 1)}{axis}")
 
 
 def replacement(tensor_type: type, name: str, arity: int) -> str:

@@ -61,6 +61,14 @@ def test_numpys_axis_keyword_says_use_dim_and_where(model):
     assert message.endswith(f"(at model.py:{_line_of('    return x.sum(axis=1)')})")
 
 
+def test_numpys_sum_with_axis_names_the_method_and_dim():
+    with pytest.raises(stax.UnsupportedError) as error:
+        stax.schedule(lambda x: np.sum(x, axis=-1), np.ones((3, 4), np.float32))
+    message = str(error.value)
+    assert message.startswith("np.sum on a traced tensor: use the tensor method: x.sum()")
+    assert "axis= is the method's dim=" in message and "(at test_error_lines.py:" in message
+
+
 def test_an_unknown_config_key_is_named_with_the_closest_known_one():
     data = {"fusion": ["greedy"], "order": ["best"], "reference": {"tim_limit": 5},
             "families": [{"name": "layered", "sizes": [8]}]}

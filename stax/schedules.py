@@ -250,6 +250,8 @@ def _check_jsonable(value: Any, depth: int) -> Any:
 def _memory_from_fields(r: Fields) -> MemoryPlan:
     values = r.typed(MemoryPlan)
     values["order"] = tuple(r.names("order"))
+    for key in ("pool_size", "estimate", "reuses", "inplace"):
+        r.count(key, 0)
     storage = {}
     for name, where in r.get("storage", dict, "an object mapping buffer names to storages").items():
         w = sub_fields(r, f"storage.{name}"[:120], where)
@@ -291,6 +293,13 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
 GRAPH_OPS = frozenset({"input", "constant", "pad"}) | ELEMENTWISE_OPS | REDUCTION_OPS | SCAN_OPS | VIEW_OPS | EXTERN_OPS
 NODE_KEYS = ("name", "op", "inputs", "shape", "dtype", "attrs")
 ATTR_DEPTH = 3  # an attribute is a scalar, a tuple of them or a tuple of tuples
+#: attributes that are whole numbers or tuples of them (dims, positions, sizes; stax.graph)
+INTEGER_ATTRS = frozenset({"index", "strides", "dims", "dim", "shape", "start", "stop", "step", "size", "low", "high",
+                           "interior", "rows", "stream"})
+
+
+def _integers(value: Any) -> bool:
+    return _whole(value) or (isinstance(value, tuple) and all(_integers(v) for v in value))
 
 
 def _attr_value(value: Any, depth: int = 0) -> Any:
@@ -322,6 +331,15 @@ def _node_from_fields(f: Fields, defined: dict[str, Node]) -> Node:
                   check=lambda v: all(isinstance(p, list) and len(p) == 2 and is_identifier(p[0]) for p in v)
                   and len({p[0] for p in v}) == len(v))
     attrs = tuple((key, f.check(f"attrs.{key}", lambda: _attr_value(value))) for key, value in pairs)
+    for key, value in attrs:
+        if key in INTEGER_ATTRS and not _integers(value):
+            f.fail(f"attrs.{key}", "whole numbers (a dim, a position or a size)", value)
+        if key in ("keepdim", "relu") and not isinstance(value, bool):
+            f.fail(f"attrs.{key}", "true or false", value)
+        if key == "dtype" and value not in SUPPORTED:
+            f.fail(f"attrs.{key}", f"a dtype ({', '.join(SUPPORTED)})", value)
+        if key == "p" and not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1):
+            f.fail(f"attrs.{key}", "a probability from 0 to 1", value)
     if op == "constant":
         _check_constant(f, dict(attrs).get("value"), dtype)
     return Node(name, op, tuple(inputs), tuple(shape), dtype, attrs)

@@ -293,13 +293,15 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
 GRAPH_OPS = frozenset({"input", "constant", "pad"}) | ELEMENTWISE_OPS | REDUCTION_OPS | SCAN_OPS | VIEW_OPS | EXTERN_OPS
 NODE_KEYS = ("name", "op", "inputs", "shape", "dtype", "attrs")
 ATTR_DEPTH = 3  # an attribute is a scalar, a tuple of them or a tuple of tuples
-#: attributes that are whole numbers or tuples of them (dims, positions, sizes; stax.graph)
-INTEGER_ATTRS = frozenset({"index", "strides", "dims", "dim", "shape", "start", "stop", "step", "size", "low", "high",
-                           "interior", "rows", "stream"})
-
-
-def _integers(value: Any) -> bool:
-    return _whole(value) or (isinstance(value, tuple) and all(_integers(v) for v in value))
+#: attributes that are whole numbers (positions, sizes) and tuples of whole numbers (stax.graph)
+INTEGER_ATTRS = frozenset({"index", "dim", "start", "stop", "step", "size", "rows", "stream"})
+INTEGER_TUPLE_ATTRS = frozenset({"strides", "dims", "shape", "low", "high", "interior"})
+#: the attributes each op needs (stax.graph's list of ops)
+REQUIRED_ATTRS = {"input": ("index",), "constant": ("value",), "permute": ("dims",), "flip": ("dims",),
+                  "reshape": ("shape",), "expand": ("shape",), "slice": ("dim", "start", "stop", "step"),
+                  "unfold": ("dim", "size", "step"), "pad": ("low", "high", "interior", "value"),
+                  "bernoulli": ("p", "stream"), "uniform": ("stream",), "add_rows": ("rows",),
+                  **{op: ("dims", "keepdim") for op in REDUCTION_OPS}, **{op: ("dim",) for op in SCAN_OPS}}
 
 
 def _attr_value(value: Any, depth: int = 0) -> Any:
@@ -332,14 +334,19 @@ def _node_from_fields(f: Fields, defined: dict[str, Node]) -> Node:
                   and len({p[0] for p in v}) == len(v))
     attrs = tuple((key, f.check(f"attrs.{key}", lambda: _attr_value(value))) for key, value in pairs)
     for key, value in attrs:
-        if key in INTEGER_ATTRS and not _integers(value):
-            f.fail(f"attrs.{key}", "whole numbers (a dim, a position or a size)", value)
+        if key in INTEGER_ATTRS and not _whole(value):
+            f.fail(f"attrs.{key}", "a whole number (a dim, a position or a size)", value)
+        if key in INTEGER_TUPLE_ATTRS and not (isinstance(value, tuple) and all(_whole(v) for v in value)):
+            f.fail(f"attrs.{key}", "a list of whole numbers", value)
         if key in ("keepdim", "relu") and not isinstance(value, bool):
             f.fail(f"attrs.{key}", "true or false", value)
         if key == "dtype" and value not in SUPPORTED:
             f.fail(f"attrs.{key}", f"a dtype ({', '.join(SUPPORTED)})", value)
         if key == "p" and not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1):
             f.fail(f"attrs.{key}", "a probability from 0 to 1", value)
+    missing = [key for key in REQUIRED_ATTRS.get(op, ()) if key not in dict(attrs)]
+    if missing:
+        f.fail("attrs", f"the attributes of a {op} node ({', '.join(REQUIRED_ATTRS[op])})", [k for k, _ in attrs])
     if op == "constant":
         _check_constant(f, dict(attrs).get("value"), dtype)
     return Node(name, op, tuple(inputs), tuple(shape), dtype, attrs)

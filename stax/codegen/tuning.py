@@ -122,7 +122,7 @@ class Tuning:
         """The inverse of :meth:`values`: every threshold in its range, or a ``StaxError`` naming it."""
         names = {f.name.upper(): f.name for f in fields(cls)}
         if not isinstance(values, dict) or set(values) != set(names):
-            raise ValueError(f"expected an object with a whole number for each of {sorted(names)}")
+            raise ValueError(f"expected a whole number for each of {sorted(names)}")
         return cls(**{names[k]: v for k, v in values.items()})
 
 

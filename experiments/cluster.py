@@ -11,6 +11,7 @@ goes away, the rows already recorded stay, and the error says how to resume.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 from typing import Any, Callable, Iterator
@@ -42,6 +43,31 @@ def probe(address: str) -> None:
     except OSError as error:
         raise ClusterError(f"no Dask scheduler answers at {address!r} ({error.strerror or error}); "
                            f"{START_SCHEDULER}") from None
+
+
+def insecure(address: str) -> str | None:
+    """The warning for a plain-TCP scheduler address that is not this machine's loopback (Dask
+    without TLS authenticates no one, and the client unpickles what workers send), else None."""
+    scheme, separator, rest = address.rpartition("://")
+    if separator and scheme != "tcp":
+        return None  # tls:// is authenticated; inproc:// is this process
+    host = rest.rpartition(":")[0].strip("[]") or rest
+    try:
+        resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        resolved = {host}
+    if resolved and all(_loopback(ip) for ip in resolved):
+        return None
+    return (f"warning: the Dask scheduler at {address!r} is reached over plain TCP beyond this machine: whoever can "
+            "reach it can run code on its workers and on this client; use tls:// with distributed.Security "
+            "(docs/cluster.md) or bind it to 127.0.0.1")
+
+
+def _loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def connect(address: str):

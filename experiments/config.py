@@ -39,6 +39,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from stax.strategy import Registry
 
 EXACT_ORDERS = ("cpsat", "dp")
+#: a sweep's name names its results directory (results/NAME): one path component, never ``..``
+SWEEP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 MEASURES = ("traffic", "peak", "optimum", "pareto", "compile", "measured_peak", "kernel_time")
 DEFAULT_MEASURES = tuple(m for m in MEASURES if m != "pareto")  # the front is costly: asked for by name
 
@@ -193,6 +196,15 @@ def _files(fields: Fields) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _sweep_name(fields: Fields, default: str) -> str:
+    """The sweep's name (default: the config file's stem): a directory name, no separator, no ``..``."""
+    if "name" not in fields.table and not (SWEEP_NAME.fullmatch(default) and ".." not in default):
+        fields.fail("name", "a name = \"...\" line (the file's own name is not a directory name stax uses)",
+                    default)
+    return fields.get("name", str, "a directory name: letters, digits, _ . - (no separator, no '..'), at most "
+                      "100 characters", default, check=lambda v: SWEEP_NAME.fullmatch(v) and ".." not in v)
+
+
 def _seconds(fields: Fields, key: str, default: float) -> float:
     """A time limit: a number above 0, refused with the message of every time limit."""
     return fields.read(key, lambda value: check_time_limit(value, key), default)
@@ -208,7 +220,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SweepConfig:
     ref = top.sub("reference", top.get("reference", dict, "a table", default={}), KEYS["reference"])
     timing = top.sub("timing", top.get("timing", dict, "a table", default={}), KEYS["timing"])
     return SweepConfig(
-        name=top.get("name", str, "a string", default=Path(source).stem),
+        name=_sweep_name(top, Path(source).stem),
         families=_families(top),
         files=_files(top),
         fusion=_strategies(top, "fusion", fusion_strategies),

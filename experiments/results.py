@@ -24,12 +24,23 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from stax.errors import StaxError
+
 from .cells import content_key
 from .measure import DECISION_COLUMN, remove_orphaned_writes, write_atomic
 from .nulls import as_nulls
 from .rank_correlation import with_time_tau
 
 TABLE = "results.parquet"
+
+
+class ResultsDirError(StaxError):
+    """A results directory that cannot be created or written."""
+
+
+def _unwritable(out: Path, error: OSError) -> ResultsDirError:
+    return ResultsDirError(f"{out}: cannot write the results directory ({error.strerror or error}); give another "
+                           "with --out or make it writable")
 
 
 class ResultDir:
@@ -39,9 +50,14 @@ class ResultDir:
         self.out = Path(out)
         self.cells, self.failed, self.refs = self.out / "cells", self.out / "failed", self.out / "refs"
         self.decisions = self.out / "decisions"
-        for d in (self.cells, self.failed, self.refs, self.decisions):
-            d.mkdir(parents=True, exist_ok=True)
-            remove_orphaned_writes(d)  # a sweep killed mid-write resumes without its leftovers
+        try:
+            for d in (self.cells, self.failed, self.refs, self.decisions):
+                d.mkdir(parents=True, exist_ok=True)
+                remove_orphaned_writes(d)  # a sweep killed mid-write resumes without its leftovers
+            write_atomic(self.out / ".write-check", "")  # fails now, not after the first cell, when unwritable
+            (self.out / ".write-check").unlink()
+        except OSError as error:
+            raise _unwritable(self.out, error) from None
 
     def references(self) -> dict[str, dict[str, Any]]:
         """The references solved so far, by key."""
@@ -94,8 +110,12 @@ class ResultDir:
         for name, writer in ((TABLE, lambda p: table.to_parquet(p, index=False)),
                              ("results.csv", lambda p: table.to_csv(p, index=False))):
             tmp = self.out / f".{name}.tmp"
-            writer(tmp)
-            os.replace(tmp, self.out / name)
+            try:
+                writer(tmp)
+                os.replace(tmp, self.out / name)
+            except OSError as error:
+                tmp.unlink(missing_ok=True)
+                raise _unwritable(self.out, error) from None
         return table
 
 

@@ -179,12 +179,15 @@ def run_sweep(config: SweepConfig, out: str | Path, workers: int = 1, scheduler:
               progress: bool = True, keep_stale: bool = False) -> SweepSummary:
     """Run the cells of ``config`` not yet done in ``out``; write and return the results table.
     Cells done by other code or settings are redone, or with ``keep_stale`` reused."""
-    if scheduler:  # first: a cluster that cannot be used fails before the sweep is planned
-        from .cluster import DaskTasks
+    results = ResultDir(out)  # first: an unwritable directory fails before a cluster is joined
+    if scheduler:  # then a cluster that cannot be used fails before the sweep is planned
+        from .cluster import DaskTasks, insecure
+        warning = insecure(scheduler)
+        if warning:
+            echo(warning)
         tasks = DaskTasks(scheduler)
     else:
         tasks = InProcessTasks() if raise_errors else LocalTasks(workers)
-    results = ResultDir(out)
     provenance.keep_config(config, results.out)
     cells = plan(config, provenance.code_version())
     done = results.done()

@@ -72,6 +72,11 @@ class TensorValue:
     buffer: str | None = None  # set when the value is a contiguous materialized buffer
 
 
+def input_buffer_name(index: int) -> str:
+    """The buffer of the graph's input ``index``: ``arg0``, ``arg1``, ... (as the front end names them)."""
+    return f"arg{int(index)}"
+
+
 class Lowering:
     def __init__(self, graph: g.Graph, cost_model: CostModel = CostModel()):
         self.graph, self.cost_model = graph, cost_model
@@ -200,7 +205,8 @@ class Lowering:
             if value.buffer is None or self._is_input(value.buffer) or self._is_alias(value.buffer):
                 value = self._materialize(name, value, force_copy=True)
             outputs.append(value.buffer)
-        mutations = {inp: self._write_back(inp, self.values[val]) for inp, val in self.graph.mutations.items()}
+        mutations = {self.values[inp].buffer: self._write_back(self.values[inp].buffer, self.values[val])
+                     for inp, val in self.graph.mutations.items()}
         for buf in self.buffers:
             if isinstance(buf, ComputedBuffer) and not buf.scan:  # a scan keeps one loop per dim
                 simplify_loops(buf)
@@ -264,10 +270,11 @@ class Lowering:
     def _lower(self, node: g.Node) -> TensorValue:
         op = node.op
         ins = [self.values[i] for i in node.inputs]
-        if op == "input":
+        if op == "input":  # named by its position, never by the graph (generated code pastes buffer names)
             strides = tuple(node.attr("strides") or contiguous_strides(node.shape))
-            self.inputs.append(InputBuffer(node.name, node.shape, node.dtype, strides, node.attr("index")))
-            return self._buffer_value(node.name, node.shape, node.dtype, strides)
+            name = input_buffer_name(node.attr("index"))
+            self.inputs.append(InputBuffer(name, node.shape, node.dtype, strides, node.attr("index")))
+            return self._buffer_value(name, node.shape, node.dtype, strides)
         if op == "constant":
             const = Const(node.attr("value"), node.dtype)
             return TensorValue(node.shape, node.dtype, lambda idx: const)

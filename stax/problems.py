@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .dag import Dag
 from .errors import InstanceFormatError, InvalidScheduleError
-from .fields import Fields
+from .fields import MAX_COUNT, Fields
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -206,19 +206,27 @@ class FusionProblem(_JsonFile):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "FusionProblem":
-        reader = _reader(data, source, FUSION_FORMAT)
+        """A problem from its JSON form, every field checked (the error names the file and field)."""
+        reader = _reader(data, source, FUSION_FORMAT, FUSION_KEYS)
+        nodes = _unique(reader, "nodes", reader.names("nodes", limit="nodes"))
+        known = set(nodes)
+        forbidden = []
+        for i, p in enumerate(reader.list_of("forbidden", dict, default=[])):
+            pair = reader.sub(f"forbidden[{i}]", p, ("a", "b", "reason"))
+            a, b = (_node(pair, key, known) for key in ("a", "b"))
+            if a == b:
+                pair.fail("b", "a node other than a (a node always shares its own kernel)", b)
+            forbidden.append(ForbiddenPair(a, b, pair.get("reason", str, "a string")))
         return cls(
-            nodes=tuple(reader.list_of("nodes", str)),
-            buffers=_buffers(reader),
-            forbidden=tuple(ForbiddenPair(**reader.sub(f"forbidden[{i}]", p).record(FORBIDDEN_FIELDS))
-                            for i, p in enumerate(reader.list_of("forbidden", dict, default=[]))),
-            extra_edges=_extra_edges(reader),
+            nodes=tuple(nodes),
+            buffers=_buffers(reader, known, "node"),
+            forbidden=tuple(forbidden),
+            extra_edges=_extra_edges(reader, known),
             max_nodes=reader.positive("max_nodes", 128),
             max_buffers=reader.positive("max_buffers", 32),
-            node_info=data.get("node_info", {}),
-            name=data.get("name", ""),
+            node_info=_node_info(reader, known),
+            name=_description(reader),
         )
-
 
 
 @dataclass(frozen=True)
@@ -312,14 +320,16 @@ class OrderProblem(_JsonFile):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "OrderProblem":
-        reader = _reader(data, source, ORDER_FORMAT)
+        """A problem from its JSON form, every field checked (the error names the file and field)."""
+        reader = _reader(data, source, ORDER_FORMAT, ORDER_KEYS)
+        tasks = _unique(reader, "tasks", reader.names("tasks", limit="nodes"))
+        known = set(tasks)
         return cls(
-            tasks=tuple(reader.list_of("tasks", str)),
-            buffers=_buffers(reader),
-            extra_edges=_extra_edges(reader),
-            name=data.get("name", ""),
+            tasks=tuple(tasks),
+            buffers=_buffers(reader, known, "task"),
+            extra_edges=_extra_edges(reader, known),
+            name=_description(reader),
         )
-
 
 
 def block_index(partition: Iterable[Iterable[str]]) -> dict[str, int]:
@@ -377,45 +387,96 @@ def kernel_order_problem(problem: FusionProblem, partition: Sequence[Sequence[st
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
+    """The JSON object in the file at ``path``, or one line saying why there is none."""
     try:
         text = Path(path).read_text()
-    except OSError as exc:
-        raise InstanceFormatError(f"{path}: cannot read the file ({exc.strerror})") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise InstanceFormatError(f"{path}: cannot read the file ({reason})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InstanceFormatError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+        raise InstanceFormatError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InstanceFormatError(f"{path}: its JSON nests arrays or objects too deeply to be a stax file") from None
     if not isinstance(data, dict):
         raise InstanceFormatError(f"{path}: expected a JSON object at the top level, found {type(data).__name__}")
     return data
 
 
-def _reader(data: dict[str, Any], source: str, fmt: str) -> Fields:
+FUSION_KEYS = ("format", "version", "name", "nodes", "buffers", "forbidden", "extra_edges", "max_nodes",
+               "max_buffers", "node_info", "provenance")
+ORDER_KEYS = ("format", "version", "name", "tasks", "buffers", "extra_edges", "provenance")
+BUFFER_KEYS = ("name", "size", "producer", "users", "is_output")
+
+
+def _reader(data: dict[str, Any], source: str, fmt: str, known: tuple[str, ...]) -> Fields:
     """The fields of a problem file, its format and version checked."""
-    fields = Fields(data, source, error=InstanceFormatError)
+    fields = Fields(data, source, error=InstanceFormatError, known=known)
     fields.check_format(fmt, FORMAT_VERSION)
     return fields
 
 
-FORBIDDEN_FIELDS = {"a": str, "b": str, "reason": str}
+def _unique(fields: Fields, key: str, names: list[str]) -> list[str]:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            fields.fail(f"{key}[{i}]", "a name not given before (names must be unique)", name)
+        seen.add(name)
+    return names
 
 
-def _buffers(fields: Fields) -> tuple[Buffer, ...]:
-    result = []
+def _node(fields: Fields, key: str, known: set[str], kind: str = "node") -> str:
+    name = fields.name(key)
+    if name not in known:
+        fields.fail(key, f"a {kind} of the problem", name)
+    return name
+
+
+def _description(fields: Fields) -> str:
+    """The free-text ``name`` of a problem: printable, at most 1000 characters."""
+    return fields.get("name", str, "a printable string of at most 1000 characters", default="",
+                      check=lambda v: len(v) <= 1000 and v.isprintable())
+
+
+def _buffers(fields: Fields, known: set[str], kind: str) -> tuple[Buffer, ...]:
+    """The ``buffers`` list: unique names, sizes below 2^62 (their sum too), known producer and
+    users, no buffer read by its own producer (a self-loop)."""
+    fields.at_most("buffers", "buffers")
+    result, seen, total = [], set(), 0
     for i, value in enumerate(fields.list_of("buffers", dict)):
-        buf = fields.sub(f"buffers[{i}]", value)
-        rec = buf.record({"name": str, "size": int, "users": list})
-        if rec["size"] < 0:
-            buf.fail("size", "a non-negative number of bytes", rec["size"])
-        producer = buf.get("producer", (str, type(None)), "a node name or null", default=None)
-        is_output = bool(value.get("is_output", False))
-        result.append(Buffer(rec["name"], rec["size"], producer, tuple(rec["users"]), is_output))
+        buf = fields.sub(f"buffers[{i}]", value, BUFFER_KEYS)
+        name = buf.name("name")
+        if name in seen:
+            buf.fail("name", "a buffer name not given before (names must be unique)", name)
+        seen.add(name)
+        size = buf.count("size")
+        total += size
+        if total >= MAX_COUNT:
+            buf.fail("size", "sizes whose sum stays below 2^62 bytes", size)
+        producer = None if value.get("producer") is None else _node(buf, "producer", known, kind)
+        users = buf.names("users")
+        for j, user in enumerate(users):
+            if user not in known:
+                buf.fail(f"users[{j}]", f"a {kind} of the problem", user)
+            if user == producer:
+                buf.fail(f"users[{j}]", f"a {kind} other than the producer (a {kind} cannot read what it writes "
+                         "before writing it)", user)
+        result.append(Buffer(name, size, producer, tuple(users), buf.flag("is_output", False)))
     return tuple(result)
 
 
-def _extra_edges(fields: Fields) -> tuple[tuple[str, str], ...]:
+def _extra_edges(fields: Fields, known: set[str]) -> tuple[tuple[str, str], ...]:
     edges = fields.list_of("extra_edges", list, default=[])
     for i, edge in enumerate(edges):
-        if len(edge) != 2 or not all(isinstance(v, str) for v in edge):
-            fields.fail(f"extra_edges[{i}]", "a pair of node names", edge)
+        if len(edge) != 2 or not all(isinstance(v, str) and v in known for v in edge) or edge[0] == edge[1]:
+            fields.fail(f"extra_edges[{i}]", "a pair of two different names of the problem", edge)
     return tuple((a, b) for a, b in edges)
+
+
+def _node_info(fields: Fields, known: set[str]) -> dict[str, dict[str, Any]]:
+    info = fields.get("node_info", dict, "an object mapping node names to objects", default={})
+    for node, value in info.items():
+        if node not in known or not isinstance(value, dict):
+            fields.fail(f"node_info.{node}"[:120], "an object, under the name of a node of the problem", value)
+    return info

@@ -11,17 +11,19 @@ checked, so a schedule made in one process builds the same C++ in another.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from enum import Enum
+from math import prod
 from pathlib import Path
 from typing import Any
 
 from .codegen.tuning import Tuning
-from .errors import InstanceFormatError, StaxError
-from .graph import Graph, Node
+from .dtypes import ITEMSIZE, SUPPORTED
+from .errors import InstanceFormatError, InvalidScheduleError, StaxError
+from .graph import (ELEMENTWISE_OPS, EXTERN_OPS, REDUCTION_OPS, SCAN_OPS, VIEW_OPS, Graph, Node)
 from .lowering import CostModel
 from .memory.plan import MemoryPlan, Storage, check_plan
-from .fields import Fields
+from .fields import MAX_COUNT, Fields, is_identifier, shortened, sub_fields
 from .problems import FusionProblem, OrderProblem, read_json
 from .runtime import ISA_LEVELS
 from .scheduler.events import event_from_dict, event_to_dict
@@ -31,6 +33,8 @@ from .strategy import STATUSES, FusionResult, OrderResult
 SCHEDULE_FORMAT = "stax.schedule"
 SCHEDULE_VERSION = 1
 STORAGE_KINDS = ("alloc", "reuse", "inplace", "pool")
+SCHEDULE_KEYS = ("format", "version", "stax_version", "graph", "parameters", "options", "fusion_problem", "fusion",
+                 "order_problem", "order", "memory", "spans", "kernels", "tuning")
 
 
 @dataclass(frozen=True)
@@ -112,39 +116,43 @@ class Schedule:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> Schedule:
-        """A schedule from its JSON form, every field checked (the error names the field)."""
-        r = Fields(data, source, error=InstanceFormatError)
+        """A schedule from its JSON form, every field checked (the error names the field), its
+        graph lowered and its kernels generated again (no gcc) to check the saved choices."""
+        r = Fields(data, source, error=InstanceFormatError, known=SCHEDULE_KEYS)
         r.check_format(SCHEDULE_FORMAT, SCHEDULE_VERSION)
-        graph = r.read("graph", graph_from_dict)
-        parameters = tuple(r.get("parameters", list, "a JSON array"))
-        if len(parameters) != len(graph.inputs) or not all(isinstance(p, str) for p in parameters):
-            r.fail("parameters", f"a name for each of the graph's {len(graph.inputs)} inputs", parameters)
-        options = r.read("options", _options_from_dict)
+        graph = graph_from_fields(sub_fields(r, "graph", r.get("graph", dict, "an object")))
+        parameters = tuple(r.names("parameters"))
+        if len(parameters) != len(graph.inputs):
+            r.fail("parameters", f"a name for each of the graph's {len(graph.inputs)} inputs", list(parameters))
+        options = _options_from_fields(sub_fields(r, "options", r.get("options", dict, "an object")))
         fusion_problem = r.read("fusion_problem", lambda d: FusionProblem.from_dict(d, f"{source}: fusion_problem"))
         order_problem = r.read("order_problem", lambda d: OrderProblem.from_dict(d, f"{source}: order_problem"))
-        fusion = r.read("fusion", lambda d: _result_from_dict(FusionResult, d, "partition"))
-        order = r.read("order", lambda d: _result_from_dict(OrderResult, d, "order"))
+        fusion = _result_from_fields(FusionResult, sub_fields(r, "fusion", r.get("fusion", dict, "an object")),
+                                     "partition")
+        order = _result_from_fields(OrderResult, sub_fields(r, "order", r.get("order", dict, "an object")), "order")
         r.check("fusion.partition", lambda: fusion_problem.validate(fusion.partition))
         r.check("order.order", lambda: order_problem.validate(order.order))
         if order_problem.tasks != tuple(_kernel_names(fusion.partition)):
             r.fail("order_problem.tasks", "one task per block of fusion.partition, named as stax names kernels",
                    order_problem.tasks)
-        memory = r.read("memory", _memory_from_dict)
+        memory = _memory_from_fields(sub_fields(r, "memory", r.get("memory", dict, "an object")))
         if memory.order != order.order:
             r.fail("memory.order", f"the kernel order {list(order.order)}", list(memory.order))
         allocated = {b.name for b in order_problem.buffers}
         if set(memory.storage) != allocated:
             r.fail("memory.storage", f"one entry per allocated buffer ({sorted(allocated)})", sorted(memory.storage))
         r.check("memory", lambda: check_plan(memory, order_problem))
-        spans = tuple(tuple(s) for s in r.get("spans", list, "a JSON array"))
-        if not _tiles(spans, len(order.order)):
-            r.fail("spans", f"consecutive [first, last] steps covering 0..{len(order.order) - 1}", data["spans"])
-        kernels = tuple(r.read("kernels", lambda ks: [KernelChoice(**_record(k, KernelChoice)) for k in ks]))
+        spans = r.get("spans", list, f"consecutive [first, last] steps covering 0..{len(order.order) - 1}",
+                      check=lambda v: _tiles(v, len(order.order)))
+        kernels = tuple(KernelChoice(**r.sub(f"kernels[{i}]", k).typed(KernelChoice))
+                        for i, k in enumerate(r.list_of("kernels", dict)))
         if [k.name for k in kernels] != list(order.order):
             r.fail("kernels", f"one choice per kernel, in the order {list(order.order)}", [k.name for k in kernels])
         tuning = r.read("tuning", Tuning.from_values)
-        return cls(graph, parameters, options, fusion_problem, fusion, order_problem, order, memory, spans, kernels,
-                   tuning, str(data.get("stax_version", "")))
+        sched = cls(graph, parameters, options, fusion_problem, fusion, order_problem, order, memory,
+                    tuple(tuple(span) for span in spans), kernels, tuning,
+                    r.get("stax_version", str, "a string", default=""))
+        return replace(sched, products=r.check("graph", lambda: _products(sched, source)))
 
 
 def _kernel_names(partition) -> list[str]:
@@ -152,21 +160,28 @@ def _kernel_names(partition) -> list[str]:
     return [kernel_name(b) for b in partition]
 
 
-def _tiles(spans: tuple[tuple[int, ...], ...], steps: int) -> bool:
+def _products(sched: Schedule, source: str):
+    """The schedule's products, lowered and generated again from its graph; a choice this stax
+    would not make is refused naming the file (an error lowering the graph names the graph)."""
+    from .compiler import products_of  # the compiler builds schedules; it imports this module
+    try:
+        return products_of(sched)
+    except InvalidScheduleError as exc:
+        raise InstanceFormatError(f"{source}: {exc}") from None
+
+
+def _tiles(spans: list[Any], steps: int) -> bool:
     expected = 0
     for span in spans:
-        if len(span) != 2 or not all(isinstance(t, int) for t in span) or span[0] != expected or span[1] < span[0]:
+        if not (isinstance(span, list) and len(span) == 2 and all(_whole(t) for t in span)
+                and span[0] == expected and span[1] >= span[0]):
             return False
         expected = span[1] + 1
     return expected == steps
 
 
-def _record(data: dict[str, Any], cls: type) -> dict[str, Any]:
-    """The fields of dataclass ``cls`` from ``data``: every one present, and no other."""
-    names = [f.name for f in fields(cls)]
-    if not isinstance(data, dict) or set(data) - set(names):
-        raise ValueError(f"expected an object with the fields {names}, found {data!r}")
-    return {name: data[name] for name in names if name in data}
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _jsonable(value: Any, where: str) -> Any:
@@ -193,51 +208,76 @@ def _result_dict(result: FusionResult | OrderResult, answer: str) -> dict[str, A
     return _jsonable(data, answer) | {"info": _jsonable(info, f"{answer} info")}
 
 
-def _result_from_dict(cls: type, data: dict[str, Any], answer: str) -> FusionResult | OrderResult:
-    values = _record(data, cls)
-    if values.get("status") not in STATUSES:
-        raise ValueError(f"status must be one of {', '.join(STATUSES)}, found {values.get('status')!r}")
-    if not isinstance(values.get("info", {}), dict):
-        raise ValueError(f"info must be an object, found {values['info']!r}")
+def _result_from_fields(cls: type, r: Fields, answer: str) -> FusionResult | OrderResult:
+    values = r.typed(cls)
+    r.get("status", str, f"one of {', '.join(STATUSES)}", choices=STATUSES)
+    info = r.get("info", dict, "an object", default={})
     if answer == "partition":
-        values["partition"] = tuple(tuple(block) for block in values["partition"])
-        if "events" in values.get("info", {}):
-            values["info"] = values["info"] | {"events": [event_from_dict(e) for e in values["info"]["events"]]}
+        blocks = r.get("partition", list, "a list of blocks, each a list of node names",
+                       check=lambda v: all(isinstance(b, list) and all(is_identifier(n) for n in b) for b in v))
+        values["partition"] = tuple(tuple(block) for block in blocks)
+        if "events" in info:
+            events = r.sub("info", info).list_of("events", dict)
+            values["info"] = info | {"events": [r.check(f"info.events[{i}]", lambda: event_from_dict(e))
+                                                for i, e in enumerate(events)]}
     else:
-        values["order"] = tuple(values["order"])
+        values["order"] = tuple(r.names("order"))
     return cls(**values)
 
 
-def _options_from_dict(data: dict[str, Any]) -> ScheduleOptions:
-    values = _record(data, ScheduleOptions)
-    values["cost_model"] = CostModel(**_record(values["cost_model"], CostModel))
-    checks = {"rule": FUSION_RULES, "dependence": DEPENDENCE_RULES, "isa": ISA_LEVELS,
+def _options_from_fields(r: Fields) -> ScheduleOptions:
+    values = r.typed(ScheduleOptions)
+    values["cost_model"] = CostModel(**sub_fields(r, "cost_model", values["cost_model"]).typed(CostModel))
+    checks = {"rule": FUSION_RULES, "dependence": DEPENDENCE_RULES, "isa": tuple(ISA_LEVELS),
               "memory_plan": ("wrapper", "pool")}
     for name, allowed in checks.items():
-        if values.get(name) not in allowed:
-            raise ValueError(f"options.{name} must be one of {', '.join(allowed)}, found {values.get(name)!r}")
-    if not isinstance(values.get("caching_allocator", True), bool):
-        raise ValueError(f"options.caching_allocator must be true or false, found {values['caching_allocator']!r}")
-    threads = values.get("threads")
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise ValueError(f"options.threads must be a whole number of at least 1, found {threads!r}")
+        r.get(name, str, f"one of {', '.join(allowed)}", choices=tuple(allowed))
+    r.get("threads", int, "a whole number of threads from 1 to 1024", check=lambda v: 1 <= v <= 1024)
+    for name in ("fusion_params", "order_params"):
+        r.read(name, lambda v: _check_jsonable(v, 0), default={})
     return ScheduleOptions(**values)
 
 
-def _memory_from_dict(data: dict[str, Any]) -> MemoryPlan:
-    values = _record(data, MemoryPlan)
+def _check_jsonable(value: Any, depth: int) -> Any:
+    """``value`` when it is JSON data nested at most four levels deep (strategy parameters)."""
+    if depth > 4:
+        raise ValueError("expected parameters nested at most four levels deep")
+    for item in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+        _check_jsonable(item, depth + 1)
+    return value
+
+
+def _memory_from_fields(r: Fields) -> MemoryPlan:
+    values = r.typed(MemoryPlan)
+    values["order"] = tuple(r.names("order"))
+    for key in ("pool_size", "estimate", "reuses", "inplace"):
+        r.count(key, 0)
     storage = {}
-    for name, where in values["storage"].items():
-        where = Storage(**_record(where, Storage))
-        if where.kind not in STORAGE_KINDS or where.name != name:
-            raise ValueError(f"storage of {name!r}: kind must be one of {', '.join(STORAGE_KINDS)}, found {where}")
-        if where.kind in ("reuse", "inplace") and where.source not in values["storage"]:
-            raise ValueError(f"storage of {name!r} takes that of {where.source!r}, which is not an allocated buffer")
+    for name, where in r.get("storage", dict, "an object mapping buffer names to storages").items():
+        w = sub_fields(r, f"storage.{name}"[:120], where)
+        where = Storage(**w.typed(Storage))
+        if where.name != name:
+            w.fail("name", f"the buffer's name {name!r}", where.name)
+        w.get("kind", str, f"one of {', '.join(STORAGE_KINDS)}", choices=STORAGE_KINDS)
+        if where.kind in ("reuse", "inplace") and where.source not in r.table["storage"]:
+            w.fail("source", "an allocated buffer whose storage this one takes", where.source)
+        w.count("offset", default=0)
         storage[name] = where
     values["storage"] = storage
-    values["order"] = tuple(values["order"])
-    values["releases"] = {int(step): list(names) for step, names in values["releases"].items()}
+    values["live"] = r.get("live", list, "a list of byte counts", check=lambda v: all(_count(x) for x in v))
+    releases = r.get("releases", dict, "an object mapping steps to lists of buffer names")
+    for step, names in releases.items():
+        if not step.isdigit() or int(step) >= len(values["order"]) or not isinstance(names, list) or \
+                not all(n in storage for n in names):
+            r.fail(f"releases.{step}"[:120], "a step of the order and a list of allocated buffers", names)
+    values["releases"] = {int(step): list(names) for step, names in releases.items()}
+    values["candidates"] = r.get("candidates", dict, "an object of counts", default={},
+                                 check=lambda v: all(_count(x) for x in v.values()))
     return MemoryPlan(**values)
+
+
+def _count(value: Any) -> bool:
+    return _whole(value) and 0 <= value < MAX_COUNT
 
 
 # --- the traced graph as JSON: attribute values are numbers, strings, booleans, None or tuples -----
@@ -249,22 +289,102 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
             "inputs": list(graph.inputs), "outputs": list(graph.outputs), "mutations": dict(graph.mutations)}
 
 
-def _as_tuple(value: Any) -> Any:
-    return tuple(_as_tuple(v) for v in value) if isinstance(value, list) else value
+#: the ops of a traced graph (stax.graph)
+GRAPH_OPS = frozenset({"input", "constant", "pad"}) | ELEMENTWISE_OPS | REDUCTION_OPS | SCAN_OPS | VIEW_OPS | EXTERN_OPS
+NODE_KEYS = ("name", "op", "inputs", "shape", "dtype", "attrs")
+ATTR_DEPTH = 3  # an attribute is a scalar, a tuple of them or a tuple of tuples
+#: attributes that are whole numbers (positions, sizes) and tuples of whole numbers (stax.graph)
+INTEGER_ATTRS = frozenset({"index", "dim", "start", "stop", "step", "size", "rows", "stream"})
+INTEGER_TUPLE_ATTRS = frozenset({"strides", "dims", "shape", "low", "high", "interior"})
+#: the attributes each op needs (stax.graph's list of ops)
+REQUIRED_ATTRS = {"input": ("index",), "constant": ("value",), "permute": ("dims",), "flip": ("dims",),
+                  "reshape": ("shape",), "expand": ("shape",), "slice": ("dim", "start", "stop", "step"),
+                  "unfold": ("dim", "size", "step"), "pad": ("low", "high", "interior", "value"),
+                  "bernoulli": ("p", "stream"), "uniform": ("stream",), "add_rows": ("rows",),
+                  **{op: ("dims", "keepdim") for op in REDUCTION_OPS}, **{op: ("dim",) for op in SCAN_OPS}}
 
 
-def graph_from_dict(data: dict[str, Any]) -> Graph:
+def _attr_value(value: Any, depth: int = 0) -> Any:
+    """An attribute value from JSON: null, a boolean, an int64, a float, an identifier string
+    or (lists as) tuples of them nested at most ATTR_DEPTH deep; else a ValueError."""
+    if isinstance(value, list) and depth < ATTR_DEPTH:
+        return tuple(_attr_value(v, depth + 1) for v in value)
+    if value is None or isinstance(value, (bool, float)) or is_identifier(value):
+        return value
+    if isinstance(value, int) and -2**63 <= value < 2**63:
+        return value
+    raise ValueError(f"expected null, true/false, a 64-bit integer, a number, an identifier or a list of them "
+                     f"(nested at most {ATTR_DEPTH} deep), found {shortened(value)}")
+
+
+def _node_from_fields(f: Fields, defined: dict[str, Node]) -> Node:
+    name = f.name("name")
+    if name in defined:
+        f.fail("name", "a node name not given before (names must be unique)", name)
+    op = f.get("op", str, "an op of stax's graph (stax.graph)", choices=tuple(sorted(GRAPH_OPS)))
+    inputs = f.names("inputs")
+    for i, inp in enumerate(inputs):
+        if inp not in defined:
+            f.fail(f"inputs[{i}]", "a node defined before this one", inp)
+    dtype = f.get("dtype", str, f"a dtype ({', '.join(SUPPORTED)})", choices=SUPPORTED)
+    shape = f.get("shape", list, "at most 16 whole numbers from 0 whose product, in bytes, is below 2^62",
+                  check=lambda v: all(_count(d) for d in v) and len(v) <= 16 and prod(v) * ITEMSIZE[dtype] < MAX_COUNT)
+    pairs = f.get("attrs", list, "a list of [name, value] pairs with distinct identifier names",
+                  check=lambda v: all(isinstance(p, list) and len(p) == 2 and is_identifier(p[0]) for p in v)
+                  and len({p[0] for p in v}) == len(v))
+    attrs = tuple((key, f.check(f"attrs.{key}", lambda: _attr_value(value))) for key, value in pairs)
+    for key, value in attrs:
+        if key in INTEGER_ATTRS and not _whole(value):
+            f.fail(f"attrs.{key}", "a whole number (a dim, a position or a size)", value)
+        if key in INTEGER_TUPLE_ATTRS and not (isinstance(value, tuple) and all(_whole(v) for v in value)):
+            f.fail(f"attrs.{key}", "a list of whole numbers", value)
+        if key in ("keepdim", "relu") and not isinstance(value, bool):
+            f.fail(f"attrs.{key}", "true or false", value)
+        if key == "dtype" and value not in SUPPORTED:
+            f.fail(f"attrs.{key}", f"a dtype ({', '.join(SUPPORTED)})", value)
+        if key == "p" and not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1):
+            f.fail(f"attrs.{key}", "a probability from 0 to 1", value)
+    missing = [key for key in REQUIRED_ATTRS.get(op, ()) if key not in dict(attrs)]
+    if missing:
+        f.fail("attrs", f"the attributes of a {op} node ({', '.join(REQUIRED_ATTRS[op])})", [k for k, _ in attrs])
+    if op == "constant":
+        _check_constant(f, dict(attrs).get("value"), dtype)
+    return Node(name, op, tuple(inputs), tuple(shape), dtype, attrs)
+
+
+def _check_constant(f: Fields, value: Any, dtype: str) -> None:
+    """A constant's value fits its dtype: a boolean, an integer in the dtype's range, or a number."""
+    if dtype == "bool":
+        ok = isinstance(value, bool)
+    elif dtype in ("int32", "int64"):
+        bits = 31 if dtype == "int32" else 63
+        ok = _whole(value) and -2**bits <= value < 2**bits
+    else:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok:
+        f.fail("attrs.value", f"a constant of dtype {dtype}", value)
+
+
+def graph_from_fields(f: Fields) -> Graph:
+    """The traced graph of a schedule file, every node checked (names, ops, shapes, dtypes,
+    attributes, inputs defined before use)."""
+    Fields(f.table, f.source, f.where, known=("nodes", "inputs", "outputs", "mutations"), error=f.error)
+    f.at_most("nodes", "nodes")
     nodes: dict[str, Node] = {}
-    for i, n in enumerate(data["nodes"]):
-        missing = [name for name in n.get("inputs", ()) if name not in nodes]
-        if missing:
-            raise ValueError(f"nodes[{i}] ({n.get('name')!r}) reads {missing}, not defined before it")
-        nodes[n["name"]] = Node(n["name"], n["op"], tuple(n["inputs"]), tuple(n["shape"]), n["dtype"],
-                                tuple((k, _as_tuple(v)) for k, v in n["attrs"]))
-    for name in [*data["inputs"], *data["outputs"], *data["mutations"], *data["mutations"].values()]:
-        if name not in nodes:
-            raise ValueError(f"names node {name!r}, which is not in nodes")
-    return Graph(nodes, list(data["inputs"]), list(data["outputs"]), dict(data["mutations"]))
+    for i, n in enumerate(f.list_of("nodes", dict)):
+        node = _node_from_fields(f.sub(f"nodes[{i}]", n, NODE_KEYS), nodes)
+        nodes[node.name] = node
+    inputs, outputs = f.names("inputs"), f.names("outputs")
+    mutations = f.get("mutations", dict, "an object mapping input names to node names",
+                      check=lambda v: all(k in inputs and is_identifier(x) for k, x in v.items()))
+    for key, names in (("inputs", inputs), ("outputs", outputs), ("mutations", list(mutations.values()))):
+        for i, name in enumerate(names):
+            if name not in nodes:
+                f.fail(f"{key}[{i}]", "the name of a node in nodes", name)
+    for i, name in enumerate(inputs):
+        if nodes[name].op != "input" or nodes[name].attr("index") != i:
+            f.fail(f"inputs[{i}]", f"an input node with index {i}", name)
+    return Graph(nodes, inputs, outputs, mutations)
 
 
 # --- where two schedules differ --------------------------------------------------------------

@@ -173,7 +173,7 @@ def _fusion_dict() -> dict:
 def test_buffer_naming_an_unknown_node(tmp_path):
     data = _fusion_dict()
     data["buffers"][1]["users"] = ["ghost"]
-    with pytest.raises(InstanceFormatError, match="refers to node 'ghost', which is not in nodes"):
+    with pytest.raises(InstanceFormatError, match=r"bad\.json: field 'buffers\[1\]\.users\[0\]': expected a node of the problem, found 'ghost'"):
         store.load(str(_write(tmp_path, json.dumps(data))))
 
 
@@ -192,3 +192,92 @@ def test_order_buffer_without_producer(tmp_path):
     with pytest.raises(InstanceFormatError, match="producer is required"):
         OrderProblem.from_dict({"format": ORDER_FORMAT, "version": 1, "tasks": ["a"],
                                 "buffers": [{"name": "x", "size": 4, "producer": None, "users": ["a"]}]}, "f.json")
+
+
+# --- problem files: each malformation is one line naming the field (issue 51) ---------------------
+
+def _set(path: str, value):
+    """A mutation setting the field at ``path`` (keys and indices separated by dots)."""
+    def mutate(data: dict) -> None:
+        *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+        target = data
+        for key in parents:
+            target = target[key]
+        target[last] = value
+    return mutate
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (_set("extra_edges", [["n0", "ghost"]]), r"field 'extra_edges\[0\]': expected a pair of two different names"),
+    (_set("extra_edges", [["n1", "n1"]]), r"field 'extra_edges\[0\]': expected a pair of two different names"),
+    (_set("node_info", ["n0"]), r"field 'node_info': expected an object mapping node names to objects"),
+    (_set("node_info", {"ghost": {}}), r"field 'node_info\.ghost': expected an object, under the name of a node"),
+    (lambda d: d["buffers"][2].update(users=d["buffers"][2]["users"] + [d["buffers"][2]["producer"]]),
+     r"field 'buffers\[2\]\.users\[\d+\]': expected a node other than the producer"),
+    (lambda d: d["buffers"][3].update(name=d["buffers"][2]["name"]),
+     r"field 'buffers\[3\]\.name': expected a buffer name not given before"),
+    (_set("buffers.2.is_output", "false"), r"field 'buffers\[2\]\.is_output': expected true or false, found 'false'"),
+    (_set("buffers.2.size", 2**80), r"field 'buffers\[2\]\.size': expected a whole number from 0 below 2\^62"),
+    (_set("buffers.2.size", -4), r"field 'buffers\[2\]\.size': expected a whole number from 0"),
+    (_set("buffers.2.size", 4.5), r"field 'buffers\[2\]\.size'"),
+    (_set("nodes.0", "n0\nsystem"), r"field 'nodes': expected a list of names, each an identifier"),
+    (_set("buffers.2.colour", "red"), r"field 'buffers\[2\]\.colour': expected one of the known keys"),
+    (_set("max_nodes", 0), r"field 'max_nodes': expected a positive integer"),
+    (_set("forbidden", [{"a": "n0", "b": "n0", "reason": "x"}]), r"field 'forbidden\[0\]\.b': expected a node other"),
+    (_set("name", "a\nb"), r"field 'name': expected a printable string"),
+])
+def test_a_malformed_fusion_problem_is_one_line_naming_the_field(tmp_path, mutate, message):
+    data = _fusion_dict()
+    mutate(data)
+    with pytest.raises(InstanceFormatError, match=r"^.*bad\.json: " + message) as info:
+        store.load(str(_write(tmp_path, json.dumps(data))))
+    assert "\n" not in str(info.value)
+
+
+def test_sizes_whose_sum_would_overflow_are_refused():
+    data = _fusion_dict()
+    for buf in data["buffers"]:
+        buf["size"] = 2**61
+    with pytest.raises(InstanceFormatError, match=r"sizes whose sum stays below 2\^62"):
+        FusionProblem.from_dict(data, "big.json")
+
+
+def test_the_largest_sizes_allowed_solve_with_cpsat():
+    """Sizes near the cap (the 2^80-byte probe crashed OR-Tools): the order solver still answers."""
+    data = store.load("layered/8/0").fusion.to_dict()
+    produced = [b for b in data["buffers"] if b["producer"]]
+    for buf in produced:
+        buf["size"] = 2**62 // (2 * len(produced))
+    problem = FusionProblem.from_dict(data, "near-cap.json")
+    from stax.problems import kernel_order_problem
+    order = kernel_order_problem(problem, [(n,) for n in problem.nodes])
+    result = stax.run_order("cpsat", order, time_limit=2, workers=1)
+    assert order.validate(result.order) and result.peak == order.peak(result.order)
+
+
+def test_the_node_limit_is_configurable_and_named(tmp_path, monkeypatch):
+    data = _fusion_dict()
+    monkeypatch.setenv("STAX_MAX_NODES", "3")
+    with pytest.raises(InstanceFormatError, match=r"field 'nodes': expected at most 3 nodes \(raise STAX_MAX_NODES"):
+        FusionProblem.from_dict(data, "big.json")
+    monkeypatch.setenv("STAX_MAX_NODES", str(len(data["nodes"])))
+    monkeypatch.setenv("STAX_MAX_BUFFERS", "2")
+    with pytest.raises(InstanceFormatError, match=r"field 'buffers': expected at most 2 buffers \(raise STAX_MAX_BUFFERS"):
+        FusionProblem.from_dict(data, "big.json")
+    monkeypatch.setenv("STAX_MAX_BUFFERS", "lots")
+    with pytest.raises(StaxError, match="STAX_MAX_BUFFERS='lots' is not a limit"):
+        FusionProblem.from_dict(data, "big.json")
+
+
+def test_a_million_node_file_is_refused_before_it_is_built(tmp_path):
+    nodes = [f"n{i}" for i in range(10**6)]
+    data = {"format": "stax.fusion-problem", "version": 1, "nodes": nodes, "buffers": []}
+    with pytest.raises(InstanceFormatError, match=r"expected at most 20000 nodes"):
+        FusionProblem.from_dict(data, "huge.json")
+
+
+def test_a_deeply_nested_file_is_one_line(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"nodes": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    with pytest.raises(InstanceFormatError, match=r"deep\.json: its JSON nests arrays or objects too deeply"):
+        FusionProblem.load(path)

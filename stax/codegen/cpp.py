@@ -62,6 +62,7 @@ from .exprs import BodyPrinter, Hoist, lane_type, literal, reduction_identity
 from .kernel_parts import (Emission, LoadContext, Member, access_kind, accumulator, fold, guard_condition, local_array,
                            with_line_head)
 from .interleave import Interleaved
+from .names import comment_label, comment_labels, comment_text, source_name
 from .scans import BlockedScan
 from .split_reduction import ChunkedReduction, PartialResults, SplitReduction
 from .tiles import Tiles
@@ -330,9 +331,10 @@ class BlockKernel:
         return {"split-reduction": self.split, "chunked-reduction": self.chunked}.get(self.emit.form)
 
     def comment(self) -> list[str]:
-        lines = [f"// {m.name}: {m.buf.name} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
-                 f"{' (kept in the kernel)' if m.internal else ''}" for m in self.members]
-        return lines + ([f"// sequential loops: {self.sequential_reason}"] if self.sequential_reason else [])
+        lines = [f"// {comment_label(m.name)}: {source_name(m.buf.name)} = {m.buf.kind} "
+                 f"{(m.buf.ranges, m.buf.reduction_ranges)}{' (kept in the kernel)' if m.internal else ''}"
+                 for m in self.members]
+        return lines + ([f"// sequential loops: {comment_text(self.sequential_reason)}"] if self.sequential_reason else [])
 
     def accesses(self) -> tuple[dict[str, set[tuple[str, str]]], dict[str, str]]:
         """Where each storage is read (by which buffer's computation, at which frame index) and written."""
@@ -532,7 +534,7 @@ class BlockKernel:
             lines += [f"{ind}__builtin_prefetch({address}, 0, 2);" for address, _ in
                       self._rows_ahead([m for phase in phases for m in phase], vvar)]
         for phase in phases:
-            lines.append(f"{ind}// {', '.join(dict.fromkeys(m.name for m in phase))}")
+            lines.append(f"{ind}// {comment_labels(dict.fromkeys(m.name for m in phase))}")
             if phase[0].inner and self.partials() is not None:
                 self.partials().combine_parts(phase, outer_vector, ind, lines, ctx)
                 continue
@@ -927,8 +929,8 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
     param_types = [f"{'' if p in written else 'const '}{CPP_TYPE[dtypes[p]]}*" for p in params]
     args = ", ".join(f"{t} {pointer[p]}" for t, p in zip(param_types, params))
     lines = [c for b in blocks for c in b.comment()]
-    lines.append("// " + ", ".join(f"{pointer[p]}={p}" for p in params))
-    lines.append(f'extern "C" void {name}({args}{", " if args else ""}int64_t* err) {{')
+    lines.append("// " + ", ".join(f"{pointer[p]}={source_name(p)}" for p in params))
+    lines.append(f'extern "C" void {source_name(name)}({args}{", " if args else ""}int64_t* err) {{')
     inner: list[str] = []
     for depth, body in bodies:
         if len(bodies) == 1:

@@ -23,11 +23,12 @@ from ..random_draws import RandomDraw
 from ..direct_conv import DirectConv
 from ..row_index import RowIndex
 from ..externs import EXTERN_CALLS, KERNEL_PLANS
+from .names import check_kernel_names, comment_label, comment_labels
 from ..matmul import GEMM_DTYPES, Product, Route, plan_product, product_terms
 from ..memory.plan import MemoryPlan
 from ..runtime import MODULE_NAME
 from .cpp import Kernel
-from .wrapper import WrapperPlan
+from .wrapper import WrapperPlan, check_plan_names
 
 # the compiled call's state tuple: these, then each input's dtype, then one allocator site per kind
 # (CachingAllocator.compiled_site), then the entry points of its products (CallPlan.addresses)
@@ -194,6 +195,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, call: CallPlan) 
     """``graph_set_up`` and the compiled call it makes: the steps of ``wrapper_source`` in C++
     (inputs, each buffer's allocation or reused storage before its first step, kernels and
     products, releases after their last step, the peak of the bytes held recorded at the end)."""
+    check_plan_names(plan)
     inputs = sorted(plan.inputs, key=lambda i: i.position)
     buffers = list(plan.buffer_meta)
     slot = {name: k for k, name in enumerate([i.name for i in inputs] + buffers)}  # in views
@@ -209,7 +211,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, call: CallPlan) 
             if p in plan.buffer_meta and p not in created:
                 lines += _storage_lines(p, plan, memory, call, slot, owned, first_site)
                 created.add(p)
-        nodes = ", ".join(kernel.nodes)
+        nodes = comment_labels(kernel.nodes)  # also in a C string: a label holds no quote or backslash
         lines.append(f"    // {nodes}")
         if kernel.extern:
             for term in call.terms[step]:
@@ -266,7 +268,7 @@ def _storage_lines(name: str, plan: WrapperPlan, memory: MemoryPlan, call: CallP
                 f"    live += {nbytes(shape, dtype)}; peak = std::max(peak, live);"]
     source = where.source
     holder = f"owned.give({owned[source]})" if source in owned else f"Py_NewRef(args[{slot[source]}])"
-    return [f"    views.data[{slot[name]}] = views.data[{slot[source]}];  // {where.kind} of {source}",
+    return [f"    views.data[{slot[name]}] = views.data[{slot[source]}];  // {where.kind} of {comment_label(source)}",
             f"    owned.obj[{owned[name]}] = {holder};"]
 
 
@@ -292,8 +294,9 @@ def _returned(name: str, plan: WrapperPlan, memory: MemoryPlan, slot: dict[str, 
 def python_entry_points(kernels: list[Kernel], graph_call: str | None = None) -> str:
     """The module ``stax_kernels`` exposing every C++ kernel of the graph to the wrapper, and
     ``graph_set_up`` when ``graph_call`` (``compiled_call_source``'s text) is given."""
+    check_kernel_names(kernels)
     compiled = [k for k in kernels if not k.extern]
-    methods = "\n".join(f'    {{"{k.name}", (PyCFunction)(void (*)(void))py_{k.name}, METH_FASTCALL, "{", ".join(k.nodes)}"}},'
+    methods = "\n".join(f'    {{"{k.name}", (PyCFunction)(void (*)(void))py_{k.name}, METH_FASTCALL, "{comment_labels(k.nodes)}"}},'
                         for k in compiled)
     if graph_call:
         methods += '\n    {"graph_set_up", (PyCFunction)py_graph_set_up, METH_O, "the compiled call of the graph"},'

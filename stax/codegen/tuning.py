@@ -9,6 +9,23 @@ from dataclasses import dataclass, fields
 from math import prod
 from typing import Sequence
 
+from ..errors import StaxError
+
+
+TUNING_MAX = (1 << 62) - 1  # a threshold of 2^62 is never reached (bench_tuning's NEVER); sums stay in int64
+#: Tuning's ranges (low, high, power of two); a threshold not listed is a whole number from 0 to
+#: TUNING_MAX.  Counts that divide are at least 1; the cache line is at least the 64 bytes the C++
+#: headers align to (stax::line_head); a strip or a register-tile block holds whole vectors; a stack
+#: array stays far below a thread's stack
+TUNING_RANGES = {
+    "tile": (1, 1 << 12, False), "vector_tile_block": (16, 1 << 16, True), "strip_rows": (16, 1 << 16, True),
+    "strips_per_thread": (0, 1 << 10, False), "accumulators": (1, 64, False), "cache_line": (64, 1 << 12, True),
+    "stack_array_max_bytes": (0, 1 << 20, False), "sum_block": (1, 1 << 20, False),
+    "outer_vector_bytes": (1, 1 << 16, False), "split_row_step": (1, 64, False), "vector_tail_min": (1, 64, False),
+    "max_vector_stride": (1, 64, False), "expensive_weight": (0, 1 << 20, False),
+    "chunks_per_thread": (1, 1 << 10, False),
+}
+
 
 @dataclass(frozen=True)
 class Tuning:
@@ -88,17 +105,24 @@ class Tuning:
     #: most what it claimed; more chunks cost one claim (an atomic compare-and-swap) each
     chunks_per_thread: int = 4
 
+    def __post_init__(self) -> None:
+        for name, value in self.__dict__.items():
+            low, high, power = TUNING_RANGES.get(name, (0, TUNING_MAX, False))
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            if not whole or not low <= value <= high or (power and value & (value - 1)):
+                kind = "a power of two" if power else "a whole number"
+                raise StaxError(f"Tuning.{name} = {value!r}: give {kind} from {low} to {high}")
+
     def values(self) -> dict[str, int]:
         """The thresholds by their saved (upper-case) names, sorted."""
         return {f.name.upper(): getattr(self, f.name) for f in sorted(fields(self), key=lambda f: f.name)}
 
     @classmethod
     def from_values(cls, values: dict[str, int]) -> Tuning:
-        """The inverse of :meth:`values`: every threshold, each a whole number, or a ``ValueError``."""
+        """The inverse of :meth:`values`: every threshold in its range, or a ``StaxError`` naming it."""
         names = {f.name.upper(): f.name for f in fields(cls)}
-        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in values.values())
-        if set(values) != set(names) or not whole:
-            raise ValueError(f"expected a whole number for each of {sorted(names)}, found {values!r}")
+        if not isinstance(values, dict) or set(values) != set(names):
+            raise ValueError(f"expected a whole number for each of {sorted(names)}")
         return cls(**{names[k]: v for k, v in values.items()})
 
 

@@ -30,6 +30,7 @@ from ..ir import InputBuffer
 from ..memory.allocator import CachingAllocator, allocator
 from ..memory.plan import MemoryPlan
 from .cpp import Kernel
+from .names import check_kernel_names, comment_labels, source_name
 
 if TYPE_CHECKING:
     from .entry import CallPlan
@@ -134,6 +135,7 @@ def _storage_lines(name: str, shape: tuple[int, ...], dtype: str, plan: MemoryPl
 def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     """The wrapper's Python source (listing 8.1's shape), following the memory plan: called with
     the arrays, it returns the one output, or a tuple of several."""
+    check_plan_names(plan)
     inputs = sorted(plan.inputs, key=lambda i: i.position)
     names = [i.name for i in inputs]
     lines = ["def call(*args, **named):",
@@ -162,7 +164,7 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
                 lines += ["    " + line for line in storage]
                 deferred += [delete] if delete else []
                 created.add(p)
-        lines.append(f"    # {', '.join(kernel.nodes)}")
+        lines.append(f"    # {comment_labels(kernel.nodes)}")
         if kernel.extern:
             ext = kernel.extern
             attrs = "".join(f"{k}={v!r}, " for k, v in ext.get("attrs", {}).items())
@@ -186,6 +188,18 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     if body_start is not None:
         lines[body_start:] = ["    " + line for line in lines[body_start:]]
     return "\n".join(lines) + "\n"
+
+
+def check_plan_names(plan: WrapperPlan) -> None:
+    """Every name the wrapper's source and the compiled call paste, checked (codegen.names):
+    inputs, outputs, allocated buffers and the kernels' names, parameters and extern arguments."""
+    check_kernel_names(plan.steps)
+    for name in (*(i.name for i in plan.inputs), *plan.outputs, *plan.buffer_meta, *plan.mutated_inputs):
+        source_name(name)
+    for kernel in plan.steps:
+        if kernel.extern:
+            for name in (*kernel.extern["inputs"], kernel.extern["output"], *kernel.extern.get("attrs", {})):
+                source_name(name)
 
 
 def raise_kernel_error(kernel: str, nodes: Sequence[str]) -> None:

@@ -5,6 +5,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 READ = re.compile(r"""(?:environ\.get|environ\[|getenv)\(?\s*["']([A-Z][A-Z0-9_]+)["']""")
+#: a stax variable named in Python source, read indirectly (a table of names, then environ.get(name))
+NAMED = re.compile(r"""["'](STAX_[A-Z0-9_]+)["']""")
 #: variables the code passes on to the processes it starts, without reading them itself
 PASSED_ON = {"PYTHONPATH"}
 
@@ -14,7 +16,8 @@ def read_by_the_code() -> set[str]:
     for package in ("stax", "solvers", "instances", "experiments"):
         for path in (ROOT / package).rglob("*"):
             if path.suffix in (".py", ".cpp", ".h"):
-                names |= set(READ.findall(path.read_text()))
+                text = path.read_text()
+                names |= set(READ.findall(text)) | (set(NAMED.findall(text)) if path.suffix == ".py" else set())
     return names - PASSED_ON
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
@@ -90,6 +91,25 @@ def _spec_of(spec: Any, index: int) -> TensorSpec:
                            f"{hint}")
 
 
+#: packages whose frames are not the user's: stax itself, and torch calling stax's backend
+_INTERNAL_PACKAGES = ("stax", "torch")
+#: stax modules written as a user writes programs (the spec's worked examples)
+_USER_MODULES = ("stax.examples",)
+
+
+def _internal(module: str) -> bool:
+    return module.partition(".")[0] in _INTERNAL_PACKAGES and module not in _USER_MODULES
+
+
+def user_location() -> tuple[str, int]:
+    """The (file, line) of the first frame outside stax (and torch): the user's line that made
+    the op being traced; ("", 0) when there is none."""
+    frame = sys._getframe(1)
+    while frame is not None and _internal(frame.f_globals.get("__name__", "")):
+        frame = frame.f_back
+    return ("", 0) if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+
+
 class _Tracer:
     """Owns the graph being recorded and the hash-consing table."""
 
@@ -97,6 +117,7 @@ class _Tracer:
         self.graph = Graph()
         self.cse: dict[tuple, str] = {}
         self.done = False
+        self.in_fn = False  # the traced function is running: its ops have a line of the user's
 
     def emit(self, op: str, inputs: Sequence[Tensor], shape: Sequence[int], dtype: str, /, **attrs: Any) -> Tensor:
         if self.done:
@@ -109,6 +130,8 @@ class _Tracer:
         if name is None:
             name = f"arg{attrs['index']}" if op == "input" else f"n{len(self.graph.nodes)}"
             self.graph.nodes[name] = Node(name, op, names, tuple(shape), dtype, items)
+            if self.in_fn:
+                self.graph.sources[name] = user_location()
             self.cse[key] = name
         return Tensor(self, name)
 
@@ -1159,6 +1182,7 @@ def _finalize(graph: Graph, outputs: list[str], mutations: dict[str, str]) -> Gr
     result.outputs = [rename[o] for o in outputs]
     result.mutations = {inp: rename[val] for inp, val in mutations.items()}
     result.conv_plans = {rename[name]: plan for name, plan in graph.conv_plans.items() if name in live}
+    result.sources = {rename[name]: where for name, where in graph.sources.items() if name in live}
     return result
 
 
@@ -1192,7 +1216,10 @@ def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
         tracer.graph.inputs.append(proxy._name)
         args.append(Tensor(tracer, proxy._name, input_name=proxy._name))
     try:
-        outputs = _outputs(fn(*args), tracer)
+        tracer.in_fn = True
+        result = fn(*args)
+        tracer.in_fn = False  # the outputs' copies and casts are stax's, at no line of the user's
+        outputs = _outputs(result, tracer)
     finally:
         tracer.done = True
     mutations = {a._input: a._name for a in args if a._name != a._input}

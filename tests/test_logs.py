@@ -20,19 +20,10 @@ from stax.schedules import Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: the README's first compile example, as a user's file (line numbers matter)
-SOFTMAX = """\
-import numpy as np
-import stax
-
-def softmax(x):
-    e = (x - x.amax(-1, keepdim=True)).exp()
-    return e / e.sum(-1, keepdim=True)
-
-x = np.random.rand(64, 128).astype(np.float32)
-f = stax.compile(softmax, x, fusion="greedy", order="best")
-y = f(x)
-"""
+DOC = (ROOT / "docs" / "logging.md").read_text()
+#: docs/logging.md's example: the README's first compile example as a user's file, and what
+#: STAX_LOGS=fusion,order writes for it
+SOFTMAX, LOGGED = re.findall(r"```(?:python)?\n(.*?)```", DOC, re.S)[:2]
 
 
 def softmax(x):
@@ -56,6 +47,7 @@ def test_stax_logs_fusion_order_names_the_readme_softmax_ops_and_lines(tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert all(line.startswith(("[stax.fusion] ", "[stax.order] ")) for line in lines), lines
+    assert done.stderr == LOGGED  # as docs/logging.md shows it
     amax, exp, total = "amax@softmax.py:5", "exp@softmax.py:5", "sum@softmax.py:6"
     fusion = [line for line in lines if line.startswith("[stax.fusion] ")]
     assert f"[stax.fusion] fused {amax} with {exp}: vertical, score (same type 0, shared 33024 B in 2 buffers, " \
@@ -70,7 +62,7 @@ def test_stax_logs_fusion_order_names_the_readme_softmax_ops_and_lines(tmp_path)
 
 
 def test_compile_explain_prints_what_stax_logs_fusion_order_does(tmp_path):
-    (tmp_path / "model.py").write_text(SOFTMAX.split("\nx = ")[0] + "\n")
+    (tmp_path / "model.py").write_text(SOFTMAX.split("\nx = ")[0] + "\n")  # the function alone
     command = [sys.executable, "-m", "experiments.cli", "compile", "model.py:softmax", "--shapes", "8x16", "--no-log"]
     explained = _run([*command, "--explain"], tmp_path)
     logged = _run(command, tmp_path, STAX_LOGS="fusion,order")

@@ -124,3 +124,15 @@ def test_a_label_is_safe_in_a_cpp_comment_whatever_the_file_is_called():
     assert op_label("not an op", ("a.py", 1)) == "op@a.py:1"
     for label in ("exp@my_model_.py:12", "exp@we_ird-name.v2.py:3", "exp"):
         assert LABEL.fullmatch(label) and "*/" not in label
+
+
+def updated_in_place(x, y):
+    x.add_(y ** 2)
+    return (x * 3).sum(-1)
+
+
+def test_an_update_in_place_is_named_apart_from_the_value_it_stores():
+    line = updated_in_place.__code__.co_firstlineno + 1
+    labels = stax.schedule(updated_in_place, X.copy(), X).labels
+    here = Path(__file__).name
+    assert sorted(labels.values()) == [f"add@{here}:{line}", f"add_@{here}:{line}", f"sum@{here}:{line + 1}"]

@@ -31,20 +31,21 @@ def op_label(kind: str, where: tuple[str, int]) -> str:
     return f"{kind}@{_UNSAFE.sub('_', os.path.basename(file))}:{int(line)}"
 
 
-def _traced_node(graph: Graph, origin: str) -> str:
+def _traced_node(graph: Graph, origin: str) -> tuple[str, str]:
     """The traced node a buffer computes, from its ``origin`` (``n3``, a pass's ``n3.inverse``,
-    an input updated in place ``arg0 (in-place)``)."""
+    an input updated in place ``arg0 (in-place)``), and the suffix of its kind: ``_`` for the
+    store into the input, as torch names in-place methods (``add_``)."""
     name = origin.split(" ")[0].split(".")[0]
-    return graph.mutations.get(name, name) if origin.endswith("(in-place)") else name
+    return (graph.mutations.get(name, name), "_") if origin.endswith("(in-place)") else (name, "")
 
 
 def node_labels(graph: Graph, scheduler: Scheduler) -> dict[str, str]:
     """Each scheduler node's label, from the traced graph's ops and source lines."""
     labels = {}
     for node in scheduler.nodes:
-        traced = _traced_node(graph, node.buffer.origin)
+        traced, suffix = _traced_node(graph, node.buffer.origin)
         if traced in graph.nodes:
-            labels[node.name] = op_label(graph.nodes[traced].op, graph.sources.get(traced, ("", 0)))
+            labels[node.name] = op_label(graph.nodes[traced].op + suffix, graph.sources.get(traced, ("", 0)))
         else:
             labels[node.name] = node.name
     return labels

@@ -69,6 +69,11 @@ def test_compile_explain_prints_what_stax_logs_fusion_order_does(tmp_path):
     assert explained.returncode == logged.returncode == 0, explained.stderr
     assert explained.stderr == logged.stderr and "[stax.fusion] fused amax@model.py:5 with exp@model.py:5" \
         in explained.stderr
+    saved = _run([sys.executable, "-m", "experiments.cli", "schedule", "model.py:softmax", "--shapes", "8x16",
+                  "-o", "s.json"], tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    replayed = _run([*command[:5], "--no-log", "--schedule", "s.json", "--explain"], tmp_path)
+    assert replayed.returncode == 0 and replayed.stderr == explained.stderr  # a saved schedule's decisions
 
 
 def test_an_unknown_channel_is_one_line_with_the_closest(monkeypatch):

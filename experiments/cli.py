@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -138,11 +139,13 @@ def _scheduling_options(fn):
 @_scheduling_options
 @click.option("--show-code/--no-show-code", default=False)
 @click.option("--log/--no-log", default=True, help="Print the fusion log")
+@click.option("--explain", is_flag=True,
+              help="Write each fusion decision and the kernel order to stderr, as STAX_LOGS=fusion,order does")
 @click.option("--schedule", "schedule_file", type=click.Path(exists=True, dir_okay=False),
               help="Build this saved schedule of FN (`stax schedule ... -o FILE.json`) instead of scheduling anew")
 def compile_command(target: str, shapes: str | None, dtype: str, fusion: str, order: str,
                     fusion_params: tuple[str, ...], order_params: tuple[str, ...], threads: int | None,
-                    isa: str | None, show_code: bool, log: bool, schedule_file: str | None) -> None:
+                    isa: str | None, show_code: bool, log: bool, explain: bool, schedule_file: str | None) -> None:
     """Compile FILE.py:FN for the given shapes (or build its saved schedule), run it once on random
     inputs and check it."""
     from stax.compiler import compile as stax_compile
@@ -150,10 +153,15 @@ def compile_command(target: str, shapes: str | None, dtype: str, fusion: str, or
     from stax.timing import time_call
 
     from stax.strategy import fusion_strategies, order_strategies
+    if explain:
+        _explain_channels()
     fn = _load_function(target)
     rng = np.random.default_rng(0)
     if schedule_file:
         compiled, arrays = _build_saved(fn, schedule_file, rng)
+        if explain:
+            from stax.explain import log_saved_decisions
+            log_saved_decisions(compiled.schedule)
     else:
         dtype = _check_dtype(dtype)
         fusion_options = _parse_params(fusion_params, "--fusion-param")
@@ -190,6 +198,17 @@ def _kernel_count(kernels: int, calls: int) -> str:
     """``4 kernels in 1 call``: one kernel per block of the partition; adjacent kernels sharing a
     parallel region are one C++ call (seed 8.5), as ``repr`` of a compiled function says."""
     return f"{kernels} kernel{'s' * (kernels != 1)} in {calls} call{'s' * (calls != 1)}"
+
+
+def _explain_channels() -> None:
+    """``--explain``: the channels fusion and order of ``STAX_LOGS``, beside any it already names."""
+    from stax.logs import ENV, configure_from_env, parse
+    try:
+        channels = parse(os.environ.get(ENV, ""))
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
+    os.environ[ENV] = ",".join(dict.fromkeys([*channels, "fusion", "order"]))
+    configure_from_env()
 
 
 @main.command()

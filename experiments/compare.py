@@ -28,6 +28,7 @@ class Comparison:
     cells: pd.DataFrame  # one row per timed cell in both tables: the medians, ratio, significant, mark
     only_a: int          # timed cells of A without a match in B
     only_b: int
+    factor: float = 1.1  # the ratio beyond which a cell is marked
 
     @property
     def agreeing(self) -> float:
@@ -74,14 +75,18 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, factor: float = 1.1) -> Comparison
     if "kernel_time_best" in spread:
         cells = cells.assign(best_ratio=both["kernel_time_best_b"] / both["kernel_time_best_a"])
     return Comparison(cells.sort_values("ratio").reset_index(drop=True),
-                      len(ta) - len(both), len(tb) - len(both))
+                      len(ta) - len(both), len(tb) - len(both), factor)
 
 
 def format_comparison(result: Comparison, changed_only: bool = True) -> str:
-    """asv-like lines (mark, A, B, ratio, cell) and a summary."""
+    """asv-like lines (mark, A, B, ratio, cell) after a legend of the marks, and a summary."""
     rows = result.cells[result.cells["mark"] != ""] if changed_only else result.cells
     keys = [c for c in MATCH if c in rows]
-    lines = [f"{'':1s} {'A us':>10s} {'B us':>10s} {'ratio':>7s}  cell"]
+    f = f"{result.factor:g}x"
+    lines = [f"+ B significantly slower, - B significantly faster (ratio of medians B / A beyond {f} and their "
+             f"intervals disjoint); ~ beyond {f} but the intervals overlap (not significant); blank: within {f}"
+             + ("" if not changed_only else " (listed with --all)"),
+             f"{'':1s} {'A us':>10s} {'B us':>10s} {'ratio':>7s}  cell"]
     for _, r in rows.iterrows():
         lines.append(f"{r['mark']:1s} {r['a_us']:10.2f} {r['b_us']:10.2f} {r['ratio']:7.3f}  "
                      + " ".join(str(r[k]) for k in keys if r[k] != ""))

@@ -38,23 +38,35 @@ from .rank_correlation import per_instance  # noqa: E402
 COLOURS = {"none": "#7f7f7f", "greedy": "#0072B2", "random": "#CC79A7", "mwc": "#009E73", "cpsat": "#D55E00",
            "original": "#8c564b", "best": "#56B4E9", "lpmf": "#E69F00", "bfs": "#bcbd22", "dfs": "#17becf",
            "dp": "#9467bd"}
+#: the strategy that is the reference's own solver (a sweep's reference is CP-SAT), and each kind's
+#: baseline: no fusion, and the program's own order
+REFERENCE = "cpsat"
+BASELINES = {"fusion": "none", "order": "original"}
 SPARE = ("#1b9e77", "#e7298a", "#66a61e", "#a6761d", "#666666", "#7570b3")
 STYLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "legend.fontsize": 10,
          "xtick.labelsize": 11, "ytick.labelsize": 11, "figure.dpi": 100}
 WIDTH = 10.0  # inches: 1000 pixels, the report's column
 
 CAPTIONS = {
-    "profiles": "Performance profiles (Dolan-More): for each strategy, the share of cells (y) in which its "
+    "profiles": "Performance profiles (Dolan-More): for each strategy, the share of problems (y) on which its "
                 "value is at most tau times the best known (x, log scale: the reference's, or a strategy's where "
-                "lower); a curve reaching 1 at tau = 1 is at the best known everywhere. Left: fusion traffic (Definition 7.3); right: order peak (Definition 7.5; "
-                "an order cell is an instance with one fusion's kernels). Only cells whose reference is positive count.",
+                "lower). The dot at tau = 1 is the share where the strategy is at the best known (a curve at 1 "
+                "there is at the best known everywhere), the dot on the right where its curve reaches 1 (its "
+                "worst ratio). Each curve is drawn thinner than the one before it in the legend, on top, so "
+                "overlapping curves both show; a curve equal to another's is dashed, with a cross, and the legend "
+                "names the one it equals. Left: fusion traffic (Definition 7.3), a problem is an instance; right: order peak "
+                "(Definition 7.5), a problem is an instance's kernels under one fusion strategy. Only problems "
+                "whose best known value is positive count.",
     "fusion_gap": "Gap of each fusion strategy's traffic to the best known (%, y: the reference's, or a strategy's "
                   "where lower) against instance size (nodes, x), one "
-                  "panel per family. A filled dot is a cell whose reference is a proven optimum, a hollow one a cell "
-                  "whose reference is only the best found; dots of one size are spread sideways; the line joins the "
-                  "strategy's geometric-mean gap per size.",
+                  "panel per family. A filled dot is an instance whose reference is a proven optimum, a hollow one "
+                  "an instance whose reference is only the best found; dots of one size are spread sideways; the "
+                  "line joins the strategy's geometric-mean gap per size. The axis ends a little above the worst "
+                  "gap of the strategies other than none (no fusion, the baseline); none's gaps above it are "
+                  "triangles on the top edge, and the panel's title gives its largest.",
     "order_gap": "Gap of each order strategy's peak to the best known (%, y) against instance size (tasks, x), one "
-                 "panel per family. Filled dot: proven optimal reference; hollow: best found only; the line joins "
+                 "panel per family. A dot is an order problem (an instance's kernels under one fusion strategy). "
+                 "Filled dot: proven optimal reference; hollow: best found only; the line joins "
                  "the geometric-mean gap per size.",
     "order_peak": "Peak memory (bytes, log scale) of each order strategy (coloured dots) on each instance, against "
                   "its size (tasks, x; dots of one size spread sideways). A black bar, drawn over the dots, is "
@@ -144,7 +156,33 @@ def _save(fig, path: Path, legend: list[str] | None = None) -> Path:
     return path
 
 
+#: the columns naming one problem of each kind (a fusion result is shared by its instance's cells)
+PROBLEM_KEYS = {"fusion": ["instance"], "order": ["instance", "fusion"]}
+
+
+def problem_count(rows: pd.DataFrame, strategy: str) -> int:
+    """How many problems (not cells) ``rows`` compare: instances for fusion, an instance's kernels
+    under one fusion strategy for orders."""
+    return len(rows.drop_duplicates([*PROBLEM_KEYS[strategy], *rules(rows)]))
+
+
+def coinciding(curves: dict[str, np.ndarray]) -> dict[str, str]:
+    """Each strategy whose profile is another's (the same ratios) -> the first such strategy."""
+    same: dict[str, str] = {}
+    labels = list(curves)
+    for i, label in enumerate(labels):
+        for first in labels[:i]:
+            if first not in same and len(curves[first]) == len(curves[label]) and \
+                    np.allclose(curves[first], curves[label]):
+                same[label] = first
+                break
+    return same
+
+
 def profiles(table: pd.DataFrame, out: Path) -> Path | None:
+    """Each curve starts at tau = 1 with a marker at its share there (the problems where the
+    strategy is at the best known), inside the axes; a curve equal to another is drawn dashed on
+    top of it and the legend says which it equals."""
     kinds = [(s, v) for s, v in (("fusion", "traffic"), ("order", "peak")) if not compared(table, v, s).empty]
     if not kinds:
         return None
@@ -152,20 +190,27 @@ def profiles(table: pd.DataFrame, out: Path) -> Path | None:
         fig, axes = _figure(1, 2, 4.2)
         for ax, (strategy, value) in zip(axes[0], kinds):
             rows = compared(table, value, strategy)
-            top = 1.0
-            for label, group in rows.groupby(strategy):
-                ratios = np.sort(_ratios(group, value).dropna().to_numpy())
-                if not len(ratios):
-                    continue
-                top = max(top, ratios[-1])
-                share = np.arange(1, len(ratios) + 1) / len(ratios)
-                ax.step(np.r_[1.0, ratios], np.r_[0.0, share], where="post", color=colour(label), lw=2, label=label)
+            curves = {label: np.sort(_ratios(group, value).dropna().to_numpy()) for label, group in rows.groupby(strategy)}
+            curves = {label: ratios for label, ratios in curves.items() if len(ratios)}
+            right = max(2.0, 1.15 * max((r[-1] for r in curves.values()), default=1.0))
+            same = coinciding(curves)
+            for i, (label, ratios) in enumerate(curves.items()):
+                taus = np.r_[1.0, np.unique(ratios[ratios > 1.0])]
+                share = np.searchsorted(ratios, taus, side="right") / len(ratios)
+                first = same.get(label)
+                # each curve thinner than the one before, on top of it: where two overlap both colours show
+                ax.step(np.r_[taus, right], np.r_[share, share[-1]], where="post", color=colour(label),
+                        lw=max(1.2, 4.0 - 0.8 * i), ls=(0, (4, 3)) if first else "-", zorder=2 + i,
+                        label=f"{label} (= {first}'s curve)" if first else label)
+                ax.plot([1.0, taus[-1]], [share[0], share[-1]], ls="", marker="o" if not first else "x",
+                        ms=7, color=colour(label), zorder=4, clip_on=False)
             ax.set_xscale("log")
-            ax.set_xlim(1.0, top * 1.15)
-            ax.set_ylim(0, 1.02)
+            ax.set_xlim(0.94, right)
+            ax.set_ylim(-0.02, 1.06)
+            ax.axvline(1.0, color="gray", lw=0.8, ls=":", zorder=1)
             ax.set_xlabel(f"tau: {value} / best known {value}")
-            ax.set_ylabel("share of cells within tau")
-            ax.set_title(f"{strategy} strategies ({len(rows)} cells)")
+            ax.set_ylabel("share of problems within tau")
+            ax.set_title(f"{strategy}: {problem_count(rows, strategy)} problems, {len(curves)} strategies")
             ax.legend(loc="lower right")
         for ax in axes[0][len(kinds):]:
             ax.set_visible(False)
@@ -183,7 +228,30 @@ def _dodge(labels: list[str], width: float) -> dict[str, float]:
     return {s: (i - (len(labels) - 1) / 2) * step for i, s in enumerate(labels)}
 
 
-def _gap(table: pd.DataFrame, out: Path, strategy: str, value: str, size: str) -> Path | None:
+def _size_axis(ax, sizes: list, size: str) -> None:
+    """The x axis of instance sizes; a panel of one size shows that size alone, centred."""
+    ax.set_xlabel(f"instance size ({size})")
+    if len(sizes) == 1:
+        ax.set_xticks(sizes)
+        ax.set_xlim(sizes[0] - 1, sizes[0] + 1)
+        ax.set_xlabel(f"instance size ({size}; one size)")
+
+
+def clip_limit(group: pd.DataFrame, strategy: str, clipped: str | None) -> float | None:
+    """With ``clipped`` (a baseline far above the rest), where the gap axis ends: a little above
+    the other strategies' worst gap (at least 5%); None when nothing needs clipping."""
+    others = group.loc[group[strategy] != clipped, "gap"].dropna()
+    mine = group.loc[group[strategy] == clipped, "gap"].dropna()
+    limit = max(5.0, 1.25 * others.max()) if len(others) else None
+    if clipped is None or limit is None or not len(mine) or mine.max() <= limit:
+        return None
+    return limit
+
+
+def _gap(table: pd.DataFrame, out: Path, strategy: str, value: str, size: str,
+         clipped: str | None = None) -> Path | None:
+    """The gap panels; ``clipped``: a strategy whose gaps above the others' scale are drawn as
+    triangles on the top edge (the baseline ``none``, up to several hundred percent)."""
     rows = compared(table, value, strategy)
     if rows.empty or size not in rows:
         return None
@@ -201,17 +269,29 @@ def _gap(table: pd.DataFrame, out: Path, strategy: str, value: str, size: str) -
         sizes = sorted(group[size].unique())
         spread = 0.6 * (min(np.diff(sizes)) if len(sizes) > 1 else 1)
         offsets = _dodge(labels, spread)
+        limit = clip_limit(group, strategy, clipped)
         for label in labels:
             mine = group[group[strategy] == label].dropna(subset=["gap"])
             x = mine[size] + offsets[label]
-            ax.scatter(x[mine["proven"]], mine.loc[mine["proven"], "gap"], color=colour(label), s=22)
-            ax.scatter(x[~mine["proven"]], mine.loc[~mine["proven"], "gap"], facecolors="none",
-                       edgecolors=colour(label), s=22)
-            means = mine.groupby(size)["gap"].apply(lambda g: (np.exp(np.log1p(g / 100).mean()) - 1) * 100)
-            ax.plot(means.index + offsets[label], means.to_numpy(), color=colour(label), lw=1.2)
+            over = mine["gap"] > limit if limit is not None else pd.Series(False, index=mine.index)
+            for shown, fill in ((mine["proven"] & ~over, colour(label)), (~mine["proven"] & ~over, "none")):
+                ax.scatter(x[shown], mine.loc[shown, "gap"], facecolors=fill, edgecolors=colour(label), s=22)
+            ax.scatter(x[over], np.full(int(over.sum()), limit), marker="^", color=colour(label), s=30, clip_on=False,
+                       zorder=4)
+            if limit is None or label != clipped:
+                means = mine.groupby(size)["gap"].apply(lambda g: (np.exp(np.log1p(g / 100).mean()) - 1) * 100)
+                ax.plot(means.index + offsets[label], means.to_numpy(), color=colour(label), lw=1.2)
         ax.axhline(0, color="gray", lw=0.8, ls="--")
-        ax.set_title(f"{panel} ({group['instance'].nunique()} instances)")
-        ax.set_xlabel(f"instance size ({size})")
+        count = group["instance"].nunique()
+        title = f"{panel} ({count} instance{'s' * (count != 1)}"
+        if limit is not None:
+            ax.set_ylim(-0.06 * limit, limit)
+            top = group.loc[group[strategy] == clipped, "gap"].max()
+            title += f")\n{clipped} above {limit:.0f}% on the edge (max {top:+.0f}%"
+        elif group["gap"].max() < 5.0:  # all at the best known, or nearly: a readable scale
+            ax.set_ylim(-0.3, 5.0)
+        ax.set_title(title + ")")
+        _size_axis(ax, sizes, size)
         ax.set_ylabel("gap to best known (%)")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
@@ -219,7 +299,7 @@ def _gap(table: pd.DataFrame, out: Path, strategy: str, value: str, size: str) -
 
 
 def fusion_gap(table: pd.DataFrame, out: Path) -> Path | None:
-    return _gap(table, out, "fusion", "traffic", "nodes")
+    return _gap(table, out, "fusion", "traffic", "nodes", clipped=BASELINES["fusion"])
 
 
 def order_gap(table: pd.DataFrame, out: Path) -> Path | None:
@@ -255,8 +335,8 @@ def order_peak(table: pd.DataFrame, out: Path) -> Path | None:
             below = refs[refs["peak_ref_bound"].notna() & (refs["peak_ref_bound"] < refs["peak_ref"])]
             ax.scatter(below["tasks"], below["peak_ref_bound"].clip(lower=1), marker="v", color="gray", s=30, zorder=2)
         ax.set_yscale("log")
-        ax.set_title(f"{panel} ({refs['instance'].nunique()} instances)")
-        ax.set_xlabel("instance size (tasks)")
+        ax.set_title(f"{panel} ({refs['instance'].nunique()} instance{'s' * (refs['instance'].nunique() != 1)})")
+        _size_axis(ax, sizes, "tasks")
         ax.set_ylabel("peak (bytes)")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)

@@ -1,6 +1,10 @@
 """A self-contained HTML report of a sweep, read like a paper's figures: the sweep's name, a
-headline sentence and table (which strategy is closest to the reference, by how much), the
-figures with a caption each, per-family tables, failures, and provenance at the end."""
+headline that leads with the finding (each heuristic's gap to the optimum, and the families
+where the strategies differ most), its table, the figures with a caption each, per-family
+tables, failures, and provenance at the end.
+
+Its words are ``experiments.summary``'s: a *cell* is one run of the sweep, a *problem* what a
+strategy solves (gaps and "at optimum" count problems)."""
 from __future__ import annotations
 
 import base64
@@ -11,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .plots import CAPTIONS, base, colour, compared, plot_all
+from .plots import BASELINES, CAPTIONS, REFERENCE, base, colour, compared, plot_all
 from .rank_correlation import per_family
 from .summary import KINDS, strategy_summary
 
@@ -42,37 +46,88 @@ def _seconds(x: float) -> str:
     return "" if pd.isna(x) else f"{x:.2f}"
 
 
-def headline(summary: pd.DataFrame) -> str:
-    """One sentence per problem: the strategy most often at the optimum (ties: the smaller gap) and
-    the heuristic closest behind when the first is an exact solver."""
-    sentences = []
+VALUES = {strategy: value for strategy, value, _ in KINDS}
+#: how the problems of each kind are named in the headline
+PROBLEMS = {"fusion": "instances", "order": "order problems"}
+
+
+def _name(name: str) -> str:
+    return f"<b>{html.escape(name)}</b>"
+
+
+def _gap_words(r: pd.Series) -> str:
+    return (f"{_name(r['name'])} {_percent(r['geo-mean gap'])} (worst {_percent(r['worst gap'])}; "
+            f"optimal on {r['at optimum']} of {r['compared']})")
+
+
+def _where_they_differ(table: pd.DataFrame, strategy: str, names: list[str], count: int = 2) -> str:
+    """The families where the heuristics' geometric-mean gaps are furthest apart (with one
+    heuristic: where it is furthest from the best known)."""
+    gaps = family_gaps(table, strategy, VALUES[strategy])
+    if gaps.empty:
+        return ""
+    gaps = gaps[gaps[strategy].isin(names)].pivot(index="family", columns=strategy, values="gap")[names]
+    spread = (gaps.max(axis=1) - gaps.min(axis=1)) if len(names) > 1 else gaps[names[0]]
+    top = spread[spread > 0.0005].sort_values(ascending=False).head(count).index
+    if not len(top):
+        return ""
+
+    def family(f: str) -> str:
+        if len(names) == 1:
+            return f"{html.escape(f)} ({_percent(gaps.loc[f, names[0]])})"
+        inner = ", ".join(f"{html.escape(n)} {_percent(gaps.loc[f, n])}" for n in names if pd.notna(gaps.loc[f, n]))
+        return f"{html.escape(f)} ({inner})"
+    lead = "They differ most on " if len(names) > 1 else f"{_name(names[0])} is furthest from the best known on "
+    return lead + " and ".join(family(f) for f in top) + "."
+
+
+def headline(summary: pd.DataFrame, table: pd.DataFrame) -> str:
+    """One paragraph per kind of problem, leading with the finding: each heuristic's gap to the
+    best known value (geometric mean, worst, how often optimal), the baseline's, the families
+    where the heuristics differ most; then the reference solver's own record, last since it is
+    at the optimum by construction unless it ran out of time."""
+    paragraphs = []
     for kind, group in summary[summary["compared"] > 0].groupby("kind", sort=False):
-        ranked = group.assign(share=group["at optimum"] / group["compared"]).sort_values(
-            ["share", "geo-mean gap"], ascending=[False, True])
-        parts = [f"<b>{html.escape(r['name'])}</b> is at the optimum in {r['at optimum']} of {r['compared']} "
-                 f"cells (geometric-mean gap {_percent(r['geo-mean gap'])}, worst {_percent(r['worst gap'])})"
-                 for _, r in ranked.head(2).iterrows()]
-        sentences.append(f"{kind.capitalize()}: " + "; then ".join(parts) + ".")
-    return "<p class='headline'>" + "<br>".join(sentences) + "</p>" if sentences else ""
+        group = group.sort_values("geo-mean gap")
+        baseline = group[group["name"] == BASELINES.get(kind)]
+        reference = group[group["name"] == REFERENCE]
+        heuristics = group[~group.index.isin(baseline.index.union(reference.index))]
+        parts = [f"<b>{kind.capitalize()}</b>, {VALUES[kind]} above the best known in geometric mean, over "
+                 f"{group['compared'].max()} {PROBLEMS[kind]}: "
+                 + "; ".join([*(_gap_words(r) for _, r in heuristics.iterrows()),
+                              *(f"{_name(r['name'])}, the baseline, {_percent(r['geo-mean gap'])}"
+                                for _, r in baseline.iterrows())]) + "."]
+        names = list(heuristics["name"])
+        if names:
+            parts.append(_where_they_differ(table, kind, names))
+        for _, r in reference.iterrows():
+            parts.append(f"{_name(r['name'])}, the reference's own solver, is optimal on {r['at optimum']} of "
+                         f"{r['compared']}" + (" by construction." if r["at optimum"] == r["compared"] else
+                                               f" (its worst {_percent(r['worst gap'])}: time limits)."))
+        paragraphs.append("<p class='headline'>" + " ".join(p for p in parts if p) + "</p>")
+    return "".join(paragraphs)
 
 
 def _headline_table(summary: pd.DataFrame) -> str:
     rows = "".join(
         f"<tr><td><span class='swatch' style='background:{colour(r['name'])}'></span>{html.escape(r['kind'])} "
-        f"{html.escape(r['name'])}</td><td>{r['cells']}</td><td>{r['failed']}</td>"
-        f"<td>{r['at optimum']}/{r['compared']}</td><td>{_percent(r['geo-mean gap'])}</td>"
-        f"<td>{_percent(r['worst gap'])}</td><td>{_seconds(r['solve s'])}</td></tr>"
+        f"{html.escape(r['name'])}</td><td>{_percent(r['geo-mean gap'])}</td><td>{_percent(r['worst gap'])}</td>"
+        f"<td>{r['at optimum']} of {r['compared']}</td><td>{r['cells']}</td><td>{r['failed']}</td>"
+        f"<td>{_seconds(r['solve s'])}</td></tr>"
         for _, r in summary.iterrows())
-    return ("<table><tr><th>strategy</th><th>cells</th><th>failed</th><th>at optimum</th><th>geo-mean gap</th>"
-            f"<th>worst gap</th><th>solve s</th></tr>{rows}</table>"
-            "<p>At optimum: cells whose value equals a reference proven optimal, of the cells compared. Gaps: "
-            "value / best known - 1 (the reference, or a strategy where lower) over cells with a positive best "
-            "known value (geometric mean and worst). Solve s: "
-            "the strategy's total solve time.</p>")
+    return ("<table><tr><th>strategy</th><th>geo-mean gap</th><th>worst gap</th><th>problems at optimum</th>"
+            f"<th>cells</th><th>failed</th><th>solve s</th></tr>{rows}</table>"
+            "<p>A cell is one run of the sweep (an instance, a fusion strategy, an order strategy); a problem is "
+            "what a strategy solves: for fusion an instance, for orders an instance's kernels under one fusion "
+            "strategy. Gaps: value / best known - 1 (the reference's, or a strategy's where lower), per problem "
+            "with a positive best known value (geometric mean and worst). Problems at optimum: those whose value "
+            "equals a reference proven optimal, of the problems compared. Cells: the cells the strategy ran in; "
+            "failed: those that failed or timed out. Solve s: the strategy's total solve time.</p>")
 
 
-def _family_table(table: pd.DataFrame, strategy: str, value: str) -> pd.DataFrame:
-    """Per family (programs as one), per strategy: at optimum / compared, and the geometric-mean gap."""
+def family_gaps(table: pd.DataFrame, strategy: str, value: str) -> pd.DataFrame:
+    """Per family (programs as one) and strategy: problems at a proven optimum (``at``), problems
+    compared (``n``) and the geometric-mean gap to the best known (``gap``)."""
     rows = compared(table, value, strategy)
     if rows.empty:
         return pd.DataFrame()
@@ -80,8 +135,17 @@ def _family_table(table: pd.DataFrame, strategy: str, value: str) -> pd.DataFram
     rows = rows.assign(family=rows["family"].where(rows["kind"] != "program", "programs"),
                        at=(rows[value] == ref) & (rows[f"{value}_ref_status"] == "optimal"),
                        log=(rows[value] / best.where(best > 0)).astype(float).map(math.log))
-    cells = rows.groupby(["family", strategy]).agg(at=("at", "sum"), n=("at", "size"), log=("log", "mean"))
-    text = cells.apply(lambda r: f"{int(r['at'])}/{int(r['n'])}, {_percent(math.exp(r['log']) - 1)}", axis=1)
+    gaps = rows.groupby(["family", strategy]).agg(at=("at", "sum"), n=("at", "size"), log=("log", "mean"))
+    return gaps.assign(gap=gaps["log"].map(math.exp) - 1).drop(columns="log").reset_index()
+
+
+def _family_table(table: pd.DataFrame, strategy: str, value: str) -> pd.DataFrame:
+    """Per family, per strategy: problems at optimum of those compared, and the geometric-mean gap."""
+    gaps = family_gaps(table, strategy, value)
+    if gaps.empty:
+        return gaps
+    text = gaps.set_index(["family", strategy]).apply(
+        lambda r: f"{int(r['at'])} of {int(r['n'])}, {_percent(r['gap'])}", axis=1)
     return text.unstack(strategy).fillna("").reset_index()
 
 
@@ -145,11 +209,12 @@ def write_report(table: pd.DataFrame, out: str | Path, title: str = "Stax sweep"
         f"<figure><img alt='{p.stem}' src='data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}'>"
         f"<figcaption><b>{p.stem.replace('_', ' ').capitalize()}.</b> {html.escape(CAPTIONS[p.stem])}</figcaption>"
         "</figure>" for p in figures)
-    families = "".join(_section(f"{strategy.capitalize()} strategies by family: at optimum, geometric-mean gap",
+    families = "".join(_section(f"{strategy.capitalize()} strategies by family: problems at optimum, "
+                                "geometric-mean gap",
                                 _family_table(table, strategy, value)) for strategy, value, _ in KINDS)
     body = "".join([
         f"<h1>{html.escape(title)}</h1>",
-        headline(summary) if len(summary) else "<p>No finished cell to compare.</p>",
+        headline(summary, table) if len(summary) else "<p>No finished cell to compare.</p>",
         _headline_table(summary) if len(summary) else "",
         images, families,
         _section("Does a lower modeled traffic make faster kernels? Kendall tau by family", _time_tau_table(table),

@@ -3,13 +3,16 @@
     strategy        cells  failed  at optimum    geo-mean gap  worst gap  solve s
     fusion greedy      38       0  31/36 (86%)        +1.20%    +15.00%     0.12
 
-``cells`` counts every cell the strategy took part in and ``failed`` those that failed or timed
-out.  The gaps compare the strategy's value (traffic for fusion, Definition 7.3; peak for orders,
-Definition 7.5) with the cell's reference: ``at optimum`` counts the cells whose value equals a
-reference proven optimal, out of the cells compared; the geometric mean and the worst of
-value / best known - 1 (the best known value of the cell's problem: the reference's, or a
-strategy's where lower) are over the cells whose best known value is positive (a fusion result repeats once
-per order strategy, so it counts once).  ``solve s`` is the strategy's total solve time.
+A *cell* is one run of the sweep (an instance, a fusion strategy, an order strategy); a *problem*
+is what a strategy solves: for fusion an instance, for orders an instance's kernels under one
+fusion strategy.  ``cells`` counts every cell the strategy took part in and ``failed`` those that
+failed or timed out.  The gaps compare the strategy's value on each problem (traffic for fusion,
+Definition 7.3; peak for orders, Definition 7.5) with the problem's reference: ``at optimum``
+counts the problems whose value equals a reference proven optimal, out of the problems
+compared; the geometric mean and the worst of value / best known - 1 (the reference's, or a
+strategy's where lower) are over the problems whose best known value is positive (a fusion
+result repeats once per order strategy, so it counts once).  ``solve s`` is the strategy's total
+solve time.
 """
 from __future__ import annotations
 
@@ -61,4 +64,6 @@ def format_summary(summary: pd.DataFrame) -> str:
               f"{r['at optimum']}/{r.compared} ({r['at optimum'] / r.compared:.0%})" if r.compared else "-",
               percent(r["geo-mean gap"]), percent(r["worst gap"]),
               "-" if pd.isna(r["solve s"]) else f"{r['solve s']:.2f}") for _, r in summary.iterrows()]
-    return text_table(HEADERS, lines, right=HEADERS[1:])
+    return text_table(HEADERS, lines, right=HEADERS[1:]) + (
+        "\ncells: the sweep's runs (instance, fusion, order) the strategy took part in; at optimum: its problems "
+        "(fusion: instances; order: an instance's kernels under one fusion) at a proven optimum, of those compared")

@@ -31,6 +31,8 @@ from .codegen.entry import compiled_call_plan, compiled_call_source, python_entr
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from .codegen.tuning import Tuning
 from .environment import caching_allocator_from_env, isa_from_env, threads_from_env
+from .explain import Stopwatch, block_names, kernel_lines, memory_lines, order_lines
+from .logs import configure_from_env, log
 from .errors import CallError, InvalidScheduleError, StaxError
 from .suggest import did_you_mean
 from .memory.allocator import NO_CACHING, allocator
@@ -43,9 +45,10 @@ from .lowering import CostModel, lower
 from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
 from .runtime import ISA_LEVELS, Isa, isa_level, load_module, native_isa, runs_here
 from .runtime import build as build_library
+from .scheduler.labels import node_labels
 from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from .scheduler.nodes import Scheduler
-from .scheduler.report import fusion_log
+from .scheduler.report import fusion_decisions, fusion_log
 from .schedules import KernelChoice, Schedule, ScheduleOptions
 from .strategy import (FusionResult, FusionStrategy, OrderResult, OrderStrategy, fusion_strategies, order_strategies,
                        ordered_blocks, run_fusion, run_order)
@@ -185,7 +188,8 @@ class CompiledFunction:
 
     @property
     def fusion_log(self) -> str:
-        return fusion_log(self.fusion_problem, self.fusion)
+        """Algorithm 7.1's log, each op named by its kind and source line (``exp@model.py:12``)."""
+        return fusion_log(self.fusion_problem, self.fusion, labels=self.schedule.labels if self.schedule else None)
 
     @property
     def modeled_traffic(self) -> int:
@@ -221,9 +225,10 @@ def allocated_order_problem(problem: FusionProblem, blocks: Partition, names: li
 
 def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Partition, order: tuple[str, ...],
                      names: list[str], isa: Isa, threads: int, tuning: Tuning, counting: bool = False,
-                     dependence: str = "parallel") -> list[Kernel]:
+                     dependence: str = "parallel", labels: dict[str, str] | None = None) -> list[Kernel]:
     """C++ kernels (or extern calls) for the blocks, in execution order; under the ``sequential``
-    rule a block reading its own buffers at earlier points keeps its loops sequential."""
+    rule a block reading its own buffers at earlier points keeps its loops sequential.  ``labels``
+    (``stax.scheduler.labels``) name each node's op in the kernels' comments."""
     block_of_name = dict(zip(names, blocks))
     users = {b.name: set(b.users) for b in problem.buffers}
     outputs = {b.name for b in problem.buffers if b.is_output}
@@ -239,7 +244,8 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
         internal = {m.buffer_name for m in members
                     if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}
         kernels.append(BlockKernel(name, [(m.name, m.buffer) for m in members], internal, storage,
-                                   isa.width, threads, counting, dependence == "sequential", tuning=tuning).generate())
+                                   isa.width, threads, counting, dependence == "sequential", tuning=tuning,
+                                   labels=labels).generate())
     return kernels
 
 
@@ -271,39 +277,60 @@ def schedule_graph(graph: Graph, options: Options | None = None, parameters: tup
     """Every pass after tracing, up to gcc (see the module docstring); ``None``: the default options.
     ``parameters``: the name of each input in the traced function, by which a call may pass it
     (default: the graph's input names)."""
+    configure_from_env()
     options = options or Options()
     parameters = tuple(parameters) or tuple(graph.inputs)
     if len(parameters) != len(graph.inputs) or len(set(parameters)) != len(parameters):
         raise StaxError(f"parameters {parameters} must name each of the graph's {len(graph.inputs)} inputs once")
     isa, threads = options.isa, options.threads
+    clock = Stopwatch()
     program, scheduler, problem = _fusion_stage(graph, options)
+    labels = node_labels(graph, scheduler)
+    clock.lap("lower")
     fusion = run_fusion(options.fusion, problem, **options.fusion_params)
     fusion = replace(fusion, partition=ordered_blocks(problem, fusion.partition))
-    order_problem = allocated_order_problem(problem, fusion.partition, kernel_names(fusion.partition),
-                                            aliased_buffers(scheduler))
+    clock.lap("fusion")
+    log("fusion", lambda: fusion_decisions(problem, fusion, labels))
+    names = kernel_names(fusion.partition)
+    ops = block_names(fusion.partition, names, labels)
+    order_problem = allocated_order_problem(problem, fusion.partition, names, aliased_buffers(scheduler))
     order = run_order(options.order, order_problem, **options.order_params)
-    block_kernels = generate_kernels(scheduler, problem, fusion.partition, order.order,
-                                     kernel_names(fusion.partition), isa, threads, options.tuning,
-                                     dependence=options.dependence)
+    clock.lap("order")
+    log("order", lambda: order_lines(order_problem, order, ops))
+    block_kernels = generate_kernels(scheduler, problem, fusion.partition, order.order, names, isa, threads,
+                                     options.tuning, dependence=options.dependence, labels=labels)
+    clock.lap("codegen")
+    log("kernels", lambda: kernel_lines(block_kernels, ops, isa.width))
     meta = buffer_meta(program, order_problem)
     memory = plan_memory_for(block_kernels, order_problem, order.order, meta, options)
     spans = group_steps(block_kernels, memory, order_problem) if options.group_kernels else \
         [(t, t) for t in range(len(block_kernels))]
     memory = replace(memory, live=grouped_live(memory, order_problem, spans))
+    clock.lap("memory")
+    log("memory", lambda: memory_lines(memory))
+    log("schedule", lambda: [f"{strategy_name(options.fusion)} fusion, {strategy_name(options.order)} order: "
+                             f"{len(problem.nodes)} nodes -> {len(block_kernels)} kernels in {len(spans)} calls, "
+                             f"planned peak {memory.peak} bytes"])
+    log("timing", lambda: [clock.line("schedule")])
     resolved = ScheduleOptions(strategy_name(options.fusion), strategy_name(options.order), options.rule,
                                options.dependence, options.cost_model, isa.name, threads, options.reuse,
                                options.inplace, options.group_kernels, options.memory_plan,
                                dict(options.fusion_params), dict(options.order_params), options.caching_allocator)
     return Schedule(graph, parameters, resolved, problem, fusion, order_problem, order, memory, tuple(spans),
                     kernel_choices(block_kernels, isa), options.tuning, _stax_version(),
-                    Products(program, scheduler, block_kernels))
+                    Products(program, scheduler, block_kernels), labels)
 
 
 def schedule(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "best", **kwargs: Any) -> Schedule:
     """Trace ``fn`` on ``specs`` and run every pass up to, not including, gcc (no compiler needed);
     the options are ``compile``'s."""
+    configure_from_env()
     options = Options.from_keywords(fusion=fusion, order=order, **kwargs)
-    return schedule_graph(trace(fn, *specs), options, parameter_names(fn, len(specs)))
+    clock = Stopwatch()
+    graph = trace(fn, *specs)
+    clock.lap("trace")
+    log("timing", lambda: [clock.line(getattr(fn, "__name__", "function"))])
+    return schedule_graph(graph, options, parameter_names(fn, len(specs)))
 
 
 @dataclass
@@ -333,7 +360,7 @@ def products_of(sched: Schedule) -> Products:
         raise InvalidScheduleError(f"the schedule's OrderProblem is not the one its partition gives here{stale}")
     isa = ISA_LEVELS[opts.isa]
     block_kernels = generate_kernels(scheduler, problem, blocks, sched.order.order, kernel_names(blocks), isa,
-                                     opts.threads, sched.tuning, dependence=opts.dependence)
+                                     opts.threads, sched.tuning, dependence=opts.dependence, labels=sched.labels)
     for made, saved in zip(kernel_choices(block_kernels, isa), sched.kernels):
         if made != saved:
             raise InvalidScheduleError(f"kernel {saved.name}: the schedule chose {saved}, this stax generates {made}"
@@ -348,6 +375,8 @@ def products_of(sched: Schedule) -> Products:
 
 def build(sched: Schedule) -> CompiledFunction:
     """``stax.build``: the kernels' translation unit, built by gcc, and the wrapper that calls them."""
+    configure_from_env()
+    clock = Stopwatch()
     made = products_of(sched)
     program, block_kernels, memory, spans = made.program, made.block_kernels, sched.memory, list(sched.spans)
     kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
@@ -359,9 +388,13 @@ def build(sched: Schedule) -> CompiledFunction:
     source = translation_unit(kernels, graph_call=None if call_plan is None else
                               compiled_call_source(plan, memory, call_plan))
     isa = ISA_LEVELS[sched.options.isa]
+    clock.lap("codegen")
     library_path = build_library(source, isa)
+    clock.lap("gcc (or the cache)")
     wrapper_src, call, tracker = build_wrapper(plan, memory, load_module(library_path), call_plan,
                                                allocator if sched.options.caching_allocator else NO_CACHING)
+    clock.lap("wrapper")
+    log("timing", lambda: [clock.line("build")])
     if not runs_here(isa):
         call = _refusing_call(isa)
     return CompiledFunction(sched.graph, program, made.scheduler, sched.fusion_problem, sched.fusion,

@@ -19,9 +19,11 @@ Design (the way torch.fx / TorchInductor's front end does it, simplified):
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import math
+import sys
 import sysconfig
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -92,6 +94,40 @@ def _spec_of(spec: Any, index: int) -> TensorSpec:
                            f"{hint}")
 
 
+#: packages whose frames are not the user's: stax itself, and torch calling stax's backend
+_INTERNAL_PACKAGES = ("stax", "torch")
+#: stax modules written as a user writes programs (the spec's worked examples)
+_USER_MODULES = ("stax.examples",)
+
+
+#: where code that is not the user's lives besides those packages: the standard library, installed packages
+_LIBRARIES = tuple({Path(path).resolve() for key, path in sysconfig.get_paths().items()
+                    if key in ("stdlib", "purelib", "platlib")})
+
+
+@functools.lru_cache(maxsize=None)
+def _in_a_library(filename: str) -> bool:
+    return any(library in Path(filename).resolve().parents for library in _LIBRARIES)
+
+
+def _users(frame: Any) -> bool:
+    """Whether a frame runs the user's code: neither stax's nor torch's (the spec's worked
+    examples excepted), nor the standard library's or an installed package's."""
+    module = frame.f_globals.get("__name__", "")
+    if module.partition(".")[0] in _INTERNAL_PACKAGES:
+        return module in _USER_MODULES
+    return not _in_a_library(frame.f_code.co_filename)
+
+
+def user_location() -> tuple[str, int]:
+    """The (file, line) of the innermost frame of the user's code: the line that made the op
+    being traced; ("", 0) when there is none."""
+    frame = sys._getframe(1)
+    while frame is not None and not _users(frame):
+        frame = frame.f_back
+    return ("", 0) if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+
+
 class _Tracer:
     """Owns the graph being recorded and the hash-consing table."""
 
@@ -99,6 +135,7 @@ class _Tracer:
         self.graph = Graph()
         self.cse: dict[tuple, str] = {}
         self.done = False
+        self.in_fn = False  # the traced function is running: its ops have a line of the user's
 
     def emit(self, op: str, inputs: Sequence[Tensor], shape: Sequence[int], dtype: str, /, **attrs: Any) -> Tensor:
         if self.done:
@@ -111,6 +148,8 @@ class _Tracer:
         if name is None:
             name = f"arg{attrs['index']}" if op == "input" else f"n{len(self.graph.nodes)}"
             self.graph.nodes[name] = Node(name, op, names, tuple(shape), dtype, items)
+            if self.in_fn:
+                self.graph.sources[name] = user_location()
             self.cse[key] = name
         return Tensor(self, name)
 
@@ -1161,6 +1200,7 @@ def _finalize(graph: Graph, outputs: list[str], mutations: dict[str, str]) -> Gr
     result.outputs = [rename[o] for o in outputs]
     result.mutations = {inp: rename[val] for inp, val in mutations.items()}
     result.conv_plans = {rename[name]: plan for name, plan in graph.conv_plans.items() if name in live}
+    result.sources = {rename[name]: where for name, where in graph.sources.items() if name in live}
     return result
 
 
@@ -1194,7 +1234,10 @@ def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
         tracer.graph.inputs.append(proxy._name)
         args.append(Tensor(tracer, proxy._name, input_name=proxy._name))
     try:
-        outputs = _outputs(fn(*args), tracer)
+        tracer.in_fn = True
+        result = fn(*args)
+        tracer.in_fn = False  # the outputs' copies and casts are stax's, at no line of the user's
+        outputs = _outputs(result, tracer)
     except StaxError as exc:
         exc.args = (_at_user_line(str(exc), exc.__traceback__),)
         raise
@@ -1210,9 +1253,6 @@ def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
 
 #: numpy's keyword arguments that torch's tensor methods spell otherwise
 NUMPY_KEYWORDS = {"axis": "dim", "keepdims": "keepdim", "a_min": "min", "a_max": "max"}
-#: where code that is not the user's lives: stax itself, the standard library, installed packages
-_NOT_USERS = (Path(__file__).resolve().parent,
-              *{Path(path).resolve() for key, path in sysconfig.get_paths().items() if key in ("stdlib", "purelib", "platlib")})
 
 
 def _numpy_keyword(message: str) -> str:
@@ -1226,13 +1266,11 @@ def _numpy_keyword(message: str) -> str:
 
 def _at_user_line(message: str, tb: Any) -> str:
     """``message`` ending with the file and line of the traced function that caused it: the
-    innermost frame of ``tb`` in the user's code, outside stax and installed packages (none:
-    ``message`` as it is)."""
+    innermost frame of ``tb`` in the user's code (none: ``message`` as it is)."""
     where = None
     while tb is not None:
-        path = Path(tb.tb_frame.f_code.co_filename)
-        if not any(library in path.resolve().parents for library in _NOT_USERS):
-            where = f"{path.name}:{tb.tb_lineno}"
+        if _users(tb.tb_frame):
+            where = f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
         tb = tb.tb_next
     if where is None or message.endswith(f"(at {where})"):
         return message

@@ -118,6 +118,9 @@ class Graph:
     mutations: dict[str, str] = field(default_factory=dict)
     #: each convolution's result node -> its ``stax.conv_gemm.ConvPlan`` (the form it was traced in)
     conv_plans: dict[str, Any] = field(default_factory=dict)
+    #: each traced node -> the user's (file, line) that made it (``stax.frontend.user_location``);
+    #: where the code is written, not what it computes, so graphs compare without it
+    sources: dict[str, tuple[str, int]] = field(default_factory=dict, compare=False)
 
     def users(self) -> dict[str, list[str]]:
         """Map from node name to the names of the nodes that read it, in program order."""

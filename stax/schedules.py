@@ -27,6 +27,7 @@ from .fields import MAX_COUNT, Fields, is_identifier, shortened, sub_fields
 from .problems import FusionProblem, OrderProblem, read_json
 from .runtime import ISA_LEVELS
 from .scheduler.events import event_from_dict, event_to_dict
+from .scheduler.labels import check_labels
 from .scheduler.legality import DEPENDENCE_RULES, FUSION_RULES
 from .strategy import STATUSES, FusionResult, OrderResult
 
@@ -34,7 +35,7 @@ SCHEDULE_FORMAT = "stax.schedule"
 SCHEDULE_VERSION = 1
 STORAGE_KINDS = ("alloc", "reuse", "inplace", "pool")
 SCHEDULE_KEYS = ("format", "version", "stax_version", "graph", "parameters", "options", "fusion_problem", "fusion",
-                 "order_problem", "order", "memory", "spans", "kernels", "tuning")
+                 "order_problem", "order", "memory", "spans", "kernels", "tuning", "labels")
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,9 @@ class Schedule:
     #: what the passes computed on the way (program, scheduler, block kernels), so building a
     #: schedule just made does not lower and generate again; not saved
     products: Any = field(default=None, compare=False, repr=False)
+    #: each node's op in the user's words (``exp@model.py:12``, ``stax.scheduler.labels``), for the
+    #: fusion log and kernel comments; where the code was written, not a decision, so not compared
+    labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def partition(self) -> tuple[tuple[str, ...], ...]:
@@ -105,6 +109,7 @@ class Schedule:
             "spans": [list(s) for s in self.spans],
             "kernels": [asdict(k) for k in self.kernels],
             "tuning": self.tuning.values(),
+            "labels": dict(self.labels),
         }
 
     def save(self, path: str | Path) -> None:
@@ -149,9 +154,11 @@ class Schedule:
         if [k.name for k in kernels] != list(order.order):
             r.fail("kernels", f"one choice per kernel, in the order {list(order.order)}", [k.name for k in kernels])
         tuning = r.read("tuning", Tuning.from_values)
+        labels = dict(r.get("labels", dict, "a JSON object of node -> label", default={}))
+        r.check("labels", lambda: check_labels(labels, fusion_problem.nodes))
         sched = cls(graph, parameters, options, fusion_problem, fusion, order_problem, order, memory,
                     tuple(tuple(span) for span in spans), kernels, tuning,
-                    r.get("stax_version", str, "a string", default=""))
+                    r.get("stax_version", str, "a string", default=""), labels=labels)
         return replace(sched, products=r.check("graph", lambda: _products(sched, source)))
 
 

@@ -42,6 +42,8 @@ def test_the_compare_command_prints_the_changed_cells_and_a_summary(tmp_path):
     lines = out.output.splitlines()
     assert lines[-1].startswith("3 timed cells in both (1 only in A, 1 only in B); 1 significantly different; 33%")
     assert any(line.startswith("+") and "softmax/64 none" in line for line in lines)
+    assert lines[0].startswith("+ B significantly slower, - B significantly faster (ratio of medians B / A beyond "
+                               "1.1x and their intervals disjoint); ~ beyond 1.1x but the intervals overlap")
     assert not any("softmax/64 greedy" in line for line in lines)  # unchanged: listed with --all only
     everything = CliRunner().invoke(main, ["compare", "--all", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")])
     assert any("softmax/64 greedy" in line for line in everything.output.splitlines())

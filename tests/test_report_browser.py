@@ -1,12 +1,14 @@
 """report.html rendered in headless Chromium (Debian's chromium and chromium-driver, driven over
 the WebDriver protocol with urllib): every image loads, the console has no error, the screenshot
-is not blank; and the page reads like a paper's figures (title, headline, a caption per figure)."""
+is not blank; and the page reads like a paper's figures (title, a headline leading with the
+heuristics' gaps, a caption per figure); the profiles' and gap panels' helpers on small cases."""
 from __future__ import annotations
 
 import base64
 import html
 import io
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -15,11 +17,12 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib import image
 
 from experiments.config import load_config
-from experiments.plots import CAPTIONS, colour
+from experiments.plots import CAPTIONS, clip_limit, coinciding, colour
 from experiments.report import write_report
 from experiments.sweep import run_sweep
 
@@ -131,7 +134,8 @@ def test_report_renders_in_chromium(report, browser, tmp_path):
     assert shot.shape[1] >= 1000
     assert shot[..., :3].std() > 0.05, "the first screen is blank"  # text and a table, not one colour
     first_screen = browser.run("return document.body.innerText.slice(0, 400)")
-    assert first_screen.startswith("browser-check\n") and "is at the optimum in" in first_screen
+    assert first_screen.startswith("browser-check\n\nFusion, traffic above the best known in geometric mean, over 3 "
+                                   "instances: greedy +")  # the finding first: the heuristic's gap
 
 
 def test_every_figure_has_a_caption_and_strategies_keep_their_colour(report):
@@ -144,3 +148,21 @@ def test_every_figure_has_a_caption_and_strategies_keep_their_colour(report):
                                          "bfs", "dfs", "dp")]
     assert len(set(colours)) == len(colours)
     assert f"background:{colour('greedy')}" in page
+
+
+def test_the_headline_leads_with_the_heuristics_and_names_where_they_differ(report):
+    text = html.unescape(re.sub(r"<[^>]+>", "", report.read_text()))
+    fusion = text[text.index("Fusion, "):text.index("Order, ")]
+    greedy, baseline = fusion.index("greedy +"), fusion.index("none, the baseline, +")
+    assert greedy < baseline and "greedy is furthest from the best known on " in fusion
+    assert "problems at optimum" in text and "A cell is one run of the sweep" in text
+
+
+def test_equal_profiles_are_named_and_a_far_baseline_is_clipped():
+    curves = {"best": np.array([1.0, 1.2]), "cpsat": np.array([1.0, 1.0]), "lpmf": np.array([1.0, 1.2])}
+    assert coinciding(curves) == {"lpmf": "best"}
+    gaps = pd.DataFrame({"fusion": ["greedy", "greedy", "none", "none"], "gap": [0.0, 20.0, 30.0, 600.0]})
+    assert clip_limit(gaps, "fusion", "none") == 25.0  # 1.25 x the others' worst
+    assert clip_limit(gaps.iloc[:3], "fusion", None) is None  # nothing to clip
+    near = gaps.assign(gap=[0.0, 1.0, 2.0, 4.0])
+    assert clip_limit(near, "fusion", "none") is None  # within the 5% floor: drawn whole

@@ -24,9 +24,12 @@ def test_example_7_1_nodes_fusion_and_kernel():
                  "op1.met_dependencies = [MemoryDep('arg0', c0, {c0: 8192})]",
                  "op1.group.iteration = ((64, 128), ())"]:
         assert line in described
-    log = f.fusion_log.splitlines()
+    log = fusion_log(f.fusion_problem, f.fusion).splitlines()  # in the seed's words: op names
     assert "round 1: found 1 possible fusions" in log
     assert "fusing op0 with op1 (vertical, shared data 33024 bytes)" in log
+    line = 13  # stax.examples.example_7_1's return line, which makes both ops
+    assert f"fusing sum@examples.py:{line} with div@examples.py:{line} (vertical, shared data 33024 bytes)" \
+        in f.fusion_log.splitlines()  # in the user's: each op's kind and source line
     assert "round 2: found 0 possible fusions" in log
     assert "op0_op1: OuterLoopFusedSchedulerNode(SchedulerNode,SchedulerNode)" in log
     (kernel,) = f.kernels

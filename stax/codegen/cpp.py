@@ -100,8 +100,9 @@ class BlockKernel:
 
     def __init__(self, name: str, members: list[tuple[str, ComputedBuffer]], internal: set[str],
                  storage: dict[str, str], width: int, threads: int, counting: bool = False,
-                 sequential: bool = False, *, tuning: Tuning):
+                 sequential: bool = False, *, tuning: Tuning, labels: dict[str, str] | None = None):
         self.name, self.width, self.threads, self.tuning = name, width, threads, tuning
+        self.labels = labels or {}  # node -> its op in the user's words, safe in a comment (stax.scheduler.labels)
         self.split, self.scan, self.tiles = SplitReduction(self), BlockedScan(self), Tiles(self)
         self.chunked = ChunkedReduction(self)
         self.interleave = Interleaved(self)
@@ -331,9 +332,9 @@ class BlockKernel:
         return {"split-reduction": self.split, "chunked-reduction": self.chunked}.get(self.emit.form)
 
     def comment(self) -> list[str]:
-        lines = [f"// {comment_label(m.name)}: {source_name(m.buf.name)} = {m.buf.kind} "
-                 f"{(m.buf.ranges, m.buf.reduction_ranges)}{' (kept in the kernel)' if m.internal else ''}"
-                 for m in self.members]
+        lines = [f"// {comment_label(m.name)}{' ' + comment_label(self.labels[m.name]) if m.name in self.labels else ''}: "
+                 f"{source_name(m.buf.name)} = {m.buf.kind} {(m.buf.ranges, m.buf.reduction_ranges)}"
+                 f"{' (kept in the kernel)' if m.internal else ''}" for m in self.members]
         return lines + ([f"// sequential loops: {comment_text(self.sequential_reason)}"] if self.sequential_reason else [])
 
     def accesses(self) -> tuple[dict[str, set[tuple[str, str]]], dict[str, str]]:

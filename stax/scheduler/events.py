@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
-from typing import Any, Union
+from typing import Any, Mapping, Union
 
 from ..problems import FusionProblem
 
@@ -35,8 +35,15 @@ class FusionKind(Enum):
     HORIZONTAL = "horizontal"  # only shared inputs
 
 
-def group_name(group: Group) -> str:
-    return "_".join(group)
+Labels = Mapping[str, str]  # node -> its label in the user's words (``stax.scheduler.labels``)
+
+
+def group_name(group: Group, labels: Labels | None = None) -> str:
+    """A group's name: its nodes joined by ``_`` (``op0_op1``), or with ``labels`` their labels
+    joined by ``+`` (``amax@model.py:5+exp@model.py:5``)."""
+    if not labels:
+        return "_".join(group)
+    return "+".join(labels.get(n, n) for n in group)
 
 
 @dataclass(frozen=True)
@@ -44,8 +51,11 @@ class Round:
     number: int
     candidates: int
 
-    def text(self) -> str:
+    def text(self, labels: Labels | None = None) -> str:
         return f"round {self.number}: found {self.candidates} possible fusions"
+
+    def decision(self, labels: Labels | None = None) -> str:
+        return self.text()
 
 
 @dataclass(frozen=True)
@@ -55,9 +65,15 @@ class Fused:
     score: Score  # seed 7.3's (tau, sigma, omega, -delta)
     kind: FusionKind
 
-    def text(self) -> str:
-        return f"fusing {group_name(self.a)} with {group_name(self.b)} ({self.kind.value}, " \
+    def text(self, labels: Labels | None = None) -> str:
+        return f"fusing {group_name(self.a, labels)} with {group_name(self.b, labels)} ({self.kind.value}, " \
                f"shared data {self.score[1]} bytes)"
+
+    def decision(self, labels: Labels | None = None) -> str:
+        """The merge with its whole score (seed 7.3), for ``STAX_LOGS=fusion``."""
+        tau, sigma, omega, delta = self.score
+        return (f"fused {group_name(self.a, labels)} with {group_name(self.b, labels)}: {self.kind.value}, score "
+                f"(same type {tau}, shared {sigma} B in {omega} buffer{'s' * (omega != 1)}, distance {-delta})")
 
 
 @dataclass(frozen=True)
@@ -72,8 +88,11 @@ class NotFused:
             return self.reason.value
         return f"{self.reason.value}{': ' if self.reason is WhyNoFuse.FORBIDDEN else ' '}{self.detail}"
 
-    def text(self) -> str:
-        return f"cannot fuse {group_name(self.a)} with {group_name(self.b)}: {self.why()}"
+    def text(self, labels: Labels | None = None) -> str:
+        return f"cannot fuse {group_name(self.a, labels)} with {group_name(self.b, labels)}: {self.why()}"
+
+    def decision(self, labels: Labels | None = None) -> str:
+        return f"not fused {group_name(self.a, labels)} with {group_name(self.b, labels)}: {self.why()}"
 
 
 Event = Union[Round, Fused, NotFused]

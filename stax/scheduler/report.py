@@ -10,7 +10,7 @@ from collections import Counter
 
 from ..problems import FusionProblem
 from ..strategy import FusionResult
-from .events import Fused, NotFused, group_name
+from .events import Fused, Labels, NotFused, group_name
 
 
 def node_class(problem: FusionProblem, block: tuple[str, ...]) -> str:
@@ -35,19 +35,35 @@ def why_unfused(result: FusionResult) -> str | None:
             + "; ".join(f"{reason} ({count} pair{'s' if count > 1 else ''})" for reason, count in reasons.most_common()))
 
 
-def fusion_log(problem: FusionProblem, result: FusionResult, verbose: bool = False) -> str:
+def _heading(problem: FusionProblem, result: FusionResult) -> str:
+    return (f"strategy {result.info.strategy or '?'}: {result.status}, "
+            f"{len(problem.nodes)} nodes -> {len(result.partition)} kernels, modeled traffic {result.cost} bytes")
+
+
+def _block_line(problem: FusionProblem, block: tuple[str, ...], labels: Labels | None) -> str:
+    named = f" ({group_name(block, labels)})" if labels else ""
+    return f"{group_name(block)}{named}" + (f": {node_class(problem, block)}" if len(block) > 1 else "")
+
+
+def fusion_log(problem: FusionProblem, result: FusionResult, verbose: bool = False,
+               labels: Labels | None = None) -> str:
     """The strategy's rounds and merges (with each merge's kind), the fused nodes; with ``verbose``
-    every rejected candidate and its reason."""
+    every rejected candidate and its reason; with ``labels`` each node in the user's words."""
     events = result.info.events
-    lines = [f"strategy {result.info.strategy or '?'}: {result.status}, "
-             f"{len(problem.nodes)} nodes -> {len(result.partition)} kernels, modeled traffic {result.cost} bytes"]
-    lines += [e.text() for e in events if not isinstance(e, NotFused)]
+    lines = [_heading(problem, result)]
+    lines += [e.text(labels) for e in events if not isinstance(e, NotFused)]
     unfused = why_unfused(result)
     if unfused:
         lines.append(unfused)
-    for block in result.partition:
-        if len(block) > 1:
-            lines.append(f"{group_name(block)}: {node_class(problem, block)}")
+    lines += [_block_line(problem, block, labels) for block in result.partition if len(block) > 1]
     if verbose:
-        lines += [e.text() for e in events if isinstance(e, NotFused)]
+        lines += [e.text(labels) for e in events if isinstance(e, NotFused)]
     return "\n".join(lines)
+
+
+def fusion_decisions(problem: FusionProblem, result: FusionResult, labels: Labels | None = None) -> list[str]:
+    """``STAX_LOGS=fusion``: every decision in the order it was taken (each merge with its score,
+    each pair kept apart with its reason), then the kernels; a strategy that records no
+    decisions (an exact solver) shows its partition."""
+    lines = [_heading(problem, result), *(e.decision(labels) for e in result.info.events)]
+    return lines + [f"kernel {k}: {_block_line(problem, block, labels)}" for k, block in enumerate(result.partition)]

@@ -73,8 +73,8 @@ class CompiledGraph:
     @property
     def op(self) -> str:
         """The ATen op the fallback names (``aten.cumprod.default``), else the reason's first words."""
-        found = re.search(r"\b(?:aten|prims|torch\.ops\.\w+)\.[\w.]+", self.fallback)
-        return found.group(0) if found else self.fallback.split(":")[0]
+        found = re.search(r"\bop ([\w.]+)", self.fallback)
+        return found.group(1) if found else re.split(r"[;:]", self.fallback)[0]
 
     def recompile(self, **options: Any) -> CompiledFunction:
         """Compile the graph again with other options (``fusion="none"``, ``order="dp"``, ...);
@@ -185,7 +185,7 @@ def _through_aot(gm: Any, inputs: Sequence[Any], options: Options, region: int) 
         return lambda graph, example: _compile_aten(graph, example, kind, region, options)
     aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                        inference_compiler=compiler("inference"), partition_fn=min_cut_rematerialization_partition,
-                       decompositions=_decompositions())
+                       decompositions=_backend_decompositions())
     try:
         # the modes capture traces under: attention's math form, nn.LSTM's decomposition, F.one_hot's rewrite
         with sdpa_kernel(SDPBackend.MATH), _without_onednn(torch), rewrites(torch):
@@ -194,6 +194,15 @@ def _through_aot(gm: Any, inputs: Sequence[Any], options: Options, region: int) 
         record = _record(region, "region", inputs, gm)
         _fall_back(record, error)
         return gm.forward
+
+
+def _backend_decompositions() -> dict[Any, Callable[..., Any]]:
+    """The front end's decompositions, and dropout's: AOTAutograd meets ``native_dropout``, which
+    torch decomposes into ``rand_like`` (a random op stax translates) and a mask."""
+    torch = require_torch()
+    from torch._decomp import decomposition_table
+    dropout = torch.ops.aten.native_dropout.default
+    return {**_decompositions(), dropout: decomposition_table[dropout]}
 
 
 def _specializing(gm: Any, options: Options, region: int) -> Callable[..., Any]:
@@ -301,7 +310,7 @@ class _StaxCall:
             results = self.record.compiled(*[_to_numpy(tensors[i]) for i in self.tensor_inputs], *self.constants,
                                            *self._seed())
             return self._outputs(tensors, iter(results if isinstance(results, tuple) else (results,)))
-        except StaxError as error:  # e.g. an integer division by zero: torch's own call says what it says
+        except Exception as error:  # e.g. an integer division by zero: torch's own call says what it says
             if not self.record.eager_calls:
                 _warn(f"a call of {self.record.kind} graph {self.record.number} runs eagerly: {_one_line(error)}")
             self.record.eager_calls += 1
@@ -366,5 +375,6 @@ def _as_traced(array: np.ndarray, meta: Any) -> Any:
 
 
 def _dense(meta: Any) -> bool:
-    from torch._prims_common import is_non_overlapping_and_dense
-    return is_non_overlapping_and_dense(meta)
+    """Whether the traced layout's elements tile its storage (strides a new tensor can take)."""
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+    return is_non_overlapping_and_dense_or_false(meta)

@@ -29,7 +29,7 @@ import re
 import sys
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -113,8 +113,11 @@ def compiled_graphs() -> list[CompiledGraph]:
 
 
 def reset() -> None:
-    """Forget the graphs recorded so far (the compiled code dynamo holds keeps running)."""
+    """Forget the graphs recorded so far and number regions from 0 again (the compiled code
+    dynamo holds keeps running: ``torch._dynamo.reset()`` drops it)."""
+    global _REGIONS
     _GRAPHS.clear()
+    _REGIONS = itertools.count()
 
 
 def summary() -> str:
@@ -282,7 +285,8 @@ class _StaxCall:
                 raise UnsupportedError(f"input {node.name} of the graph is a {type(node.meta.get('val')).__name__} "
                                        "that its ops read; stax compiles graphs of tensors")
         outputs = _output_node(gm).args[0]
-        self.template = [self._slot(v, placeholders) for v in (outputs if isinstance(outputs, (tuple, list)) else [outputs])]
+        outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+        self.template = [self._slot(v, placeholders) for v in outputs]
         computed = [v for v in outputs if _is_node(v) and v.op != "placeholder"]
         tensor_gm = _tensor_graph(gm, computed, numbers)
         specs = [_spec(example_inputs[i], i) for i in self.tensor_inputs]

@@ -259,9 +259,11 @@ def _compile_aten(gm: Any, example_inputs: Sequence[Any], kind: str, region: int
     (run eagerly) when stax cannot translate or compile it.  Both take their inputs boxed (a
     list that the call empties, so that inputs can be freed as soon as they are read)."""
     from functorch.compile import make_boxed_func
+    from torch.utils._python_dispatch import _disable_current_modes
     record = _record(region, kind, example_inputs, gm)
     try:
-        return _StaxCall(record, gm, example_inputs, options)
+        with _disable_current_modes():  # AOTAutograd's fake mode: the translation folds constants with real tensors
+            return _StaxCall(record, gm, example_inputs, options)
     except Exception as error:  # never raise out of torch.compile: run the graph eagerly instead
         _fall_back(record, error)
         return make_boxed_func(gm.forward)

@@ -194,9 +194,17 @@ def _through_aot(gm: Any, inputs: Sequence[Any], options: Options, region: int) 
         with sdpa_kernel(SDPBackend.MATH), _without_onednn(torch), rewrites(torch):
             return aot(gm, list(inputs))
     except Exception as error:  # never raise out of torch.compile: run the region eagerly instead
+        if _is_dynamo_signal(error):
+            raise
         record = _record(region, "region", inputs, gm)
         _fall_back(record, error)
         return gm.forward
+
+
+def _is_dynamo_signal(error: Exception) -> bool:
+    """Whether ``error`` is dynamo asking to analyse the frame again or to skip it: not a failure."""
+    from torch._dynamo.exc import RestartAnalysis, SkipFrame
+    return isinstance(error, (RestartAnalysis, SkipFrame))
 
 
 def _backend_decompositions() -> dict[Any, Callable[..., Any]]:
@@ -299,7 +307,7 @@ class _StaxCall:
 
     @staticmethod
     def _slot(value: Any, placeholders: list[Any]) -> tuple[str, Any]:
-        """Where an output comes from: ("input", its position), ("stax", torch's traced value) or ("value", it)."""
+        """Where an output comes from: ("input", its position), ("stax", its traced layout) or ("value", it)."""
         torch = require_torch()
         if not _is_node(value):
             return "value", value
@@ -307,7 +315,7 @@ class _StaxCall:
             return "input", placeholders.index(value)
         if not isinstance(value.meta.get("val"), torch.Tensor):
             raise UnsupportedError(f"output {value.name} of the graph is not a tensor; stax computes tensors")
-        return "stax", value.meta["val"]
+        return "stax", _Layout.of(value.meta["val"])
 
     def __call__(self, args: list[Any]) -> list[Any]:
         tensors = list(args)
@@ -368,19 +376,30 @@ def _tensor_graph(gm: Any, outputs: list[Any], dropped: list[Any]) -> Any:
     return torch.fx.GraphModule(gm, graph)
 
 
-def _as_traced(array: np.ndarray, meta: Any) -> Any:
-    """``array`` as a torch tensor of the shape, dtype and strides torch traced (``meta``)."""
+@dataclass(frozen=True)
+class _Layout:
+    """An output's shape, dtype and strides as torch traced them; ``restride``: whether stax's
+    contiguous result must be copied into those strides (a transposed result, say)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+    stride: tuple[int, ...]
+    restride: bool
+
+    @classmethod
+    def of(cls, meta: Any) -> _Layout:
+        from torch._prims_common import is_non_overlapping_and_dense_or_false
+        restride = not meta.is_contiguous() and is_non_overlapping_and_dense_or_false(meta)
+        return cls(tuple(meta.shape), meta.dtype, tuple(meta.stride()), restride)
+
+
+def _as_traced(array: np.ndarray, layout: _Layout) -> Any:
+    """``array`` as a torch tensor of the traced layout."""
     torch = require_torch()
     tensor = torch.from_numpy(np.asarray(array))
-    if tuple(tensor.shape) != tuple(meta.shape) or tensor.dtype != meta.dtype:
+    if tensor.shape != layout.shape or tensor.dtype != layout.dtype:
         raise StaxError(f"stax gave a {tensor.dtype} tensor of shape {tuple(tensor.shape)} where torch traced "
-                        f"{meta.dtype} {tuple(meta.shape)} (a bug in stax's translation)")
-    if tensor.stride() == meta.stride() or not _dense(meta):
+                        f"{layout.dtype} {layout.shape} (a bug in stax's translation)")
+    if not layout.restride:
         return tensor
-    return torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype).copy_(tensor)
-
-
-def _dense(meta: Any) -> bool:
-    """Whether the traced layout's elements tile its storage (strides a new tensor can take)."""
-    from torch._prims_common import is_non_overlapping_and_dense_or_false
-    return is_non_overlapping_and_dense_or_false(meta)
+    return torch.empty_strided(layout.shape, layout.stride, dtype=layout.dtype).copy_(tensor)

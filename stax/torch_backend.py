@@ -79,7 +79,8 @@ class CompiledGraph:
     def recompile(self, **options: Any) -> CompiledFunction:
         """Compile the graph again with other options (``fusion="none"``, ``order="dp"``, ...);
         its later calls run the new function."""
-        return self._use(compile_graph(self._graph(), _options(options), self.compiled.parameters))
+        options = Options.from_keywords(f"recompile of graph {self.number}", **options)
+        return self._use(compile_graph(self._graph(), options, self.compiled.parameters))
 
     def rebuild(self, schedule: Schedule) -> CompiledFunction:
         """``stax.build(schedule)`` (a saved one, or one made with other strategies) for this graph;
@@ -144,10 +145,7 @@ atexit.register(_report_at_exit)
 
 def _options(options: dict[str, Any] | None) -> Options:
     """``torch.compile``'s ``options`` as stax Options (a key that is not a field is named, with the closest)."""
-    try:
-        return Options.from_keywords(**(options or {}))
-    except StaxError as error:
-        raise StaxError(f"torch.compile(backend='stax', options=...): {error}") from None
+    return Options.from_keywords("torch.compile(backend='stax', options=...)", **(options or {}))
 
 
 def stax_backend(gm: Any, example_inputs: Sequence[Any], *, options: dict[str, Any] | None = None,

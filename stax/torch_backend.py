@@ -184,10 +184,10 @@ def _through_aot(gm: Any, inputs: Sequence[Any], options: Options, region: int) 
 
     def compiler(kind: str) -> Callable[..., Any]:
         return lambda graph, example: _compile_aten(graph, example, kind, region, options)
-    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                       inference_compiler=compiler("inference"), partition_fn=min_cut_rematerialization_partition,
-                       decompositions=_backend_decompositions())
     try:
+        aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                           inference_compiler=compiler("inference"), partition_fn=min_cut_rematerialization_partition,
+                           decompositions=_backend_decompositions())
         # the modes capture traces under: attention's math form, nn.LSTM's decomposition, F.one_hot's rewrite
         with sdpa_kernel(SDPBackend.MATH), _without_onednn(torch), rewrites(torch):
             return aot(gm, list(inputs))
@@ -206,12 +206,16 @@ def _is_dynamo_signal(error: Exception) -> bool:
 
 
 def _backend_decompositions() -> dict[Any, Callable[..., Any]]:
-    """The front end's decompositions, and dropout's: AOTAutograd meets ``native_dropout``, which
-    torch decomposes into ``rand_like`` (a random op stax translates) and a mask."""
+    """The front end's decompositions and two for what dynamo's graphs hold that a capture's do
+    not: ``native_dropout``, which torch decomposes into ``rand_like`` (a random op stax
+    translates) and a mask, and ``prims.fma``, dynamo's rewrite of ``add_``, ``addcmul_`` and
+    ``addcdiv_`` with a ``value`` (an optimizer's step), as ``a * b + c`` (its eager form)."""
     torch = require_torch()
     from torch._decomp import decomposition_table
+    from torch._inductor import inductor_prims
     dropout = torch.ops.aten.native_dropout.default
-    return {**_decompositions(), dropout: decomposition_table[dropout]}
+    return {**_decompositions(), dropout: decomposition_table[dropout],
+            inductor_prims.fma: lambda a, b, c: a * b + c}
 
 
 def _specializing(gm: Any, options: Options, region: int) -> Callable[..., Any]:

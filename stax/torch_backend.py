@@ -195,7 +195,7 @@ def _through_aot(gm: Any, inputs: Sequence[Any], options: Options, region: int) 
         if _is_dynamo_signal(error):
             raise
         record = _record(region, "region", inputs, gm)
-        _fall_back(record, error)
+        _fall_back(record, error, "AOTAutograd")
         return gm.forward
 
 
@@ -241,21 +241,25 @@ def _signature_of(value: Any) -> Any:
 
 
 def _record(region: int, kind: str, inputs: Sequence[Any], fx_graph: Any) -> CompiledGraph:
-    signature = tuple((tuple(s if isinstance(s, int) else str(s) for s in x.shape), str(x.dtype).removeprefix("torch."))
-                      if hasattr(x, "shape") else ((), type(x).__name__) for x in inputs)
+    signature = tuple((tuple(s if isinstance(s, int) else str(s) for s in x.shape),
+                       str(x.dtype).removeprefix("torch.")) if hasattr(x, "shape") else ((), type(x).__name__)
+                      for x in inputs)
     record = CompiledGraph(len(_GRAPHS), region, kind, signature, fx_graph)
     _GRAPHS.append(record)
     return record
 
 
-def _one_line(error: BaseException) -> str:
-    """The error's first line; one that is not a StaxError is a bug in stax, and says so."""
+def _one_line(error: BaseException, where: str = "stax") -> str:
+    """The error's first line; one that is not a StaxError names its class and where it was
+    raised (in stax: a bug, which it says)."""
     first = (str(error).strip().splitlines() or [""])[0]
-    return first if isinstance(error, StaxError) else f"{type(error).__name__} in stax (a bug): {first}"
+    if isinstance(error, StaxError):
+        return first
+    return f"{type(error).__name__} in {where}{' (a bug)' if where == 'stax' else ''}: {first}"
 
 
-def _fall_back(record: CompiledGraph, error: BaseException) -> None:
-    record.fallback = _one_line(error)
+def _fall_back(record: CompiledGraph, error: BaseException, where: str = "stax") -> None:
+    record.fallback = _one_line(error, where)
     _warn(f"{record.kind} graph {record.number} runs eagerly: {record.fallback}")
 
 

@@ -226,6 +226,38 @@ def test_an_op_stax_lacks_runs_eagerly_with_its_warning():
         torch_backend.summary()
 
 
+def test_a_call_stax_refuses_runs_eagerly_and_gives_torchs_error():
+    """An integer division by zero: stax's kernel refuses the call (KernelError), which then runs
+    eagerly, so the caller gets torch's own error; the next call is stax's again."""
+    def fn(x, y):
+        return (x // y) + 1
+    compiled, x = torch.compile(fn, backend="stax"), torch.tensor([4, 9, 7])
+    assert torch.equal(compiled(x, torch.tensor([2, 3, 5])), fn(x, torch.tensor([2, 3, 5])))
+    with pytest.warns(StaxFallbackWarning, match="a call of inference graph 0 runs eagerly: integer division by zero"):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            compiled(x, torch.tensor([2, 0, 5]))
+    assert torch.equal(compiled(x, torch.tensor([1, 3, 7])), fn(x, torch.tensor([1, 3, 7])))
+    (graph,) = graphs()
+    assert graph.eager_calls == 1 and not graph.fallback
+    assert "1 calls of compiled graphs ran eagerly after a stax error at run time" in torch_backend.summary()
+
+
+def test_a_region_aotautograd_fails_on_runs_eagerly(monkeypatch):
+    """Whatever fails before stax is handed a graph (here a fault put into the decompositions'
+    table) leaves dynamo's graph to run eagerly, with its warning, instead of raising."""
+    def broken():
+        raise RuntimeError("no decompositions today")
+    monkeypatch.setattr(torch_backend, "_backend_decompositions", broken)
+
+    def fn(x):
+        return x.sin() * 2
+    x = torch.randn(5)
+    with pytest.warns(StaxFallbackWarning, match="region graph 0 runs eagerly: RuntimeError in AOTAutograd: no "):
+        out = torch.compile(fn, backend="stax")(x)
+    assert torch.equal(out, fn(x))
+    assert [(g.kind, g.op) for g in graphs()] == [("region", "RuntimeError in AOTAutograd")]
+
+
 def test_options_reach_stax():
     def fn(x, y):
         return ((x * y).relu() + 1).sum(-1) * (x - y).exp().mean()

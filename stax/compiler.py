@@ -120,12 +120,13 @@ class Options:
             registry.check(spec, params)
 
     @classmethod
-    def from_keywords(cls, **kwargs: Any) -> Options:
-        """Options from keyword arguments, naming any that is not a field and the closest field."""
+    def from_keywords(cls, caller: str = "stax.compile", /, **kwargs: Any) -> Options:
+        """Options from keyword arguments, naming any that is not a field and the closest field
+        (``caller``: what the error says was given them)."""
         known = [f.name for f in fields(cls)]
         for name in kwargs:
             if name not in known:
-                raise StaxError(f"stax.compile has no option {name!r}; {did_you_mean(name, known)}"
+                raise StaxError(f"{caller} has no option {name!r}; {did_you_mean(name, known)}"
                                 f"the options are {', '.join(known)}")
         return cls(**kwargs)
 

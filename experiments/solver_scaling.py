@@ -35,7 +35,6 @@ from instances.dags import fusion_problem, layered_dag, order_problem, series_pa
 from instances.store import load, shipped
 from instances.training import training_fusion, training_order
 from solvers.fusion_bounds import compulsory_traffic
-from solvers.fusion_decompose import regional_fusion
 from solvers.order_decompose import live_set_lower_bound
 from solvers.order_dp import bounded_order
 from stax.errors import StaxError
@@ -142,8 +141,9 @@ ORDER_SOLVERS: dict[str, Callable[[OrderProblem, float, int], OrderResult]] = {
     "cpsat": lambda p, limit, workers: run_order("cpsat", p, time_limit=limit, workers=workers),
 }
 FUSION_SOLVERS: dict[str, Callable[[FusionProblem, float, int], FusionResult]] = {
-    "pieces + cpsat": lambda p, limit, workers: regional_fusion(p, time_limit=limit, workers=workers),
-    "cpsat": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers),
+    "cpsat (pieces)": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers),
+    "cpsat decompose=False": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers,
+                                                                  decompose=False),
 }
 
 
@@ -185,7 +185,7 @@ def fusion_rows(name: str, p: FusionProblem, limits: tuple[float, float], worker
             return (r.status, r.cost, max(r.bound or 0.0, compulsory)), r.seconds
         return solve
     head = {"graph": name, "problem": "fusion", "nodes": len(p.nodes)}
-    solvers = [s for s in FUSION_SOLVERS if s != "cpsat" or len(p.nodes) <= FUSION_NODES_MAX]
+    solvers = [s for s in FUSION_SOLVERS if s != "cpsat decompose=False" or len(p.nodes) <= FUSION_NODES_MAX]
     return solver_rows(head, {s: runner(s) for s in solvers}, run_fusion("greedy", p).cost, compulsory, limits)
 
 

@@ -62,17 +62,12 @@ def small_graphs(count: int):
 def test_statuses_are_honest_against_brute_force(limit):
     """At any limit: bound <= optimum <= value, and "optimal" only when value == bound == optimum."""
     for seed, g in small_graphs(24):
-        fusion = fusion_problem(g, seed, forbidden_fraction=0.15)
-        best = min_fusion_cost(fusion)[0]
-        for strategy, params in FUSION:
-            r = run_fusion(strategy, fusion, time_limit=limit, **params)
-            assert (r.bound or 0) <= best <= r.cost, (fusion.name, strategy, params)
-            assert r.status != "optimal" or r.cost == best, (fusion.name, strategy, params)
-            assert_honest(r.status, r.cost, r.bound)
-        order = order_problem(g, seed)
-        least = min_peak(order)[0]
-        for strategy, params in ORDER:
-            r = run_order(strategy, order, time_limit=limit, **params)
-            assert (r.bound or 0) <= least <= r.peak, (order.name, strategy, params)
-            assert r.status != "optimal" or r.peak == least, (order.name, strategy, params)
-            assert_honest(r.status, r.peak, r.bound)
+        fusion, order = fusion_problem(g, seed, forbidden_fraction=0.15), order_problem(g, seed)
+        for problem, optimum, run, strategies in ((fusion, min_fusion_cost(fusion)[0], run_fusion, FUSION),
+                                                  (order, min_peak(order)[0], run_order, ORDER)):
+            for strategy, params in strategies:
+                r = run(strategy, problem, time_limit=limit, **params)
+                value = r.cost if run is run_fusion else r.peak
+                assert (r.bound or 0) <= optimum <= value, (problem.name, strategy, params)
+                assert r.status != "optimal" or value == optimum, (problem.name, strategy, params)
+                assert_honest(r.status, value, r.bound)

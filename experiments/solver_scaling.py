@@ -14,11 +14,12 @@ solver: its status and gap (value - bound) / bound at each limit, the seconds it
 gap of the best heuristic (fusion: greedy; order: best-of-four) to the best bound found.  The
 order solvers are the decomposed, pruned down-set DP (``solvers.order_dp.bounded_order``: the
 best heuristic order improved by exact windows, bounded by minimum cuts at its highest steps,
-then the programme on the segments that can still set the peak), the
-same with CP-SAT on the segments the DP cannot finish, and CP-SAT alone warm-started from
-best-of-four; fusion is CP-SAT on each piece (``solvers.fusion_decompose``: regions between
-extern separators, refined by compatible sharing components) and CP-SAT alone (up to 500
-nodes), both with the compulsory-traffic bound.
+then the programme on the segments that can still set the peak), the strategy "cpsat" (the
+same with CP-SAT on the segments the DP cannot finish), and its model alone
+(``decompose=False``) warm-started from best-of-four; fusion is the strategy "cpsat" (CP-SAT on
+each piece, ``solvers.fusion_decompose``: regions between extern separators, refined by
+compatible sharing components) and its model alone (``decompose=False``, up to 500 nodes),
+both with the compulsory-traffic bound.
 
     python -m experiments.solver_scaling            # limits 10 s and 60 s
     python -m experiments.solver_scaling --quick    # small ladder and graphs, limits 1 s and 3 s
@@ -137,11 +138,12 @@ def gap(value: float, bound: float | None) -> float | None:
 Answer = tuple[str, int, float]  # status, value, certified lower bound
 ORDER_SOLVERS: dict[str, Callable[[OrderProblem, float, int], OrderResult]] = {
     "decomposed dp": lambda p, limit, workers: bounded_order(p, time_limit=limit),
-    "decomposed dp + cpsat": lambda p, limit, workers: bounded_order(p, time_limit=limit, cpsat_workers=workers),
     "cpsat": lambda p, limit, workers: run_order("cpsat", p, time_limit=limit, workers=workers),
+    "cpsat decompose=False": lambda p, limit, workers: run_order("cpsat", p, time_limit=limit, workers=workers,
+                                                                 decompose=False),
 }
 FUSION_SOLVERS: dict[str, Callable[[FusionProblem, float, int], FusionResult]] = {
-    "cpsat (pieces)": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers),
+    "cpsat": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers),
     "cpsat decompose=False": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers,
                                                                   decompose=False),
 }

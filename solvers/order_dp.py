@@ -192,11 +192,13 @@ def solve_segment(problem: OrderProblem, incumbent: tuple[str, ...], max_states:
 
 def cpsat_segment(problem: OrderProblem, incumbent: tuple[str, ...], bound: int, seconds: float,
                   workers: int) -> SegmentAnswer:
-    """CP-SAT's order model (``order_cpsat.OrderModel``) on a segment, hinted with ``incumbent``:
-    its order when better, and the larger of its bound and ``bound``."""
+    """CP-SAT's order model (``order_cpsat.OrderModel``) on a segment, hinted with ``incumbent``
+    and told the certified ``bound`` (no order peaks lower): its order when better, and the
+    larger of its bound and ``bound``."""
     from .cpsat_common import SolverParams, run
     from .order_cpsat import OrderModel
     model = OrderModel(problem)
+    model.model.add(model.peak >= bound)
     model.hint(incumbent)
     solved = run(model.model, SolverParams(seconds, workers, 0))
     order, lower = incumbent, solved.bound or 0

@@ -5,7 +5,9 @@ share a kernel, a literal ``same[u, v]`` reified as ``pos[u] == pos[v]``.  Block
 classes of equal positions.  Constraints:
 
 * ``pos[u] <= pos[v]`` on every edge ``u -> v`` of D;
-* ``pos[u] != pos[v]`` for every forbidden pair (Definition 7.3 (1), Theorem 7.1's pairs);
+* ``pos[u] != pos[v]`` for every forbidden pair (Definition 7.3 (1), Theorem 7.1's pairs), and
+  for every pair that no valid block holds: a loner, a forbidden pair or a loner between them
+  (``fusion_decompose.Compatibility``; the proof of its item 1 shows a valid block never does);
 * per node v: ``1 + sum_u same[u, v] <= max_nodes`` and the number of distinct buffers its block
   touches ``<= max_buffers`` (the per-kernel limits of section 7.4, which bound fused blocks
   only: a node that alone touches more buffers is kept apart from every other node).
@@ -42,7 +44,7 @@ from stax.strategy import FusionInfo, FusionResult, Status, ordered_blocks
 from .cpsat_common import SolverParams, run
 from .deadlines import OutOfTime, check_deadline, search_deadline, seconds_left
 from .fusion_bounds import compulsory_traffic
-from .fusion_decompose import piece_problems
+from .fusion_decompose import Compatibility, piece_problems
 from .warm_start import greedy_partition
 
 Pair = tuple[int, int]
@@ -66,10 +68,12 @@ class FusionModel:
         # A node touching more buffers than max_buffers can only be a kernel of its own.
         self.loners = {i for i, v in enumerate(problem.nodes) if len(problem.buffers_of(v)) > problem.max_buffers}
         self.same: dict[Pair, cp_model.IntVar] = {}
+        together = Compatibility(problem)
         for k, (i, j) in enumerate(combinations(range(n), 2)):
             if k % 1024 == 0:
                 check_deadline(deadline)
-            if (i, j) in forbidden or i in self.loners or j in self.loners:
+            if ((i, j) in forbidden or i in self.loners or j in self.loners
+                    or not together(problem.nodes[i], problem.nodes[j])):
                 self.model.add(self.pos[i] != self.pos[j])
                 continue
             lit = self.same[i, j] = self.model.new_bool_var(f"same_{i}_{j}")

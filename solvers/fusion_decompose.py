@@ -120,6 +120,21 @@ def pieces(problem: FusionProblem) -> list[tuple[str, ...]]:
     return [tuple(p) for p in found if p]
 
 
+class Compatibility:
+    """``Compatibility(problem)(a, b)``: nodes a and b are compatible (module doc), so some valid
+    block may hold both; the closure and masks are built once for every pair asked."""
+
+    def __init__(self, problem: FusionProblem):
+        self.closure = Closure.of(problem)
+        self.forbidden = NodeIndex(problem).forbidden_masks(self.closure.index)
+        self.alone = sum(1 << self.closure.index[v] for v in loners(problem, self.closure.index, self.forbidden))
+
+    def __call__(self, a: str, b: str) -> bool:
+        u, v = self.closure.index[a], self.closure.index[b]
+        return not (self.alone >> u & 1 or self.alone >> v & 1) and compatible(
+            self.closure, self.forbidden, self.alone, u, v)
+
+
 def compatible(closure: Closure, forbidden: list[int], alone: int, u: int, v: int) -> bool:
     """Neither a loner nor a forbidden pair among u, v and the nodes between them (module doc)."""
     if forbidden[u] >> v & 1:

@@ -27,6 +27,9 @@ plus ``s`` per distinct reader block other than the producer's: user u is counte
 shares the producer's block or the block of an earlier user.  A graph input pays ``s`` per
 distinct block among its users.  The charge literals are only bounded from below; a minimum
 sets each to its true value, so the optimum equals the Definition 7.3 cost.
+
+The strategy ``CpSatFusion`` builds this model for each piece of the problem
+(``fusion_decompose``) that greedy fusion does not already prove, under one time limit.
 """
 from __future__ import annotations
 
@@ -187,7 +190,8 @@ def start_answer(problem: FusionProblem, warm_start: bool, deadline: float) -> P
     return PieceAnswer(partition, problem.cost(partition), compulsory_traffic(problem))
 
 
-def model_answer(problem: FusionProblem, best: PieceAnswer, params: SolverParams, deadline: float) -> tuple[PieceAnswer, str]:
+def model_answer(problem: FusionProblem, best: PieceAnswer, params: SolverParams,
+                 deadline: float) -> tuple[PieceAnswer, str]:
     """CP-SAT on ``problem`` hinted with ``best``, until ``deadline``: the better answer and the
     solver's status ("unbuilt" when the deadline passed while building the model)."""
     try:
@@ -209,12 +213,12 @@ class CpSatFusion:
 
     Every piece starts from greedy's partition (``warm_start``) with its compulsory traffic as
     bound (``fusion_bounds``); a piece that greedy does not prove goes to CP-SAT hinted with it.
-    One ``time_limit`` covers everything (``cpsat_common.search_deadline`` keeps a little of it
-    for the answer's validation): first each open piece gets a share of the time left by its size (smallest
-    pieces first), then pieces still open share what remains.  The bound is
-    the sum of the pieces' bounds; ``status`` is "optimal" only when the cost reaches it, else
-    "feasible" with a note naming the open pieces.  ``decompose=False`` solves the whole problem
-    as one model (for experiments).
+    One ``time_limit`` covers everything (``deadlines.search_deadline`` keeps a little of it for
+    the answer's validation): first each open piece gets a share of the time left by its size
+    (smallest pieces first), then pieces still open share what remains.  The bound is the sum of
+    the pieces' bounds; ``status`` is "optimal" only when the cost reaches it, else "feasible"
+    with a note naming the open pieces.  ``decompose=False`` solves the whole problem as one
+    model (for experiments).
     """
 
     name = "cpsat"
@@ -240,11 +244,11 @@ class CpSatFusion:
                 answers[k], statuses[k] = model_answer(subs[k], answers[k], self.params, time.perf_counter() + share)
         partition = ordered_blocks(problem, [b for a in answers for b in a.partition])
         cost, bound = problem.cost(partition), sum(a.bound for a in answers)
-        open_ = [k for k, a in enumerate(answers) if not a.proven]
+        open_ = sorted((k for k, a in enumerate(answers) if not a.proven), key=lambda k: len(subs[k].nodes))
         note = "" if not open_ else (
             f"not proven within {self.params.time_limit:g} s: {len(open_)} of {len(subs)} pieces open, the largest "
-            f"of {max(len(subs[k].nodes) for k in open_)} nodes (CP-SAT {statuses[max(open_, key=lambda k: len(subs[k].nodes))]})")
-        stats = {"warm_start": self.warm_start, "pieces": len(subs), "largest_piece": max((len(s.nodes) for s in subs), default=0),
-                 "pieces_open": len(open_)}
+            f"of {len(subs[open_[-1]].nodes)} nodes (CP-SAT {statuses[open_[-1]]})")
+        stats = {"warm_start": self.warm_start, "pieces": len(subs), "pieces_open": len(open_),
+                 "largest_piece": max((len(sub.nodes) for sub in subs), default=0)}
         return FusionResult(partition, Status.OPTIMAL if cost == bound else Status.FEASIBLE, cost, float(bound),
                             time.perf_counter() - began, FusionInfo(note=note, stats=stats))

@@ -11,6 +11,7 @@ cannot prove the order and has no limit) gets its error as the note.
 
     python -m experiments.studies.strategy_table                      # time limit 60 s
     python -m experiments.studies.strategy_table --time-limit 5 --graphs resnet-8-forward
+    python -m experiments.studies.strategy_table --zoo --graphs zoo      # the real-model zoo only
 """
 from __future__ import annotations
 
@@ -45,17 +46,19 @@ class Graph:
         return len(self.problem.nodes if isinstance(self.problem, FusionProblem) else self.problem.tasks)
 
 
-def whole_model_graphs(only: tuple[str, ...] = ()) -> list[Graph]:
+def whole_model_graphs(only: tuple[str, ...] = (), zoo: bool = False) -> list[Graph]:
     """The fusion and order problems of the shipped whole-model files whose names contain one of
-    ``only`` (all when empty).  ``data/large``'s order problems are those of ``data/models``."""
+    ``only`` (all when empty).  ``data/large``'s order problems are those of ``data/models``.
+    ``zoo``: also the real-model zoo's files (``data/torch/zoo``, each a fusion or an order problem)."""
     graphs = []
     for name in shipped():
-        if not name.startswith(("data/models/", "data/large/")) or (only and not any(o in name for o in only)):
+        ours = name.startswith(("data/models/", "data/large/")) or (zoo and name.startswith("data/torch/zoo/"))
+        if not ours or (only and not any(o in name for o in only)):
             continue
         inst = load(name)
         if inst.fusion is not None:
             graphs.append(Graph(name, "fusion", inst.fusion))
-        if name.startswith("data/models/"):
+        if name.startswith("data/models/") or inst.fusion is None:
             graphs.append(Graph(name, "order", inst.order_problem()))
     return graphs
 
@@ -114,10 +117,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds for each timed strategy")
     parser.add_argument("--workers", type=int, default=2, help="CP-SAT search workers")
     parser.add_argument("--graphs", nargs="*", default=(), help="only graphs whose names contain one of these")
+    parser.add_argument("--zoo", action="store_true", help="also the real-model zoo (instances/data/torch/zoo)")
     parser.add_argument("--fusion", nargs="*", default=FUSION_STRATEGIES, help="fusion strategies to run")
     parser.add_argument("--order", nargs="*", default=ORDER_STRATEGIES, help="order strategies to run")
     args = parser.parse_args(argv)
-    graphs = whole_model_graphs(tuple(args.graphs))
+    graphs = whole_model_graphs(tuple(args.graphs), args.zoo)
     if not graphs:
         raise SystemExit(f"no shipped whole-model graph matches {args.graphs}; see `stax instances`")
     print(f"time limit {args.time_limit:g} s, {args.workers} CP-SAT workers (timings on a shared machine are noisy)")

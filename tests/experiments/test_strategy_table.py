@@ -26,6 +26,13 @@ def test_rows_for_every_strategy_on_a_small_graph():
     assert exact["order", "cpsat"]["value"] <= exact["order", "dp"]["value"]
 
 
+def test_the_zoo_adds_its_fusion_and_order_files():
+    graphs = whole_model_graphs(("zoo/lenet_train",), zoo=True)
+    assert [(g.name, g.kind) for g in graphs] == [("data/torch/zoo/lenet_train.fusion", "fusion"),
+                                                  ("data/torch/zoo/lenet_train.order", "order")]
+    assert not whole_model_graphs(("zoo/lenet_train",))
+
+
 def test_main_prints_the_table(capsys):
     strategy_table.main(["--time-limit", "1", "--workers", "1", "--graphs", "resnet-8-forward", "--fusion", "greedy",
                          "--order", "dp"])

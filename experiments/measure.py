@@ -46,7 +46,6 @@ import numpy as np
 
 from instances import store
 from solvers.fusion_bounds import compulsory_traffic
-from solvers.fusion_decompose import pieces, regional_fusion
 from solvers.order_decompose import live_set_lower_bound
 from solvers.order_dp import bounded_order
 from solvers.pareto import pareto_front
@@ -190,7 +189,7 @@ def _front(row: dict[str, Any], front: dict[str, Any]) -> dict[str, Any]:
 REFERENCE_STATUSES = ("optimal", "bounded", "heuristic")
 
 #: what computes references, in their keys: references stored by other solvers are not reused
-REFERENCE_SOLVERS = ("regional_fusion", "bounded_order", "compulsory_traffic", "live_set_lower_bound")
+REFERENCE_SOLVERS = ("cpsat pieces", "bounded_order", "compulsory_traffic", "live_set_lower_bound")
 
 
 @dataclass(frozen=True)
@@ -260,10 +259,8 @@ def problem_bound(problem: FusionProblem | OrderProblem) -> int:
 
 
 def exact_fusion(problem: FusionProblem, spec: ReferenceSpec) -> FusionResult:
-    """The least-traffic fusion: CP-SAT, piece by piece (``regional_fusion``) when the problem
-    splits, since each piece is then a smaller model and the pieces' bounds add up."""
-    if len(pieces(problem)) > 1:
-        return regional_fusion(problem, time_limit=spec.time_limit, workers=spec.workers)
+    """The least-traffic fusion: the strategy "cpsat" (CP-SAT piece by piece, the pieces' bounds
+    adding up)."""
     return run_fusion("cpsat", problem, time_limit=spec.time_limit, workers=spec.workers)
 
 

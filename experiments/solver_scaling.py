@@ -14,11 +14,12 @@ solver: its status and gap (value - bound) / bound at each limit, the seconds it
 gap of the best heuristic (fusion: greedy; order: best-of-four) to the best bound found.  The
 order solvers are the decomposed, pruned down-set DP (``solvers.order_dp.bounded_order``: the
 best heuristic order improved by exact windows, bounded by minimum cuts at its highest steps,
-then the programme on the segments that can still set the peak), the
-same with CP-SAT on the segments the DP cannot finish, and CP-SAT alone warm-started from
-best-of-four; fusion is CP-SAT on each piece (``solvers.fusion_decompose``: regions between
-extern separators, refined by compatible sharing components) and CP-SAT alone (up to 500
-nodes), both with the compulsory-traffic bound.
+then the programme on the segments that can still set the peak), the strategy "cpsat" (the
+same with CP-SAT on the segments the DP cannot finish), and its model alone
+(``decompose=False``) warm-started from best-of-four; fusion is the strategy "cpsat" (CP-SAT on
+each piece, ``solvers.fusion_decompose``: regions between extern separators, refined by
+compatible sharing components) and its model alone (``decompose=False``, up to 500 nodes),
+both with the compulsory-traffic bound.
 
     python -m experiments.solver_scaling            # limits 10 s and 60 s
     python -m experiments.solver_scaling --quick    # small ladder and graphs, limits 1 s and 3 s
@@ -35,7 +36,6 @@ from instances.dags import fusion_problem, layered_dag, order_problem, series_pa
 from instances.store import load, shipped
 from instances.training import training_fusion, training_order
 from solvers.fusion_bounds import compulsory_traffic
-from solvers.fusion_decompose import regional_fusion
 from solvers.order_decompose import live_set_lower_bound
 from solvers.order_dp import bounded_order
 from stax.errors import StaxError
@@ -138,12 +138,14 @@ def gap(value: float, bound: float | None) -> float | None:
 Answer = tuple[str, int, float]  # status, value, certified lower bound
 ORDER_SOLVERS: dict[str, Callable[[OrderProblem, float, int], OrderResult]] = {
     "decomposed dp": lambda p, limit, workers: bounded_order(p, time_limit=limit),
-    "decomposed dp + cpsat": lambda p, limit, workers: bounded_order(p, time_limit=limit, cpsat_workers=workers),
     "cpsat": lambda p, limit, workers: run_order("cpsat", p, time_limit=limit, workers=workers),
+    "cpsat decompose=False": lambda p, limit, workers: run_order("cpsat", p, time_limit=limit, workers=workers,
+                                                                 decompose=False),
 }
 FUSION_SOLVERS: dict[str, Callable[[FusionProblem, float, int], FusionResult]] = {
-    "pieces + cpsat": lambda p, limit, workers: regional_fusion(p, time_limit=limit, workers=workers),
     "cpsat": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers),
+    "cpsat decompose=False": lambda p, limit, workers: run_fusion("cpsat", p, time_limit=limit, workers=workers,
+                                                                  decompose=False),
 }
 
 
@@ -185,7 +187,7 @@ def fusion_rows(name: str, p: FusionProblem, limits: tuple[float, float], worker
             return (r.status, r.cost, max(r.bound or 0.0, compulsory)), r.seconds
         return solve
     head = {"graph": name, "problem": "fusion", "nodes": len(p.nodes)}
-    solvers = [s for s in FUSION_SOLVERS if s != "cpsat" or len(p.nodes) <= FUSION_NODES_MAX]
+    solvers = [s for s in FUSION_SOLVERS if s != "cpsat decompose=False" or len(p.nodes) <= FUSION_NODES_MAX]
     return solver_rows(head, {s: runner(s) for s in solvers}, run_fusion("greedy", p).cost, compulsory, limits)
 
 

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from stax.problems import FusionProblem
 
+from .fusion_index import NodeIndex
+
 
 def compulsory_traffic(problem: FusionProblem) -> int:
     """Bytes every valid partition moves (module doc): at most the least Definition 7.3 cost."""
-    forbidden = problem.forbidden_set()
-    loners = {v for v in problem.nodes if len(problem.buffers_of(v)) > problem.max_buffers}
+    index = NodeIndex(problem)
+    loners = {v for v in problem.nodes if len(index.touches[v]) > problem.max_buffers}
     total = 0
     for buf in problem.buffers:
         if buf.producer is None:
             total += buf.size if buf.users else 0
             continue
-        crosses = any(u != buf.producer and (frozenset((buf.producer, u)) in forbidden or u in loners
-                                             or buf.producer in loners) for u in buf.users)
+        apart = index.partners[buf.producer]
+        crosses = any(u != buf.producer and (u in apart or u in loners or buf.producer in loners) for u in buf.users)
         total += buf.size * ((buf.is_output or crosses) + crosses)
     return total

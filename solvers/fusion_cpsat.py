@@ -5,7 +5,9 @@ share a kernel, a literal ``same[u, v]`` reified as ``pos[u] == pos[v]``.  Block
 classes of equal positions.  Constraints:
 
 * ``pos[u] <= pos[v]`` on every edge ``u -> v`` of D;
-* ``pos[u] != pos[v]`` for every forbidden pair (Definition 7.3 (1), Theorem 7.1's pairs);
+* ``pos[u] != pos[v]`` for every forbidden pair (Definition 7.3 (1), Theorem 7.1's pairs), and
+  for every pair that no valid block holds: a loner, a forbidden pair or a loner between them
+  (``fusion_decompose.Compatibility``; the proof of its item 1 shows a valid block never does);
 * per node v: ``1 + sum_u same[u, v] <= max_nodes`` and the number of distinct buffers its block
   touches ``<= max_buffers`` (the per-kernel limits of section 7.4, which bound fused blocks
   only: a node that alone touches more buffers is kept apart from every other node).
@@ -25,9 +27,14 @@ plus ``s`` per distinct reader block other than the producer's: user u is counte
 shares the producer's block or the block of an earlier user.  A graph input pays ``s`` per
 distinct block among its users.  The charge literals are only bounded from below; a minimum
 sets each to its true value, so the optimum equals the Definition 7.3 cost.
+
+The strategy ``CpSatFusion`` builds this model for each piece of the problem
+(``fusion_decompose``) that greedy fusion does not already prove, under one time limit.
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Callable
 
@@ -38,6 +45,9 @@ from stax.problems import FusionProblem, Partition, block_index, quotient_graph
 from stax.strategy import FusionInfo, FusionResult, Status, ordered_blocks
 
 from .cpsat_common import SolverParams, run
+from .deadlines import OutOfTime, check_deadline, search_deadline, seconds_left
+from .fusion_bounds import compulsory_traffic
+from .fusion_decompose import Compatibility, piece_problems
 from .warm_start import greedy_partition
 
 Pair = tuple[int, int]
@@ -50,8 +60,9 @@ def _pair(i: int, j: int) -> Pair:
 class FusionModel:
     """The CP-SAT model of one FusionProblem; ``hint`` a partition, ``decode`` a solution."""
 
-    def __init__(self, problem: FusionProblem):
-        self.problem = problem
+    def __init__(self, problem: FusionProblem, deadline: float | None = None):
+        """Build the model; raises ``OutOfTime`` once ``deadline`` (a perf_counter time) passes."""
+        self.problem, self.deadline = problem, deadline
         self.model = cp_model.CpModel()
         self.index = {v: i for i, v in enumerate(problem.nodes)}
         n = len(problem.nodes)
@@ -60,8 +71,12 @@ class FusionModel:
         # A node touching more buffers than max_buffers can only be a kernel of its own.
         self.loners = {i for i, v in enumerate(problem.nodes) if len(problem.buffers_of(v)) > problem.max_buffers}
         self.same: dict[Pair, cp_model.IntVar] = {}
-        for i, j in combinations(range(n), 2):
-            if (i, j) in forbidden or i in self.loners or j in self.loners:
+        together = Compatibility(problem)
+        for k, (i, j) in enumerate(combinations(range(n), 2)):
+            if k % 1024 == 0:
+                check_deadline(deadline)
+            if ((i, j) in forbidden or i in self.loners or j in self.loners
+                    or not together(problem.nodes[i], problem.nodes[j])):
                 self.model.add(self.pos[i] != self.pos[j])
                 continue
             lit = self.same[i, j] = self.model.new_bool_var(f"same_{i}_{j}")
@@ -113,6 +128,7 @@ class FusionModel:
         touchers = [{self.index[v] for v in ((b.producer,) if b.producer else ()) + b.users} for b in p.buffers]
         if p.max_buffers < len(p.buffers):
             for i in set(range(n)) - self.loners:  # alone, a node meets the limit; fused, its block must
+                check_deadline(self.deadline)
                 touched: list[cp_model.LinearExprT] = []
                 for who in touchers:
                     if i in who:
@@ -147,36 +163,92 @@ class FusionModel:
         return ordered_blocks(self.problem, list(blocks.values()))
 
 
-class CpSatFusion:
-    """Fusion strategy "cpsat": the minimum-cost partition of Definition 7.3 (see the module doc).
+@dataclass(frozen=True)
+class PieceAnswer:
+    """The best partition of one piece found so far, its cost and a certified lower bound."""
 
-    ``status`` is "optimal" only when CP-SAT proved it; "feasible" means the time limit ran out
-    with a solution that is *not* proven optimal (``bound`` is then CP-SAT's best lower bound, read
-in integers: ``cpsat_common.integer_bound``).
-    If time runs out with no solution at all, the warm-start partition (else no fusion) is
-    returned with status "heuristic".
+    partition: Partition
+    cost: int
+    bound: int
+
+    @property
+    def proven(self) -> bool:
+        return self.cost == self.bound
+
+    def better(self, other: PieceAnswer) -> PieceAnswer:
+        """The cheaper partition of the two, with the higher of their bounds."""
+        best = self if self.cost <= other.cost else other
+        return PieceAnswer(best.partition, best.cost, max(self.bound, other.bound))
+
+
+def start_answer(problem: FusionProblem, warm_start: bool, deadline: float) -> PieceAnswer:
+    """Greedy's partition (no fusion without ``warm_start``, or once ``deadline`` has passed) and
+    the compulsory traffic as its bound."""
+    fusable = warm_start and len(problem.nodes) > 1 and time.perf_counter() < deadline
+    start = greedy_partition(problem) if fusable else None
+    partition = start or tuple((v,) for v in problem.nodes)
+    return PieceAnswer(partition, problem.cost(partition), compulsory_traffic(problem))
+
+
+def model_answer(problem: FusionProblem, best: PieceAnswer, params: SolverParams,
+                 deadline: float) -> tuple[PieceAnswer, str]:
+    """CP-SAT on ``problem`` hinted with ``best``, until ``deadline``: the better answer and the
+    solver's status ("unbuilt" when the deadline passed while building the model)."""
+    try:
+        model = FusionModel(problem, deadline)
+    except OutOfTime:
+        return best, "unbuilt"
+    model.hint(best.partition)
+    solved = run(model.model, replace(params, time_limit=max(seconds_left(deadline), 0.01)))
+    if not solved.has_solution:
+        return PieceAnswer(best.partition, best.cost, max(best.bound, int(solved.bound or 0))), solved.status
+    partition = model.decode(solved.solver)
+    cost = problem.cost(partition)
+    return best.better(PieceAnswer(partition, cost, int(solved.bound_for(cost)))), solved.status
+
+
+class CpSatFusion:
+    """Fusion strategy "cpsat": the minimum-cost partition of Definition 7.3 (see the module doc),
+    piece by piece (``fusion_decompose``: the least cost is the sum of the pieces' least costs).
+
+    Every piece starts from greedy's partition (``warm_start``) with its compulsory traffic as
+    bound (``fusion_bounds``); a piece that greedy does not prove goes to CP-SAT hinted with it.
+    One ``time_limit`` covers everything (``deadlines.search_deadline`` keeps a little of it for
+    the answer's validation): first each open piece gets a share of the time left by its size
+    (smallest pieces first), then pieces still open share what remains.  The bound is the sum of
+    the pieces' bounds; ``status`` is "optimal" only when the cost reaches it, else "feasible"
+    with a note naming the open pieces.  ``decompose=False`` solves the whole problem as one
+    model (for experiments).
     """
 
     name = "cpsat"
 
-    def __init__(self, time_limit: float = 10.0, workers: int = 2, warm_start: bool = True, seed: int = 0):
+    def __init__(self, time_limit: float = 10.0, workers: int = 2, warm_start: bool = True, seed: int = 0,
+                 decompose: bool = True):
         self.params = SolverParams(time_limit, workers, seed)
-        self.warm_start = warm_start
+        self.warm_start, self.decompose = warm_start, decompose
 
     def solve(self, problem: FusionProblem) -> FusionResult:
-        model = FusionModel(problem)
-        start = greedy_partition(problem) if self.warm_start else None
-        if start is not None:
-            model.hint(start)
-        solved = run(model.model, self.params)
-        stats = {"warm_start": start is not None, "solver_seconds": solved.seconds}
-        note = ""
-        if solved.has_solution:
-            partition, status = model.decode(solved.solver), Status(solved.status)
-        else:
-            partition, status = start or tuple((v,) for v in problem.nodes), Status.HEURISTIC
-            note = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
-                    f"the {'greedy' if start else 'unfused'} partition is returned")
-        cost = problem.cost(partition)
-        return FusionResult(partition, status, cost, solved.bound_for(cost), solved.seconds,
-                            FusionInfo(note=note, stats=stats))
+        began = time.perf_counter()
+        deadline = search_deadline(began, self.params.time_limit)
+        subs = piece_problems(problem) if self.decompose else [problem]
+        answers = [start_answer(sub, self.warm_start, deadline) for sub in subs]
+        statuses = ["" if a.proven else "unsolved" for a in answers]
+        for _ in range(2):  # a share each, then what the pieces done early left
+            open_ = sorted((k for k, a in enumerate(answers) if not a.proven), key=lambda k: len(subs[k].nodes))
+            for n, k in enumerate(open_):
+                size = sum(len(subs[j].nodes) for j in open_[n:])
+                share = seconds_left(deadline) * len(subs[k].nodes) / size
+                if share < 0.01:
+                    break
+                answers[k], statuses[k] = model_answer(subs[k], answers[k], self.params, time.perf_counter() + share)
+        partition = ordered_blocks(problem, [b for a in answers for b in a.partition])
+        cost, bound = problem.cost(partition), sum(a.bound for a in answers)
+        open_ = sorted((k for k, a in enumerate(answers) if not a.proven), key=lambda k: len(subs[k].nodes))
+        note = "" if not open_ else (
+            f"not proven within {self.params.time_limit:g} s: {len(open_)} of {len(subs)} pieces open, the largest "
+            f"of {len(subs[open_[-1]].nodes)} nodes (CP-SAT {statuses[open_[-1]]})")
+        stats = {"warm_start": self.warm_start, "pieces": len(subs), "pieces_open": len(open_),
+                 "largest_piece": max((len(sub.nodes) for sub in subs), default=0)}
+        return FusionResult(partition, Status.OPTIMAL if cost == bound else Status.FEASIBLE, cost, float(bound),
+                            time.perf_counter() - began, FusionInfo(note=note, stats=stats))

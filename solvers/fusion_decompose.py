@@ -48,39 +48,36 @@ graph of dependencies between components (its strongly connected components).
 2. *The regions' proof holds for pieces*: dependencies between pieces form a DAG (components on
    a cycle were merged), so along a quotient cycle the piece is constant, which gives item 2,
    and item 3 never used the order of regions.  ``region_problem`` writes a piece as it writes a
-   region, and ``regional_fusion`` solves pieces.
+   region (``piece_problems``: all of them), and the fusion strategy "cpsat"
+   (``fusion_cpsat.CpSatFusion``) solves pieces.
 
 ``tests/test_fusion_regions.py`` checks the additivity on random partitions, the split of item 1
 and the decomposed optimum against undecomposed CP-SAT and brute force on hundreds of seeded graphs.
 """
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 
 import networkx as nx
 
 from stax.problems import Buffer, ForbiddenPair, FusionProblem
-from stax.strategy import FusionInfo, FusionResult, Status, ordered_blocks, run_fusion
 
-from .fusion_bounds import compulsory_traffic
+from .fusion_index import NodeIndex
 from .order_decompose import Closure
 
 
-def loners(problem: FusionProblem) -> set[str]:
-    """Nodes that can share a kernel with no other node."""
-    others = {v: set() for v in problem.nodes}
-    for p in problem.forbidden:
-        others[p.a].add(p.b)
-        others[p.b].add(p.a)
-    n = len(problem.nodes)
-    return {v for v in problem.nodes if len(others[v] - {v}) >= n - 1
-            or len(problem.buffers_of(v)) > problem.max_buffers}
+def loners(problem: FusionProblem, position: dict[str, int], masks: list[int]) -> set[str]:
+    """Nodes that can share a kernel with no other node; ``masks``: the problem's forbidden
+    masks over ``position`` (``NodeIndex.forbidden_masks``)."""
+    n, touches = len(problem.nodes), NodeIndex(problem).touches
+    return {v for v in problem.nodes if (masks[position[v]] & ~(1 << position[v])).bit_count() >= n - 1
+            or len(touches[v]) > problem.max_buffers}
 
 
 def regions(problem: FusionProblem) -> list[tuple[str, ...]]:
     """The regions of the module doc, in a topological order (separators as regions of one node)."""
     closure = Closure.of(problem)  # uses only ``dependencies()``, which a FusionProblem has too
-    alone = loners(problem)
+    alone = loners(problem, closure.index, NodeIndex(problem).forbidden_masks(closure.index))
     found, start = [], 0
     for c in closure.cut_tasks():
         if closure.tasks[c] in alone:
@@ -94,11 +91,8 @@ def pieces(problem: FusionProblem) -> list[tuple[str, ...]]:
     """The pieces of the module doc, each in the problem's node order, pieces in a topological order."""
     closure = Closure.of(problem)
     index, n = closure.index, len(closure.tasks)
-    alone = sum(1 << index[v] for v in loners(problem))
-    forbidden = [0] * n
-    for pair in problem.forbidden:
-        forbidden[index[pair.a]] |= 1 << index[pair.b]
-        forbidden[index[pair.b]] |= 1 << index[pair.a]
+    forbidden = NodeIndex(problem).forbidden_masks(index)
+    alone = sum(1 << index[v] for v in loners(problem, index, forbidden))
     sharing = {tuple(sorted((index[a], index[b]))) for a, b in problem.extra_edges}
     for buf in problem.buffers:
         touch = sorted({index[v] for v in (buf.producer, *buf.users) if v is not None})
@@ -126,6 +120,21 @@ def pieces(problem: FusionProblem) -> list[tuple[str, ...]]:
     return [tuple(p) for p in found if p]
 
 
+class Compatibility:
+    """``Compatibility(problem)(a, b)``: nodes a and b are compatible (module doc), so some valid
+    block may hold both; the closure and masks are built once for every pair asked."""
+
+    def __init__(self, problem: FusionProblem):
+        self.closure = Closure.of(problem)
+        self.forbidden = NodeIndex(problem).forbidden_masks(self.closure.index)
+        self.alone = sum(1 << self.closure.index[v] for v in loners(problem, self.closure.index, self.forbidden))
+
+    def __call__(self, a: str, b: str) -> bool:
+        u, v = self.closure.index[a], self.closure.index[b]
+        return not (self.alone >> u & 1 or self.alone >> v & 1) and compatible(
+            self.closure, self.forbidden, self.alone, u, v)
+
+
 def compatible(closure: Closure, forbidden: list[int], alone: int, u: int, v: int) -> bool:
     """Neither a loner nor a forbidden pair among u, v and the nodes between them (module doc)."""
     if forbidden[u] >> v & 1:
@@ -143,12 +152,14 @@ def compatible(closure: Closure, forbidden: list[int], alone: int, u: int, v: in
 
 
 def region_problem(problem: FusionProblem, region: tuple[str, ...],
-                   forbidden: tuple[ForbiddenPair, ...] | None = None) -> FusionProblem:
-    """Region ``region`` as a FusionProblem (module doc, item 3); ``forbidden``, when given, are
-    the problem's forbidden pairs inside the region (found once for many regions)."""
+                   forbidden: tuple[ForbiddenPair, ...] | None = None,
+                   touching: Sequence[Buffer] | None = None) -> FusionProblem:
+    """Region ``region`` as a FusionProblem (module doc, item 3); ``forbidden`` and ``touching``,
+    when given, are the problem's forbidden pairs inside the region and the buffers its nodes
+    touch (found once for many regions)."""
     inside = set(region)
     buffers = []
-    for buf in problem.buffers:
+    for buf in problem.buffers if touching is None else touching:
         users = tuple(u for u in buf.users if u in inside)
         if buf.producer in inside:
             buffers.append(Buffer(buf.name, buf.size, buf.producer, users,
@@ -163,37 +174,17 @@ def region_problem(problem: FusionProblem, region: tuple[str, ...],
         node_info={v: problem.node_info[v] for v in region if v in problem.node_info}, name=f"{problem.name}[region]")
 
 
-def regional_fusion(problem: FusionProblem, time_limit: float = 60.0, workers: int = 2) -> FusionResult:
-    """CP-SAT on every piece of more than one node (module doc) where greedy fusion does not meet
-    the piece's compulsory traffic, sharing ``time_limit``; the bound is the sum of the pieces' bounds (each at least the piece's compulsory traffic), "optimal"
-    when the cost reaches it (every piece proven, or its answer meeting its bound), else "feasible"."""
-    began = time.perf_counter()
+def piece_problems(problem: FusionProblem) -> list[FusionProblem]:
+    """Every piece as a FusionProblem (``region_problem``), the forbidden pairs sorted into pieces once."""
     parts = pieces(problem)
     piece_of = {v: k for k, part in enumerate(parts) for v in part}
     inside: list[list[ForbiddenPair]] = [[] for _ in parts]
     for pair in problem.forbidden:
         if piece_of[pair.a] == piece_of[pair.b]:
             inside[piece_of[pair.a]].append(pair)
-    blocks, bound, proven = [], 0, True
-    for k in sorted(range(len(parts)), key=lambda k: len(parts[k])):
-        region = parts[k]
-        sub = region_problem(problem, region, tuple(inside[k]))
-        if len(region) == 1:
-            blocks.append(region)
-            bound += sub.cost([region])
-            continue
-        floor, greedy = compulsory_traffic(sub), run_fusion("greedy", sub)
-        if greedy.cost == floor:  # greedy meets the bound: proven without a solver
-            blocks += greedy.partition
-            bound += floor
-            continue
-        left = max(0.1, time_limit - (time.perf_counter() - began))
-        result = run_fusion("cpsat", sub, time_limit=left, workers=workers)
-        blocks += result.partition
-        bound += max(int(result.bound or 0), floor)
-        proven &= result.status == Status.OPTIMAL
-    partition = ordered_blocks(problem, blocks)
-    cost = problem.cost(partition)
-    stats = {"pieces": len(parts), "largest_piece": max(map(len, parts)), "pieces_proven": proven}
-    return FusionResult(partition, Status.OPTIMAL if cost == bound else Status.FEASIBLE, cost, float(min(bound, cost)),
-                        time.perf_counter() - began, FusionInfo(stats=stats))
+    touching: list[list[Buffer]] = [[] for _ in parts]
+    for buf in problem.buffers:
+        for k in dict.fromkeys(piece_of[v] for v in (buf.producer, *buf.users) if v is not None):
+            touching[k].append(buf)
+    return [region_problem(problem, part, tuple(pairs), buffers)
+            for part, pairs, buffers in zip(parts, inside, touching)]

@@ -18,11 +18,14 @@ single nodes into a neighbouring block while that lowers the cost and keeps the 
 """
 from __future__ import annotations
 
+import time
 from typing import Hashable, Mapping
 
 import networkx as nx
 
 from stax.problems import FusionProblem, Partition, block_index, quotient_graph
+
+from .fusion_index import NodeIndex
 
 
 def _label_ranks(problem: FusionProblem, labels: Mapping[str, Hashable], position: Mapping[str, int]) -> dict:
@@ -39,8 +42,10 @@ def _label_ranks(problem: FusionProblem, labels: Mapping[str, Hashable], positio
     return {names[i]: rank for rank, i in enumerate(ordered)}
 
 
-def repair_labels(problem: FusionProblem, labels: Mapping[str, Hashable]) -> Partition:
-    """A partition that passes ``problem.validate``, as close to ``labels`` as steps 1-3 allow."""
+def repair_labels(problem: FusionProblem, labels: Mapping[str, Hashable], index: NodeIndex | None = None) -> Partition:
+    """A partition that passes ``problem.validate``, as close to ``labels`` as steps 1-3 allow
+    (``index``: the problem's ``NodeIndex``, when the caller has it)."""
+    index = index or NodeIndex(problem)
     dag = problem.dag()
     given = {n: i for i, n in enumerate(problem.nodes)}
     topo = list(nx.lexicographical_topological_sort(dag, key=given.__getitem__))
@@ -49,49 +54,49 @@ def repair_labels(problem: FusionProblem, labels: Mapping[str, Hashable]) -> Par
     rank: dict[str, int] = {}
     for n in reversed(topo):
         rank[n] = min([label_rank[labels[n]]] + [rank[s] for s in dag.successors(n)])
-    forbidden: dict[str, set[str]] = {n: set() for n in problem.nodes}
-    for pair in problem.forbidden:
-        forbidden[pair.a].add(pair.b)
-        forbidden[pair.b].add(pair.a)
     blocks: list[list[str]] = []
     current_rank, members, touched = None, set(), set()
     for n in sorted(topo, key=lambda n: (rank[n], position[n])):
-        buffers = touched | problem.buffers_of(n)
-        if (rank[n] != current_rank or forbidden[n] & members
+        buffers = touched | index.touches[n]
+        if (rank[n] != current_rank or index.partners[n] & members
                 or len(members) + 1 > problem.max_nodes or len(buffers) > problem.max_buffers):
             blocks.append([])
-            current_rank, members, buffers = rank[n], set(), problem.buffers_of(n)
+            current_rank, members, buffers = rank[n], set(), index.touches[n]
         blocks[-1].append(n)
         members.add(n)
         touched = buffers
     return tuple(tuple(b) for b in blocks)
 
 
-def _may_join(problem: FusionProblem, block: set[str], node: str, forbidden: set[frozenset[str]]) -> bool:
+def _may_join(problem: FusionProblem, block: set[str], node: str, index: NodeIndex) -> bool:
     """Forbidden pairs and kernel limits allow ``node`` to join ``block``."""
-    if len(block) + 1 > problem.max_nodes or any(frozenset((node, m)) in forbidden for m in block):
+    if len(block) + 1 > problem.max_nodes or not index.partners[node].isdisjoint(block):
         return False
-    return len(set().union(problem.buffers_of(node), *(problem.buffers_of(m) for m in block))) <= problem.max_buffers
+    return len(set().union(index.touches[node], *(index.touches[m] for m in block))) <= problem.max_buffers
 
 
-def improve_by_moves(problem: FusionProblem, partition: Partition, max_passes: int = 10) -> Partition:
+def improve_by_moves(problem: FusionProblem, partition: Partition, max_passes: int = 10,
+                     deadline: float | None = None, index: NodeIndex | None = None) -> Partition:
     """Local search: move one node into the block of a DAG or buffer neighbour when that strictly
-    lowers the cost and the partition stays valid (forbidden pairs, limits, acyclic quotient)."""
+    lowers the cost and the partition stays valid (forbidden pairs, limits, acyclic quotient);
+    stops at ``deadline`` (a perf_counter time) with the partition reached."""
+    index = index or NodeIndex(problem)
     dag = problem.dag()
     neighbours: dict[str, set[str]] = {n: set(dag.predecessors(n)) | set(dag.successors(n)) for n in problem.nodes}
     for buf in problem.buffers:
         for u in buf.users:
             neighbours[u] |= set(buf.users) - {u}
-    forbidden = set(problem.forbidden_set())
     blocks = [set(b) for b in partition]
     cost = problem.cost(blocks)
     for _ in range(max_passes):
         improved = False
         for node in problem.nodes:
+            if deadline is not None and time.perf_counter() > deadline:
+                return _in_node_order(problem, blocks)
             block_of = block_index(blocks)
             home = block_of[node]
             for target in sorted({block_of[m] for m in neighbours[node]} - {home}):
-                if not _may_join(problem, blocks[target], node, forbidden):
+                if not _may_join(problem, blocks[target], node, index):
                     continue
                 trial = [b - {node} if i == home else b | {node} if i == target else b for i, b in enumerate(blocks)]
                 trial = [b for b in trial if b]
@@ -101,4 +106,8 @@ def improve_by_moves(problem: FusionProblem, partition: Partition, max_passes: i
                     break
         if not improved:
             break
+    return _in_node_order(problem, blocks)
+
+
+def _in_node_order(problem: FusionProblem, blocks: list[set[str]]) -> Partition:
     return tuple(tuple(n for n in problem.nodes if n in b) for b in blocks)

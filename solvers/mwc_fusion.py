@@ -30,8 +30,8 @@ independent in C.  When C is a clique of k terminals this keeps the k-1 cheapest
 isolating-cut algorithm with its 2 - 2/k guarantee.  The labels are the connected components
 of G minus the kept cuts.
 
-The answer is always status "heuristic": the repair may lose optimality on general problems;
-on the instances of Theorem 7.1 it recovers the optimum (the repair is the proof's construction).
+The repair may lose optimality on general problems; on the instances of Theorem 7.1 it recovers
+the optimum (the repair is the proof's construction), which the relaxation's bound then proves.
 """
 from __future__ import annotations
 
@@ -44,16 +44,18 @@ from stax.problems import FusionProblem
 from stax.strategy import FusionInfo, FusionResult, Status, ordered_blocks
 
 from .cpsat_common import integer_bound
+from .deadlines import OutOfTime, check_deadline, seconds_left
+from .fusion_index import NodeIndex
 from .fusion_repair import improve_by_moves, repair_labels
 from .multiway_cut import isolating_cut
 
 METHODS = ("exact", "isolating")
 
 
-def terminals(problem: FusionProblem) -> list[str]:
+def terminals(problem: FusionProblem, index: NodeIndex | None = None) -> list[str]:
     """Nodes of some forbidden pair, in the problem's node order."""
-    ends = {n for p in problem.forbidden for n in (p.a, p.b)}
-    return [n for n in problem.nodes if n in ends]
+    partners = (index or NodeIndex(problem)).partners
+    return [n for n in problem.nodes if partners[n]]
 
 
 def cut_graph(problem: FusionProblem) -> nx.Graph:
@@ -75,14 +77,23 @@ def cut_graph(problem: FusionProblem) -> nx.Graph:
     return g
 
 
-def isolating_labels(problem: FusionProblem) -> dict[str, int]:
-    """Components of the cut graph minus the isolating cuts of a vertex cover of the conflict graph."""
+def isolating_labels(problem: FusionProblem, deadline: float | None = None,
+                     index: NodeIndex | None = None) -> dict[str, int]:
+    """Components of the cut graph minus the isolating cuts of a vertex cover of the conflict graph.
+    Once ``deadline`` (a perf_counter time) passes, each terminal left is cut off alone (its
+    edges: an isolating cut, if not a minimum one)."""
     g = cut_graph(problem)
-    partners: dict[str, set[str]] = {}
-    for p in problem.forbidden:
-        partners.setdefault(p.a, set()).add(p.b)
-        partners.setdefault(p.b, set()).add(p.a)
-    cuts = {t: isolating_cut(g, t, sorted(partners[t], key=problem.nodes.index)) for t in terminals(problem)}
+    index = index or NodeIndex(problem)
+    partners = index.partners
+    position = {v: i for i, v in enumerate(problem.nodes)}
+    cuts, longest = {}, 0.0  # the longest minimum cut so far predicts the next one's seconds
+    for t in terminals(problem, index):
+        began = time.perf_counter()
+        if deadline is not None and began + longest > deadline:
+            cuts[t] = (int(g.degree(t, weight="weight")), {t})
+        else:
+            cuts[t] = isolating_cut(g, t, sorted(partners[t], key=position.__getitem__))
+            longest = max(longest, time.perf_counter() - began)
     dropped: set[str] = set()
     for t in sorted(cuts, key=lambda t: -cuts[t][0]):
         if not partners[t] & dropped:
@@ -94,26 +105,51 @@ def isolating_labels(problem: FusionProblem) -> dict[str, int]:
     return {n: i for i, comp in enumerate(nx.connected_components(rest)) for n in comp}
 
 
-def exact_labels(problem: FusionProblem, time_limit: float) -> tuple[dict[str, int] | None, int | None, str]:
+def exact_labels(problem: FusionProblem, deadline: float,
+                 index: NodeIndex | None = None) -> tuple[dict[str, int] | None, int | None, str]:
     """CP-SAT relaxation (see module doc): labels, a proven lower bound, and the solver status
-    (labels and bound None when no labelling was found within ``time_limit``)."""
+    (labels and bound None when no labelling was found before ``deadline``, a perf_counter time,
+    which building the model counts against)."""
     from ortools.sat.python import cp_model
 
-    terms = terminals(problem)
+    try:
+        model, z, labels, constant = _relaxation(problem, deadline, index)
+    except OutOfTime:
+        return None, None, "the relaxation's model was not built in time"
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, seconds_left(deadline))
+    solver.parameters.num_workers = 1
+    status = solver.solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None, None, f"no labelling found in time (CP-SAT {solver.status_name(status).lower()})"
+    chosen = {v: next(l for l in labels if solver.value(z[v, l])) for v in problem.nodes}
+    return chosen, constant + integer_bound(model, solver), solver.status_name(status).lower()
+
+
+def _relaxation(problem: FusionProblem, deadline: float, index: NodeIndex | None):
+    """The CP-SAT model of ``exact_labels`` (module doc): the model, its label literals, the
+    labels and the objective's constant; raises ``OutOfTime`` once ``deadline`` passes."""
+    from ortools.sat.python import cp_model
+
+    terms = terminals(problem, index)
     rank = {t: i for i, t in enumerate(terms)}
     labels = range(max(1, len(terms)))
     model = cp_model.CpModel()
-    z = {(v, l): model.new_bool_var(f"z_{v}_{l}") for v in problem.nodes for l in labels}
+    z = {}
     for v in problem.nodes:
+        check_deadline(deadline)
+        z.update({(v, l): model.new_bool_var(f"z_{v}_{l}") for l in labels})
         model.add_exactly_one(z[v, l] for l in labels)
         for l in labels:
             if v in rank and l > rank[v]:
                 model.add(z[v, l] == 0)
     for p in problem.forbidden:
+        check_deadline(deadline)
         for l in labels:
             model.add(z[p.a, l] + z[p.b, l] <= 1)
     objective, constant = [], 0
     for buf in problem.buffers:
+        check_deadline(deadline)
         users = sorted(set(buf.users) - {buf.producer}, key=problem.nodes.index)
         if buf.size == 0 or not users:
             constant += buf.size if buf.is_output else 0
@@ -132,21 +168,25 @@ def exact_labels(problem: FusionProblem, time_limit: float) -> tuple[dict[str, i
             model.add_max_equality(write, read)
             objective.append(buf.size * write)
     model.minimize(sum(objective))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit
-    solver.parameters.num_workers = 1
-    status = solver.solve(model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None, None, f"no labelling within {time_limit} s"
-    chosen = {v: next(l for l in labels if solver.value(z[v, l])) for v in problem.nodes}
-    return chosen, constant + integer_bound(model, solver), solver.status_name(status).lower()
+    return model, z, labels, constant
+
+
+#: the parts of the time limit the exact relaxation, and everything before the repair's last
+#: steps (the isolating cuts, the moves), may use; the rest is for pricing and validating
+RELAXATION_SHARE, SEARCH_SHARE = 0.4, 0.7
 
 
 class MultiwayCutFusion:
-    """Fusion strategy "mwc": cut relaxation (``method`` "exact" or "isolating"), then repair."""
+    """Fusion strategy "mwc": cut relaxation (``method`` "exact" or "isolating"), then repair.
+
+    ``time_limit`` covers the whole strategy: the exact relaxation gets ``RELAXATION_SHARE`` of
+    it (building its model included), the isolating cuts and the local moves stop at
+    ``SEARCH_SHARE`` of it (``isolating_labels``, ``improve_by_moves``).  ``status``: "optimal" when the cost meets the
+    relaxation's bound, "feasible" (not proven) when there is a bound below the cost or the time
+    limit cut the search short, else "heuristic" (method "isolating" in time)."""
 
     name = "mwc"
-    parameters = {"method": METHODS, "time_limit": "seconds for CP-SAT (exact)"}
+    parameters = {"method": METHODS, "time_limit": "seconds for the whole strategy"}
 
     def __init__(self, method: str = "exact", time_limit: float = 10.0):
         if method not in METHODS:
@@ -155,17 +195,25 @@ class MultiwayCutFusion:
 
     def solve(self, problem: FusionProblem) -> FusionResult:
         start = time.perf_counter()
+        deadline = start + SEARCH_SHARE * self.time_limit
         stats: dict[str, Any] = {"method": self.method}
         labels, bound = None, None
+        index = NodeIndex(problem)
         if self.method == "exact":
-            labels, bound, stats["relaxation_status"] = exact_labels(problem, self.time_limit)
+            labels, bound, stats["relaxation_status"] = exact_labels(
+                problem, start + RELAXATION_SHARE * self.time_limit, index)
         if labels is None:  # out of time (or method "isolating"): the isolating cuts need no solver
-            labels = isolating_labels(problem)
+            labels = isolating_labels(problem, deadline, index)
         stats["relaxation_cost"] = problem.cost(_groups(labels))
-        partition = improve_by_moves(problem, repair_labels(problem, labels))
+        partition = improve_by_moves(problem, repair_labels(problem, labels, index), deadline=deadline, index=index)
         partition = ordered_blocks(problem, partition)
-        return FusionResult(partition, Status.HEURISTIC, problem.cost(partition), bound,
-                            time.perf_counter() - start, FusionInfo(stats=stats))
+        cost = problem.cost(partition)
+        late = time.perf_counter() > deadline or (self.method == "exact" and bound is None)
+        note = f"the time limit {self.time_limit:g} s cut the search short" if late else ""
+        status = (Status.OPTIMAL if cost == bound else Status.FEASIBLE if bound is not None or late
+                  else Status.HEURISTIC)
+        return FusionResult(partition, status, cost, bound, time.perf_counter() - start,
+                            FusionInfo(note=note, stats=stats))
 
 
 def _groups(labels: dict[str, int]) -> list[list[str]]:

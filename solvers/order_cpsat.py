@@ -10,12 +10,16 @@ holds its inputs and outputs at its own step, and every output is live at the la
 """
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 from ortools.sat.python import cp_model
 
 from stax.problems import OrderProblem
 from stax.strategy import OrderInfo, OrderResult, Status
 
 from .cpsat_common import SolverParams, run
+from .order_dp import bounded_order
 from .warm_start import heuristic_order
 
 
@@ -79,35 +83,48 @@ class OrderModel:
 
 
 class CpSatOrder:
-    """Order strategy "cpsat": the order of least peak (Definition 7.5), see the module doc.
+    """Order strategy "cpsat": the order of least peak (Definition 7.5).
 
-    ``status`` is "optimal" only when CP-SAT proved it; "feasible" means the time limit ran out
-    with an order that is *not* proven optimal (``bound`` is the larger of CP-SAT's best bound
-    and ``step_lower_bound``).  The search starts from the best heuristic order of section 7.5
-    ("best"), which is also returned (status "heuristic") if CP-SAT finds nothing in time.
+    By default it runs the down-set programme's bounded search (``order_dp.bounded_order``: the
+    best heuristic order improved window by window, cut bounds, the programme on every series
+    segment that can set the peak) and gives CP-SAT (this module's model, hinted with the best
+    order so far) the segments the programme cannot finish, all within ``time_limit``: its answer
+    is never worse than strategy "dp"'s in the same time.  ``decompose=False`` runs the model
+    alone on the whole problem, started from the best heuristic order of section 7.5 ("best")
+    when ``warm_start``.
+
+    ``status`` is "optimal" only when proven; "feasible" means the time limit ran out with an
+    order that is *not* proven optimal (``bound`` a certified lower bound: CP-SAT's, the
+    programme's, the cut bounds or ``step_lower_bound``).  The undecomposed model returns the
+    heuristic order if CP-SAT finds nothing in time.
     """
 
     name = "cpsat"
 
-    def __init__(self, time_limit: float = 10.0, workers: int = 2, warm_start: bool = True, seed: int = 0):
+    def __init__(self, time_limit: float = 10.0, workers: int = 2, warm_start: bool = True, seed: int = 0,
+                 decompose: bool = True):
         self.params = SolverParams(time_limit, workers, seed)
-        self.warm_start = warm_start
+        self.warm_start, self.decompose = warm_start, decompose
 
     def solve(self, problem: OrderProblem) -> OrderResult:
-        model = OrderModel(problem)
+        if self.decompose:
+            return bounded_order(problem, time_limit=self.params.time_limit, cpsat_workers=self.params.workers)
+        began = time.perf_counter()
         start = heuristic_order(problem)
+        model = OrderModel(problem)
         if self.warm_start:
             model.hint(start)
-        solved = run(model.model, self.params)
+        solved = run(model.model, replace(self.params, time_limit=max(0.01, self.params.time_limit
+                                                                      - (time.perf_counter() - began))))
         stats = {"warm_start": self.warm_start, "solver_seconds": solved.seconds}
         note = ""
         if solved.has_solution:
             order, status = model.decode(solved.solver), Status(solved.status)
         else:
-            order, status = start, Status.HEURISTIC
+            order, status = start, Status.FEASIBLE
             note = (f"CP-SAT ended with status {solved.status} within {self.params.time_limit} s; "
                     "the best heuristic order is returned")
         peak = problem.peak(order)
         bound = solved.bound_for(peak)
         bound = float(max(bound or 0, min(step_lower_bound(problem), peak)))
-        return OrderResult(order, status, peak, bound, solved.seconds, OrderInfo(note=note, stats=stats))
+        return OrderResult(order, status, peak, bound, time.perf_counter() - began, OrderInfo(note=note, stats=stats))

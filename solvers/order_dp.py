@@ -36,6 +36,7 @@ from stax.errors import StaxError
 from stax.problems import OrderProblem
 from stax.strategy import OrderInfo, OrderResult, Status, run_order
 
+from .deadlines import search_deadline
 from .order_cut_bound import cut_lower_bound
 from .order_decompose import join, live_set_lower_bound, segment_problem, segments
 from .order_window import improve
@@ -114,7 +115,9 @@ def least_peak(problem: OrderProblem, incumbent: tuple[str, ...], max_states: in
     for size in range(len(steps)):
         nxt: dict[int, tuple[int, int, int]] = {}
         back: dict[int, tuple[int, int]] = {}
-        for done, (peak, held, ready) in layer.items():
+        for expanded, (done, (peak, held, ready)) in enumerate(layer.items()):
+            if expanded % 1024 == 1023 and deadline is not None and time.perf_counter() > deadline:
+                raise _Limit(f"time limit reached in layer {size + 1} of {len(steps)} of down-sets")
             todo = ready
             while todo:
                 low = todo & -todo
@@ -168,19 +171,17 @@ def solve_segment(problem: OrderProblem, incumbent: tuple[str, ...], max_states:
                   deadline: float | None, cpsat_workers: int = 0) -> SegmentAnswer:
     """One segment: the better of ``incumbent`` and the best heuristic order, then proven or
     improved by ``least_peak`` when the live-set bound does not already prove it.  With
-    ``cpsat_workers``, a segment the programme cannot finish goes to CP-SAT (hinted with the
-    incumbent) for what remains of the time, after the programme had a sixth of it."""
+    ``cpsat_workers``, a segment the programme stops on (at ``max_states``) goes to CP-SAT
+    (hinted with the incumbent) for what remains of the time: the programme runs as it does
+    without, so CP-SAT's help never makes the answer worse."""
     heuristic = run_order("best", problem).order
     if problem.peak(heuristic) < problem.peak(incumbent):
         incumbent = heuristic
     peak, bound = problem.peak(incumbent), live_set_lower_bound(problem)
     if peak == bound:
         return SegmentAnswer(incumbent, peak, bound, 0, "heuristic order meets the live-set bound")
-    dp_deadline = deadline
-    if cpsat_workers and deadline is not None:
-        dp_deadline = time.perf_counter() + (deadline - time.perf_counter()) / 6
     try:
-        order, states = least_peak(problem, incumbent, max_states, dp_deadline)
+        order, states = least_peak(problem, incumbent, max_states, deadline)
     except _Limit as stop:
         if not cpsat_workers or deadline is None or time.perf_counter() >= deadline:
             return SegmentAnswer(incumbent, peak, bound, 0, str(stop))
@@ -191,11 +192,13 @@ def solve_segment(problem: OrderProblem, incumbent: tuple[str, ...], max_states:
 
 def cpsat_segment(problem: OrderProblem, incumbent: tuple[str, ...], bound: int, seconds: float,
                   workers: int) -> SegmentAnswer:
-    """CP-SAT's order model (``order_cpsat.OrderModel``) on a segment, hinted with ``incumbent``:
-    its order when better, and the larger of its bound and ``bound``."""
+    """CP-SAT's order model (``order_cpsat.OrderModel``) on a segment, hinted with ``incumbent``
+    and told the certified ``bound`` (no order peaks lower): its order when better, and the
+    larger of its bound and ``bound``."""
     from .cpsat_common import SolverParams, run
     from .order_cpsat import OrderModel
     model = OrderModel(problem)
+    model.model.add(model.peak >= bound)
     model.hint(incumbent)
     solved = run(model.model, SolverParams(seconds, workers, 0))
     order, lower = incumbent, solved.bound or 0
@@ -209,13 +212,18 @@ def cpsat_segment(problem: OrderProblem, incumbent: tuple[str, ...], bound: int,
     return SegmentAnswer(order, peak, bound, 0, "" if bound == peak else f"CP-SAT {solved.status} in {seconds:.1f} s")
 
 
+#: the part of the time limit the window improvements of the first incumbent may use
+IMPROVE_SHARE = 0.5
+
+
 def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: float | None = 60.0,
                   cpsat_workers: int = 0) -> OrderResult:
     """The least-peak order ("optimal"), or the best order found ("feasible") with a certified
     lower bound ``bound``; never raises for size.  ``cpsat_workers`` > 0 lets CP-SAT finish the
     segments the down-set programme cannot (``solve_segment``).
 
-    The best heuristic order, improved window by window (``order_window``), is the incumbent;
+    The best heuristic order, improved window by window (``order_window``, for at most
+    ``IMPROVE_SHARE`` of the time limit), is the incumbent;
     the first lower bound L is the larger of the live-set bound and the cut bounds at the
     incumbent's highest steps (``order_cut_bound``).
     The incumbent runs the series segments one after another (every order does), so its peak is
@@ -225,8 +233,9 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
     is proven when its peak reaches L.
     """
     began = time.perf_counter()
-    deadline = None if time_limit is None else began + time_limit
-    incumbent = improve(problem, run_order("best", problem).order, max_states=max_states, deadline=deadline)
+    deadline = None if time_limit is None else search_deadline(began, time_limit)
+    windows_deadline = None if time_limit is None else began + IMPROVE_SHARE * time_limit
+    incumbent = improve(problem, run_order("best", problem).order, max_states=max_states, deadline=windows_deadline)
     live = problem.live_bytes(incumbent)
     bound = cut_lower_bound(problem, incumbent, live_set_lower_bound(problem), deadline)
     parts = segments(problem)
@@ -241,6 +250,9 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
     notes = []
     for k in sorted(range(len(parts)), key=lambda k: -peaks[k]):
         if peaks[k] <= bound:
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            notes.append(f"time limit {time_limit:g} s reached before every segment was solved")
             break
         seg = segment_problem(problem, parts, k)
         own = seg.tasks[:len(seg.tasks) - len(parts[k])] + orders[k]  # its BEFORE task first, if any
@@ -261,7 +273,9 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
 
 class DownSetOrder:
     """Order strategy "dp": the least-peak order by the pruned down-set programme on each series
-    segment (module doc); refuses with ``StaxError`` when a segment stays unproven."""
+    segment (module doc).  Without ``time_limit`` it refuses with ``StaxError`` when a segment
+    stays unproven (at ``max_states``); with one, it returns its best order by then, "feasible"
+    with a certified bound when not proven."""
 
     name = "dp"
 
@@ -271,7 +285,7 @@ class DownSetOrder:
 
     def solve(self, problem: OrderProblem) -> OrderResult:
         result = bounded_order(problem, self.max_states, self.time_limit)
-        if result.status != Status.OPTIMAL:
+        if result.status != Status.OPTIMAL and self.time_limit is None:
             raise StaxError(f"order dp: {result.info.note}; use the CP-SAT order strategy "
                             "(run_order('cpsat', problem)), solvers.order_dp.bounded_order, or raise max_states")
         return result

@@ -173,14 +173,22 @@ class FusionProblem(_JsonFile):
         missing = [n for n in self.nodes if n not in seen]
         if missing:
             raise InvalidScheduleError(f"nodes {missing[:5]} are in no block; a partition must cover every node")
-        forbidden = self.forbidden_set()
+        touches: dict[str, set[str]] = {n: set() for n in self.nodes}  # buffers_of, for every node at once
+        for buf in self.buffers:
+            for n in (buf.producer, *buf.users) if buf.producer else buf.users:
+                touches[n].add(buf.name)
+        inside: dict[int, dict[frozenset[str], str]] = {}  # per block, the forbidden pairs it holds
+        for pair in self.forbidden:
+            if seen[pair.a] == seen[pair.b]:
+                inside.setdefault(seen[pair.a], {})[frozenset((pair.a, pair.b))] = pair.reason
         for i, block in enumerate(blocks):
             if len(block) > self.max_nodes:
                 raise InvalidScheduleError(f"block {i} has {len(block)} nodes, more than the limit {self.max_nodes}")
-            nbuf = len(set().union(*(self.buffers_of(n) for n in block)))
+            nbuf = len(set().union(*(touches[n] for n in block)))
             if nbuf > self.max_buffers and len(block) > 1:  # the limits bound fusion; one node is always a kernel
                 raise InvalidScheduleError(f"block {i} touches {nbuf} buffers, more than the limit {self.max_buffers}")
-            for x in range(len(block)):
+            forbidden = inside.get(i, {})
+            for x in range(len(block) if forbidden else 0):
                 for y in range(x + 1, len(block)):
                     reason = forbidden.get(frozenset((block[x], block[y])))
                     if reason is not None:

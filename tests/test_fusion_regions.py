@@ -1,5 +1,6 @@
 """Fusion by regions (solvers/fusion_decompose.py): the cost is additive over regions, and the
-regional optimum equals undecomposed CP-SAT and brute force on hundreds of seeded graphs."""
+strategy "cpsat", which solves pieces, equals its undecomposed model (``decompose=False``) and
+brute force on hundreds of seeded graphs."""
 import random
 from itertools import islice
 
@@ -9,7 +10,7 @@ import pytest
 from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, set_partitions
 from solvers.fusion_bounds import compulsory_traffic
-from solvers.fusion_decompose import pieces, region_problem, regional_fusion, regions
+from solvers.fusion_decompose import piece_problems, pieces, region_problem, regions
 from stax.errors import InvalidScheduleError
 from stax.problems import ForbiddenPair, FusionProblem
 from stax.strategy import run_fusion
@@ -101,18 +102,27 @@ def test_cost_is_additive_over_regions_and_pieces():
     assert checked > 200
 
 
-def test_regional_fusion_equals_cpsat_and_brute_force():
-    split = 0
-    for seed in range(150):
+def test_decomposed_cpsat_equals_the_undecomposed_model_and_brute_force():
+    split = brute = 0
+    for seed in range(300):
         p = with_externs(seed)
-        result = regional_fusion(p, workers=1)
+        result = run_fusion("cpsat", p, workers=1)
         split += len(pieces(p)) > len(regions(p)) > 1
         assert result.status == "optimal" and result.bound == result.cost, p.name
-        assert p.validate(result.partition)
-        assert result.cost == run_fusion("cpsat", p, workers=1).cost, p.name
+        assert result.info.stats["pieces"] == len(pieces(p)), p.name
+        whole = run_fusion("cpsat", p, workers=1, decompose=False)
+        assert whole.status == "optimal" and result.cost == whole.cost, p.name
         if len(p.nodes) <= 9:
             assert result.cost == min_fusion_cost(p)[0], p.name
-    assert split > 50
+            brute += 1
+    assert split > 100 and brute > 100
+
+
+def test_piece_problems_are_the_region_problems_of_the_pieces():
+    for seed in range(40):
+        p = with_externs(seed)
+        found = [q.to_dict() for q in piece_problems(p)]
+        assert found == [region_problem(p, part).to_dict() for part in pieces(p)], p.name
 
 
 def test_large_training_fusion_file_matches_its_order_file():
@@ -128,6 +138,6 @@ def test_large_training_fusion_is_proven_by_pieces():
     """A whole-model training step of more than 500 nodes: every piece proven (or met by greedy)."""
     from instances.store import load
     p = load("data/large/gpt2-12-train.fusion").fusion
-    result = regional_fusion(p, time_limit=300, workers=2)
+    result = run_fusion("cpsat", p, time_limit=300, workers=2)
     assert p.validate(result.partition) and result.status == "optimal" and result.bound == result.cost
     assert compulsory_traffic(p) < result.cost <= run_fusion("greedy", p).cost

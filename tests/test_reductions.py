@@ -175,7 +175,7 @@ def test_mwc_finds_the_optimum_on_reduced_instances():
         reduction = fusion_from_multiway_cut(h, terminals)
         optimum = 2 * exact_multiway_cut(h, terminals).weight
         exact = run_fusion("mwc", reduction.problem)
-        assert exact.cost == optimum and exact.bound == optimum and exact.status == "heuristic"
+        assert exact.cost == optimum and exact.bound == optimum and exact.status == "optimal"
         isolating = run_fusion("mwc", reduction.problem, method="isolating")
         assert 3 * isolating.cost <= 4 * optimum
 

@@ -1,0 +1,1 @@
+"""Studies: scripts that measure the solvers and the compiler and print what they found."""

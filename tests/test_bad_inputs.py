@@ -221,7 +221,7 @@ def _set(path: str, value):
     (_set("buffers.2.size", -4), r"field 'buffers\[2\]\.size': expected a whole number from 0"),
     (_set("buffers.2.size", 4.5), r"field 'buffers\[2\]\.size'"),
     (_set("nodes.0", "n0\nsystem"), r"field 'nodes': expected a list of names, each an identifier"),
-    (_set("buffers.2.colour", "red"), r"field 'buffers\[2\]\.colour': expected one of the known keys"),
+    (_set("buffers.2.colour", "red"), r"field 'buffers\[2\]\.colour' is not a known key"),
     (_set("max_nodes", 0), r"field 'max_nodes': expected a positive integer"),
     (_set("forbidden", [{"a": "n0", "b": "n0", "reason": "x"}]), r"field 'forbidden\[0\]\.b': expected a node other"),
     (_set("name", "a\nb"), r"field 'name': expected a printable string"),

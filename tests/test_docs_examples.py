@@ -25,10 +25,6 @@ def test_page_examples_run(page, tmp_path, monkeypatch):
         exec(compile(code, f"{page} block {number}", "exec"), namespace)
 
 
-#: pages other branches of issue 53 write (the torch backend's, the cluster's); the lead merges them
-ELSEWHERE = {"torch.md", "cluster.md"}
-
-
 @pytest.mark.parametrize("page", ["../README.md", *sorted(p.name for p in DOCS.glob("*.md"))])
 def test_page_names_files_modules_and_pages_that_exist(page):
     text, root = (DOCS / page).read_text(), DOCS.parent
@@ -39,4 +35,4 @@ def test_page_names_files_modules_and_pages_that_exist(page):
         assert importlib.util.find_spec(module), f"{page} runs {module}, which does not exist"
     for link in re.findall(r"\]\(([\w./-]+\.md)(?:#[\w-]+)?\)", text):
         target = ((DOCS / page).parent / link).resolve()
-        assert target.exists() or target.name in ELSEWHERE, f"{page} links {link}, which does not exist"
+        assert target.exists(), f"{page} links {link}, which does not exist"

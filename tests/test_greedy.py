@@ -171,4 +171,4 @@ def test_legality_of_a_merge_is_the_problems_validator(problem, picks):
 
 def test_greedy_parameters_are_recorded():
     assert GreedyFusion(min_shared_bytes=64).parameters == {"max_rounds": 10, "min_shared_bytes": 64,
-                                                           "max_peak_growth": None}
+                                                           "max_peak_growth": None, "window": 64}

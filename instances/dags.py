@@ -74,11 +74,13 @@ def _sizes(g: nx.DiGraph, rng: random.Random, low: int, high: int) -> dict[str, 
 
 
 def fusion_problem(g: nx.DiGraph, seed: int, forbidden_fraction: float = 0.1,
-                   sizes: tuple[int, int] = (1, 64), name: str = "", forbidden_span: int | None = None) -> FusionProblem:
+                   sizes: tuple[int, int] = (1, 64), name: str = "", forbidden_span: int | None = None,
+                   shared_input: bool = False) -> FusionProblem:
     """A FusionProblem on DAG ``g``: node v writes buffer ``b_v``; sources read one graph input each;
     sinks are outputs; a ``forbidden_fraction`` of node pairs is forbidden ('incompatible'), of
     all pairs or, with ``forbidden_span``, of the pairs at most that many places apart (which
-    keeps a large problem's size linear in its nodes)."""
+    keeps a large problem's size linear in its nodes).  ``shared_input``: every node also reads
+    one more graph input (a constant all of a model's ops read), so every pair shares a buffer."""
     rng = random.Random(seed)
     nodes = tuple(sorted(g.nodes, key=lambda v: int(v[1:])))
     position = {v: i for i, v in enumerate(nodes)}
@@ -89,6 +91,8 @@ def fusion_problem(g: nx.DiGraph, seed: int, forbidden_fraction: float = 0.1,
             buffers.append(Buffer(f"in_{v}", rng.randint(*sizes), None, (v,)))
         buffers.append(Buffer(f"b_{v}", size[v], v, tuple(sorted(g.successors(v), key=position.__getitem__)),
                               is_output=g.out_degree(v) == 0))
+    if shared_input:
+        buffers.append(Buffer("in_shared", rng.randint(*sizes), None, nodes))
     span = len(nodes) if forbidden_span is None else forbidden_span
     pairs = [(a, b) for i, a in enumerate(nodes) for b in nodes[i + 1:i + 1 + span]]
     forbidden = tuple(ForbiddenPair(a, b, "incompatible") for a, b in pairs if rng.random() < forbidden_fraction)

@@ -16,6 +16,7 @@ from stax.errors import InvalidScheduleError, StaxError
 from stax.frontend import trace
 from stax.memory.orders import original_order
 from stax.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem, quotient_graph
+from stax.scheduler import greedy as greedy_module
 from stax.scheduler.greedy import WINDOW, FusionGroups, GreedyFusion, best_first, compare_scores, score
 from stax.scheduler.events import Fused, FusionKind, NotFused, Round, WhyNoFuse
 from stax.scheduler.report import fusion_log
@@ -150,10 +151,15 @@ def picked_merges(groups: FusionGroups, picks):
 
 
 @settings(max_examples=40, deadline=None)
-@given(problems(max_nodes=40), st.lists(st.tuples(st.integers(0, 999), st.integers(0, 999)), max_size=40))
-def test_ancestor_cycle_test_agrees_with_the_quotient_graph(problem, picks):
+@given(problems(max_nodes=40), st.lists(st.tuples(st.integers(0, 999), st.integers(0, 999)), max_size=40),
+       st.sampled_from([None, 1, 3]))
+def test_ancestor_cycle_test_agrees_with_the_quotient_graph(problem, picks, window):
+    """The search between two groups and, with a window, the bits sharing_pairs records (within
+    the window; the search beyond it), against networkx on the quotient graph."""
     groups, dag = FusionGroups(problem), problem.dag()
     for a, b, merged in picked_merges(groups, picks):
+        if window is not None:
+            list(groups.sharing_pairs(window))
         cycle = not nx.is_directed_acyclic_graph(quotient_graph(dag, merged))
         assert groups.creates_cycle(a, b) == cycle
         if not cycle:
@@ -326,3 +332,32 @@ def test_a_two_thousand_node_local_graph_is_the_unbounded_greedy():
     windowed = run_fusion("greedy", problem)
     assert len(windowed.partition) < len(problem.nodes) / 4
     assert windowed.partition == run_fusion("greedy", problem, window=None).partition
+
+
+def test_rejections_beyond_the_cap_are_counted_not_kept(monkeypatch):
+    problem = fusion_problem(layered_dag(40, 2), 2)
+    full = run_fusion("greedy", problem)
+    rejections = sum(isinstance(e, NotFused) for e in full.info.events)
+    monkeypatch.setattr(greedy_module, "MAX_LOGGED_REJECTIONS", 5)
+    capped = run_fusion("greedy", problem)
+    assert capped.partition == full.partition and rejections > 5
+    assert sum(isinstance(e, NotFused) for e in capped.info.events) == 5
+    assert capped.info.stats == {"rejections_not_logged": rejections - 5}
+    assert [e for e in capped.info.events if not isinstance(e, NotFused)] == \
+        [e for e in full.info.events if not isinstance(e, NotFused)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems(max_nodes=30), st.lists(st.tuples(st.integers(0, 999), st.integers(0, 999)), max_size=12),
+       st.integers(1, 6))
+def test_the_recorded_bits_answer_every_pair_within_the_window(problem, picks, window):
+    groups, dag = FusionGroups(problem), problem.dag()
+    for a, b, _ in picked_merges(groups, picks):
+        if not groups.creates_cycle(a, b):
+            groups.merge(a, b)
+    list(groups.sharing_pairs(window))
+    current = groups.groups()
+    for i, a in enumerate(current):
+        for b in current[i + 1:]:
+            merged = [g for g in current if g not in (a, b)] + [a + b]
+            assert groups.creates_cycle(a, b) == (not nx.is_directed_acyclic_graph(quotient_graph(dag, merged)))

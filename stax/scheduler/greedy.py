@@ -30,7 +30,8 @@ no fusion.
 """
 from __future__ import annotations
 
-from typing import Any
+from bisect import bisect_left, bisect_right
+from typing import Any, Iterator
 
 from ..errors import StaxError
 from ..memory.orders import original_order
@@ -51,7 +52,10 @@ class FusionGroups:
     topological order), so that neither a cycle test nor a merge looks at the whole graph.
 
     Groups are numbered inside; a number is never reused, so what holds for a pair of groups
-    (``pair_key``: its score, the rules it breaks) stays true until one of them merges.
+    (``pair_key``: its score) stays true until one of them merges.  ``sharing_pairs`` with a
+    window also records, for each group, which groups up to the window after it a path of two
+    or more edges reaches (bits of an int), so that until the next merge a cycle test is one
+    bit (Proposition 7.1); after a merge it searches between the two groups.
     """
 
     def __init__(self, problem: FusionProblem):
@@ -83,7 +87,8 @@ class FusionGroups:
             self._pred[self._id[b]].add(self._id[a])
         self._rank = {self._id[n]: r for r, n in enumerate(dag.topological_order(key=self.position.__getitem__))}
         self._next = len(problem.nodes)
-        self._rules: dict[tuple[int, int], NotFused | None] = {}
+        self._longer: dict[int, int] | None = None  # group -> bit k: a path of >= 2 edges to the group k places on
+        self._longer_window = 0
         self._peak: int | None = None
 
     def _of(self, group: Group) -> int:
@@ -127,27 +132,43 @@ class FusionGroups:
         between them is one of those)."""
         return fusion_kind(self.problem, a, b, [self._buffer[name] for name in self.shared(a, b)])
 
-    def sharing_pairs(self, window: int | None = None) -> list[tuple[Group, Group]]:
-        """Algorithm 7.1 line 2: pairs of groups that share at least one buffer, in node order;
-        with ``window``, only those at most ``window`` places apart in the groups' topological
-        order (renumbered here from 0, the order itself unchanged)."""
-        self._rank = {g: r for r, g in enumerate(sorted(self._members, key=self._rank.__getitem__))}
-        rank = self._rank
-        pairs: set[tuple[int, int]] = set()
-        for holders in self._holders.values():
-            row = sorted(holders, key=rank.__getitem__) if len(holders) > 1 else ()
-            for i, g in enumerate(row):
-                if window is None:
-                    pairs.update((g, h) for h in row[i + 1:])
-                    continue
-                for h in row[i + 1:i + 1 + window]:
-                    if rank[h] - rank[g] > window:
-                        break
-                    pairs.add((g, h))
-        members, position = self._members, self.position
-        ordered = [(members[g], members[h]) if position[members[g][0]] < position[members[h][0]]
-                   else (members[h], members[g]) for g, h in pairs]
-        return sorted(ordered, key=lambda p: (position[p[0][0]], position[p[1][0]]))
+    def sharing_pairs(self, window: int | None = None) -> Iterator[tuple[Group, Group]]:
+        """Algorithm 7.1 line 2: pairs of groups that share at least one buffer, in node order
+        (by first nodes), made one group at a time; with ``window``, only those at most
+        ``window`` places apart in the groups' topological order (renumbered here from 0, the
+        order itself unchanged).  Valid until the next merge."""
+        ranked = sorted(self._members, key=self._rank.__getitem__)
+        self._rank = rank = {g: r for r, g in enumerate(ranked)}
+        if window is not None:
+            self._longer, self._longer_window = self._longer_paths(ranked, window), window
+        rows = {name: sorted(rank[g] for g in holders) for name, holders in self._holders.items() if len(holders) > 1}
+        members, position, reach = self._members, self.position, len(ranked) if window is None else window
+        for a in sorted(members, key=lambda g: position[members[g][0]]):
+            first, partners = position[members[a][0]], set()
+            for name in self._buffers[a]:
+                row = rows.get(name, ())
+                lo, hi = bisect_left(row, rank[a] - reach), bisect_right(row, rank[a] + reach)
+                partners.update(row[lo:hi])
+            later = [members[ranked[r]] for r in partners if position[members[ranked[r]][0]] > first]
+            later.sort(key=lambda g: position[g[0]])
+            yield from ((members[a], b) for b in later)
+
+    def _longer_paths(self, ranked: list[int], window: int) -> dict[int, int]:
+        """For each group (``ranked``: in the topological order, ranks dense), bit k set when a
+        path of two or more edges leads to the group k <= ``window`` places after it; such a
+        path runs through groups between the two, along edges shorter than ``window``."""
+        rank, mask = self._rank, (1 << (window + 1)) - 1
+        reach: dict[int, int] = {}  # paths of one edge or more
+        longer: dict[int, int] = {}
+        for g in reversed(ranked):
+            one = more = 0
+            for h in self._succ[g]:
+                step = rank[h] - rank[g]
+                if step <= window:
+                    one |= 1 << step
+                    more |= reach[h] << step
+            reach[g], longer[g] = (one | more) & mask, more & mask
+        return longer
 
     def _reached(self, start: int, stop: int, edges: dict[int, set[int]]) -> set[int] | None:
         """The groups strictly between ``start`` and ``stop`` in the topological order that
@@ -168,13 +189,16 @@ class FusionGroups:
 
     def _ranked(self, a: Group, b: Group) -> tuple[int, int]:
         """The two groups' numbers, the one earlier in the topological order first."""
-        x, y = self._of(a), self._of(b)
+        x, y = self._id[a[0]], self._id[b[0]]
         return (x, y) if self._rank[x] < self._rank[y] else (y, x)
 
     def creates_cycle(self, a: Group, b: Group) -> bool:
         """Proposition 7.1 for groups: merging closes a cycle iff a path from one to the other
         runs through a third group, which then lies between them in the topological order."""
         low, high = self._ranked(a, b)
+        gap = self._rank[high] - self._rank[low]
+        if self._longer is not None and gap <= self._longer_window:
+            return bool(self._longer[low] >> gap & 1)
         return self._reached(low, high, self._succ) is None
 
     def _forbidden_clash(self, a: Group, b: Group) -> NotFused | None:
@@ -195,15 +219,20 @@ class FusionGroups:
                 return NotFused(a, b, WhyNoFuse.FORBIDDEN, partners[clash])
         return None
 
-    def _broken_rule(self, a: Group, b: Group) -> NotFused | None:
-        """The first rule of the problem the merge breaks apart from acyclicity (they depend on
-        the two groups alone): a forbidden pair, then the kernel limits."""
-        clash = self._forbidden_clash(a, b)
-        if clash is not None:
-            return clash
+    def broken_rule(self, a: Group, b: Group) -> NotFused | None:
+        """The first rule of the problem the merge breaks apart from acyclicity (these depend on
+        the two groups alone, not on the others): a forbidden pair, then the kernel limits."""
+        if len(a) == len(b) == 1:  # the common case, without the general scan
+            reason = self.forbidden[a[0]].get(b[0])
+            if reason is not None:
+                return NotFused(a, b, WhyNoFuse.FORBIDDEN, reason)
+        else:
+            clash = self._forbidden_clash(a, b)
+            if clash is not None:
+                return clash
         if len(a) + len(b) > self.problem.max_nodes:
             return NotFused(a, b, WhyNoFuse.TOO_MANY_NODES)
-        mine, theirs, limit = self.buffers(a), self.buffers(b), self.problem.max_buffers
+        mine, theirs, limit = self._buffers[self._id[a[0]]], self._buffers[self._id[b[0]]], self.problem.max_buffers
         if len(mine) + len(theirs) > limit and len(mine) + len(theirs) - len(mine & theirs) > limit:
             return NotFused(a, b, WhyNoFuse.TOO_MANY_BUFFERS)
         return None
@@ -212,12 +241,7 @@ class FusionGroups:
         """Legality of merging two groups under the problem's rules (Definition 7.3: no
         forbidden pair, the kernel limits, an acyclic quotient by Proposition 7.1): None, or why
         not.  Any strategy that merges groups may call it; it holds no preference."""
-        key = self.pair_key(a, b)
-        if key not in self._rules:
-            self._rules[key] = self._broken_rule(a, b)
-        if self._rules[key] is not None:
-            return self._rules[key]
-        return NotFused(a, b, WhyNoFuse.CYCLE) if self.creates_cycle(a, b) else None
+        return self.broken_rule(a, b) or (NotFused(a, b, WhyNoFuse.CYCLE) if self.creates_cycle(a, b) else None)
 
     def kernel_peak(self, merging: tuple[Group, Group] | None = None) -> int:
         """Peak (Definition 7.5) of the kernels in their original-like order, optionally after a merge."""
@@ -264,7 +288,7 @@ class FusionGroups:
         moved = sorted(before, key=rank.__getitem__) + [new] + sorted(after, key=rank.__getitem__)
         slots = sorted([rank.pop(low), rank.pop(high)] + [rank[g] for g in before | after])
         rank.update(zip(moved, slots))
-        self._peak = None
+        self._peak, self._longer = None, None
         return fused
 
 
@@ -349,40 +373,72 @@ class GreedyFusion:
         """The heuristic vetoes of this strategy's parameters on a legal merge: None, or which."""
         if self.min_shared_bytes and sum(groups.size[name] for name in groups.shared(a, b)) < self.min_shared_bytes:
             return NotFused(a, b, WhyNoFuse.SHARED_BYTES_BELOW_THRESHOLD)
+        return self._peak_veto(groups, a, b)
+
+    def _peak_veto(self, groups: FusionGroups, a: Group, b: Group) -> NotFused | None:
         if self.max_peak_growth is not None and \
                 groups.kernel_peak((a, b)) > (1 + self.max_peak_growth) * groups.kernel_peak():
             return NotFused(a, b, WhyNoFuse.PEAK_GROWTH, f"{self.max_peak_growth:.0%}")
         return None
 
+    def _still_fusable(self, groups: FusionGroups, a: Group, b: Group) -> NotFused | None:
+        """``can_fuse`` for a candidate after earlier merges of its round: of its checks only
+        acyclicity and the peak depend on the other groups, so only they can have changed."""
+        return NotFused(a, b, WhyNoFuse.CYCLE) if groups.creates_cycle(a, b) else self._peak_veto(groups, a, b)
+
     def solve(self, problem: FusionProblem) -> FusionResult:
         groups = FusionGroups(problem)
-        events: list[Event] = []
-        scores: dict[tuple[int, int], Score] = {}  # a pair's score holds until one of its groups merges
+        log = _Events()
+        scores: dict[tuple[int, int], Score] = {}  # last round's candidates: a score holds while its groups do
         for round_ in range(1, self.max_rounds + 1):
-            candidates = []
+            candidates, kept = [], {}
             for a, b in groups.sharing_pairs(self.window):
                 veto = self.can_fuse(groups, a, b)
-                if veto is None:
-                    key = groups.pair_key(a, b)
-                    if key not in scores:
-                        scores[key] = score(groups, a, b)
-                    candidates.append((scores[key], a, b))
-                else:
-                    events.append(veto)
-            events.append(Round(round_, len(candidates)))
+                if veto is not None:
+                    log.add(veto)
+                    continue
+                key = groups.pair_key(a, b)
+                kept[key] = scores[key] if key in scores else score(groups, a, b)
+                candidates.append((kept[key], a, b))
+            scores = kept
+            log.add(Round(round_, len(candidates)))
             fused_now: set[str] = set()  # the first nodes of the groups merged this round
             for pair_score, a, b in best_first(candidates):
                 if a[0] in fused_now or b[0] in fused_now:
-                    events.append(NotFused(a, b, WhyNoFuse.FUSED_THIS_ROUND))
+                    log.add(NotFused(a, b, WhyNoFuse.FUSED_THIS_ROUND))
                     continue
-                veto = self.can_fuse(groups, a, b)  # earlier merges of this round may close a cycle
+                veto = self._still_fusable(groups, a, b)
                 if veto is not None:
-                    events.append(veto)
+                    log.add(veto)
                     continue
-                events.append(Fused(a, b, pair_score, groups.kind(a, b)))
+                log.add(Fused(a, b, pair_score, groups.kind(a, b)))
                 groups.merge(a, b)
                 fused_now.update((a[0], b[0]))
             if not fused_now:
                 break
         partition = groups.partition()
-        return FusionResult(partition, Status.HEURISTIC, cost=problem.cost(partition), info=FusionInfo(events=events))
+        return FusionResult(partition, Status.HEURISTIC, cost=problem.cost(partition), info=log.info())
+
+
+#: At most this many pairs kept apart are recorded (about 250 bytes each); the rest are counted
+#: (``info.stats["rejections_not_logged"]``), so that no problem file can fill the memory.
+MAX_LOGGED_REJECTIONS = 200_000
+
+
+class _Events:
+    """The events of one run: every round and merge, the rejections up to ``MAX_LOGGED_REJECTIONS``."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.rejections = self.unlogged = 0
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, NotFused):
+            self.rejections += 1
+            if self.rejections > MAX_LOGGED_REJECTIONS:
+                self.unlogged += 1
+                return
+        self.events.append(event)
+
+    def info(self) -> FusionInfo:
+        return FusionInfo(events=self.events, stats={"rejections_not_logged": self.unlogged} if self.unlogged else {})

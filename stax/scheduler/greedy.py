@@ -98,9 +98,6 @@ class FusionGroups:
         """A key for two current groups that no later pair of groups has."""
         return self._of(a), self._of(b)
 
-    def group_of(self, node: str) -> Group:
-        return self._members[self._id[node]]
-
     def first(self, group: Group) -> int:
         """Position of a group's first node in ``problem.nodes``."""
         return self.position[group[0]]

@@ -153,7 +153,7 @@ class FusionGroups:
     def _longer_paths(self, ranked: list[int], window: int) -> dict[int, int]:
         """For each group (``ranked``: in the topological order, ranks dense), bit k set when a
         path of two or more edges leads to the group k <= ``window`` places after it; such a
-        path runs through groups between the two, along edges shorter than ``window``."""
+        path runs through groups between the two, along edges of at most ``window`` places."""
         rank, mask = self._rank, (1 << (window + 1)) - 1
         reach: dict[int, int] = {}  # paths of one edge or more
         longer: dict[int, int] = {}

@@ -217,6 +217,8 @@ def test_a_window_covering_the_graph_is_the_unbounded_greedy(problem):
     covering = run_fusion("greedy", problem, window=len(problem.nodes))
     unbounded = run_fusion("greedy", problem, window=None)
     assert covering.partition == unbounded.partition and covering.info.events == unbounded.info.events
+    huge = run_fusion("greedy", problem, window=10**18)  # wider than BITS_WINDOW_MAX: searches, records no bits
+    assert huge.partition == unbounded.partition and huge.info.events == unbounded.info.events
     run_fusion("greedy", problem, window=2)  # any window's partition passes the validator
 
 

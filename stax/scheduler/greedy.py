@@ -44,6 +44,8 @@ from .events import Event, Fused, FusionKind, Group, NotFused, Round, Score, Why
 SIGMA_RATIO = 16
 #: TorchInductor's ``max_fusion_buffer_group_pairwise_attempts``: how many places apart a candidate may be.
 WINDOW = 64
+#: The widest window whose cycle tests are recorded as bits (``window / 4`` bytes a group); wider ones search.
+BITS_WINDOW_MAX = 1024
 
 
 class FusionGroups:
@@ -136,7 +138,7 @@ class FusionGroups:
         order itself unchanged).  Valid until the next merge."""
         ranked = sorted(self._members, key=self._rank.__getitem__)
         self._rank = rank = {g: r for r, g in enumerate(ranked)}
-        if window is not None:
+        if window is not None and window <= BITS_WINDOW_MAX:
             self._longer, self._longer_window = self._longer_paths(ranked, window), window
         rows = {name: sorted(rank[g] for g in holders) for name, holders in self._holders.items() if len(holders) > 1}
         members, position, reach = self._members, self.position, len(ranked) if window is None else window

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from experiments.solver_scaling import greedy_row
 from instances.dags import fusion_problem, layered_dag, local_dag, series_parallel_dag
 from instances.programs import PROGRAMS
 from instances.store import load
@@ -363,3 +364,11 @@ def test_the_recorded_bits_answer_every_pair_within_the_window(problem, picks, w
         for b in current[i + 1:]:
             merged = [g for g in current if g not in (a, b)] + [a + b]
             assert groups.creates_cycle(a, b) == (not nx.is_directed_acyclic_graph(quotient_graph(dag, merged)))
+
+
+@pytest.mark.parametrize("family, same", [("local", True), ("chain+shared", None)])
+def test_the_scaling_rows_report_each_family(family, same):
+    """experiments.solver_scaling's greedy row on a small size (its figures come from the script)."""
+    row = greedy_row(family, 300)
+    assert row["nodes"] == 300 and 0 < row["kernels"] < 300 and row["= unbounded"] is same
+    assert row["buffers"] == 301 + (family == "chain+shared") and row["peak RSS MB"] > 0

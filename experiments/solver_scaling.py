@@ -21,18 +21,30 @@ each piece, ``solvers.fusion_decompose``: regions between extern separators, ref
 compatible sharing components) and its model alone (``decompose=False``, up to 500 nodes),
 both with the compulsory-traffic bound.
 
+First table, greedy Algorithm 7.1 at scale: on a chain, on a wider random family
+(``instances.dags.local_dag``, forbidden pairs among near nodes) and on the chain with one
+input every node reads (every pair shares a buffer: the window is what bounds the
+candidates), 1,000 to 100,000 nodes, each size in a fresh process: seconds to build the
+problem, wall and CPU seconds of ``run_fusion("greedy")`` (validation included) and CPU
+microseconds per node, the kernels, whether the windowed partition equals the unbounded one
+(``window=None``, up to ``UNBOUNDED_MAX`` nodes), and the process's peak RSS.
+
     python -m experiments.solver_scaling            # limits 10 s and 60 s
     python -m experiments.solver_scaling --quick    # small ladder and graphs, limits 1 s and 3 s
+    python -m experiments.solver_scaling --greedy-only
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import resource
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
 
-from instances.dags import fusion_problem, layered_dag, order_problem, series_parallel_dag
+from instances.dags import chain_dag, fusion_problem, layered_dag, local_dag, order_problem, series_parallel_dag
 from instances.store import load, shipped
 from instances.training import training_fusion, training_order
 from solvers.fusion_bounds import compulsory_traffic
@@ -115,6 +127,40 @@ def summary(rows: pd.DataFrame, small: float, large: float) -> pd.DataFrame:
 TRAINING_SIZES, QUICK_TRAINING_SIZES = (500, 1000, 2000, 5000), (300, 1000)
 FUSION_NODES_MAX = 500  # CP-SAT's fusion model alone has a literal per node pair: skipped on larger graphs
 TRAINING_FUSION_MAX = 2000  # building the synthetic FusionProblem takes long beyond
+
+
+GREEDY_FAMILIES = {"chain": lambda n, seed: chain_dag(n), "local": local_dag, "chain+shared": lambda n, seed: chain_dag(n)}
+GREEDY_SIZES, QUICK_GREEDY_SIZES = (1000, 2000, 10_000, 100_000), (1000, 2000, 10_000)
+#: up to how many nodes the unbounded greedy is run beside (on the shared input it has n^2 / 2 pairs)
+UNBOUNDED_MAX = {"chain": 10_000, "local": 10_000, "chain+shared": 0}
+FORBIDDEN_SPAN = 16  # forbidden pairs are drawn among nodes this close, so a problem's size stays linear
+
+
+def greedy_row(family: str, n: int, seed: int = 0) -> dict:
+    """One greedy run on a fresh problem, in the calling process (run each in its own for its peak RSS)."""
+    start = time.perf_counter()
+    problem = fusion_problem(GREEDY_FAMILIES[family](n, seed), seed, forbidden_span=FORBIDDEN_SPAN,
+                             shared_input=family.endswith("+shared"))
+    built = time.perf_counter() - start
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run_fusion("greedy", problem)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    same = run_fusion("greedy", problem, window=None).partition == result.partition if n <= UNBOUNDED_MAX[family] else None
+    return {"family": family, "nodes": n, "buffers": len(problem.buffers), "build s": round(built, 2),
+            "greedy s": round(wall, 2), "cpu s": round(cpu, 2), "cpu us/node": round(1e6 * cpu / n),
+            "kernels": len(result.partition), "= unbounded": same,
+            "peak RSS MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+
+
+def greedy_table(sizes: tuple[int, ...]) -> pd.DataFrame:
+    """``greedy_row`` for every family and size, each in a fresh interpreter."""
+    context = multiprocessing.get_context("spawn")
+    rows = []
+    for family in GREEDY_FAMILIES:
+        for n in sizes:
+            with context.Pool(1) as pool:
+                rows.append(pool.apply(greedy_row, (family, n)))
+    return pd.DataFrame(rows)
 
 
 def whole_graphs(quick: bool) -> list[tuple[str, OrderProblem | None, FusionProblem | None]]:
@@ -229,10 +275,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limits", type=float, nargs=2, default=(10.0, 60.0), metavar=("SMALL", "LARGE"))
     parser.add_argument("--workers", type=int, default=2, help="CP-SAT search workers")
     parser.add_argument("--whole-graphs-only", action="store_true", help="skip the ladder of random DAGs")
+    parser.add_argument("--greedy-only", action="store_true", help="only the table of greedy at scale")
     args = parser.parse_args(argv)
     sizes, seeds, (small, large) = SIZES, args.seeds, args.limits
     if args.quick:
         sizes, seeds, (small, large) = QUICK_SIZES, 1, (1.0, 3.0)
+    print("Greedy Algorithm 7.1 (window 64) at scale, each size in a fresh process (a shared machine: noisy):")
+    print(greedy_table(QUICK_GREEDY_SIZES if args.quick else GREEDY_SIZES).to_string(index=False))
+    if args.greedy_only:
+        return
     if not args.whole_graphs_only:
         rows = pd.DataFrame([row for family in FAMILIES for model in MODELS
                              for row in climb(family, model, sizes, seeds, large, args.workers)])

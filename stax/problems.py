@@ -21,6 +21,7 @@ Example (Theorem 7.1's cost model)::
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -129,7 +130,16 @@ class FusionProblem(_JsonFile):
 
     def buffers_of(self, node: str) -> set[str]:
         """Names of the buffers a node reads or writes."""
-        return {b.name for b in self.buffers if b.producer == node or node in b.users}
+        return set(self._touched[node])
+
+    @functools.cached_property
+    def _touched(self) -> dict[str, tuple[str, ...]]:
+        """Each node's buffers, found in one pass (``buffers_of`` once scanned every buffer)."""
+        touched: dict[str, dict[str, None]] = {n: {} for n in self.nodes}
+        for buf in self.buffers:
+            for node in ((buf.producer,) if buf.producer else ()) + tuple(buf.users):
+                touched[node][buf.name] = None
+        return {n: tuple(names) for n, names in touched.items()}
 
     # --- Definition 7.3 ----------------------------------------------------------------------
     def cost(self, partition: Iterable[Iterable[str]]) -> int:
@@ -173,18 +183,14 @@ class FusionProblem(_JsonFile):
         missing = [n for n in self.nodes if n not in seen]
         if missing:
             raise InvalidScheduleError(f"nodes {missing[:5]} are in no block; a partition must cover every node")
-        touches: dict[str, set[str]] = {n: set() for n in self.nodes}  # buffers_of, for every node at once
-        for buf in self.buffers:
-            for n in (buf.producer, *buf.users) if buf.producer else buf.users:
-                touches[n].add(buf.name)
         inside: dict[int, dict[frozenset[str], str]] = {}  # per block, the forbidden pairs it holds
         for pair in self.forbidden:
-            if seen[pair.a] == seen[pair.b]:
+            if pair.a != pair.b and seen[pair.a] == seen[pair.b]:
                 inside.setdefault(seen[pair.a], {})[frozenset((pair.a, pair.b))] = pair.reason
         for i, block in enumerate(blocks):
             if len(block) > self.max_nodes:
                 raise InvalidScheduleError(f"block {i} has {len(block)} nodes, more than the limit {self.max_nodes}")
-            nbuf = len(set().union(*(touches[n] for n in block)))
+            nbuf = len(set().union(*(self._touched[n] for n in block)))
             if nbuf > self.max_buffers and len(block) > 1:  # the limits bound fusion; one node is always a kernel
                 raise InvalidScheduleError(f"block {i} touches {nbuf} buffers, more than the limit {self.max_buffers}")
             forbidden = inside.get(i, {})

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
-from typing import Any, Mapping, Union
+from typing import Any, Iterable, Mapping, Union
 
-from ..problems import FusionProblem
+from ..problems import Buffer, FusionProblem
 
 Group = tuple[str, ...]
 Score = tuple[int, int, int, int]
@@ -99,11 +99,12 @@ Event = Union[Round, Fused, NotFused]
 _EVENTS = {cls.__name__: cls for cls in (Round, Fused, NotFused)}
 
 
-def fusion_kind(problem: FusionProblem, a: Group, b: Group) -> FusionKind:
+def fusion_kind(problem: FusionProblem, a: Group, b: Group, buffers: Iterable[Buffer] | None = None) -> FusionKind:
     """Vertical when a buffer one group writes is read by the other; else SAME_VARS_REDUCE when all
-    are reductions of one iteration group; else horizontal."""
+    are reductions of one iteration group; else horizontal.  ``buffers``: the ones to look at
+    (default: all the problem's; the buffers both groups touch are enough)."""
     members = set(a) | set(b)
-    for buf in problem.buffers:
+    for buf in problem.buffers if buffers is None else buffers:
         if buf.producer in members and any(u in members and (buf.producer in a) != (u in a) for u in buf.users):
             return FusionKind.VERTICAL
     info = problem.node_info

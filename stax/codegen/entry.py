@@ -48,6 +48,7 @@ def _shim(kernel: Kernel) -> str:
     {kernel.name}({args}{', ' if n else ''}&err);
     Py_END_ALLOW_THREADS
     stax::release_buffers({n}, views);
+    if (err < 0) return stax::raise_scratch_error(err);
     return PyBool_FromLong(err != 0);
 }}"""
 
@@ -219,6 +220,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, call: CallPlan) 
             args = ", ".join(f"({t})views.buf({slot[p]})" for p, t in zip(kernel.params, kernel.param_types))
             lines += ["    {", "        int64_t err = 0;", "        Py_BEGIN_ALLOW_THREADS",
                       f"        {kernel.name}({args}{', ' if args else ''}&err);", "        Py_END_ALLOW_THREADS",
+                      "        if (err < 0) return stax::raise_scratch_error(err);",
                       f'        if (err) return stax::raise_kernel_error(s[3], "{kernel.name}", "{nodes}");', "    }"]
         for t in range(first, last + 1):
             lines += [f"    owned.drop({owned[p]}); live -= {nbytes(*plan.buffer_meta[p])};"

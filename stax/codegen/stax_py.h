@@ -95,6 +95,9 @@ PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t narg
 
 // ``raise_kernel_error(kernel, (nodes,))`` (wrapper.py), which raises KernelError: NULL.
 PyObject* raise_kernel_error(PyObject* raise, const char* kernel, const char* nodes);
+// MemoryError for a kernel whose heap scratch could not be had (``err`` is minus its bytes,
+// stax_vec.h's scratch_array): NULL.
+PyObject* raise_scratch_error(int64_t err);
 
 // ``array.reshape(shape)``, taking the caller's reference to ``array``: an output that holds the
 // storage of a buffer of another shape (memory/plan.py's reuse).  NULL with the exception set.

@@ -242,6 +242,15 @@ def load(library: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(checked_for_loading(library)))
 
 
+def check_scratch(status: int) -> None:
+    """Raise MemoryError when an extern kernel's entry point returned minus the bytes of heap
+    scratch it could not allocate (stax_vec.h's scratch_result); 0 is success."""
+    if status < 0:
+        raise MemoryError(f"an extern kernel could not allocate {-status} bytes ({-(status // (1 << 20))} MiB) of "
+                          "scratch memory; free memory, raise the process's memory limit (ulimit -v), or use smaller "
+                          "inputs")
+
+
 MODULE_NAME = "stax_kernels"
 RUNTIME_SOURCES = ("stax_py.cpp", "stax_parallel.cpp")
 

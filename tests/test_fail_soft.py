@@ -52,6 +52,19 @@ def test_heap_scratch_forms_match_the_reference(check, isa, program):
         assert scratch in compiled.kernel_source and "if (scratch_short != 0) *err" in compiled.kernel_source
 
 
+_CALLS_UNDER_A_LIMIT = """
+vm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmSize")) * 1024
+limit = resource.getrlimit(resource.RLIMIT_AS)
+resource.setrlimit(resource.RLIMIT_AS, (vm + (headroom_mib << 20), limit[1]))
+for call in calls:
+    try:
+        call()
+        print("no error")
+    except MemoryError as error:
+        print("MemoryError:", error)
+resource.setrlimit(resource.RLIMIT_AS, limit)
+"""
+
 _UNDER_A_LIMIT = """
 import resource, sys
 import numpy as np, stax
@@ -62,16 +75,9 @@ def f(a):
     return (y / y.sum(-1, keepdim=True)).amax(-1)
 g = stax.compile(f, x, threads=2)  # each thread's row: 2^26 float32, 256 MiB
 assert "stax::scratch_array<float>(67108864" in g.kernel_source
-vm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmSize")) * 1024
-limit = resource.getrlimit(resource.RLIMIT_AS)
-resource.setrlimit(resource.RLIMIT_AS, (vm + (int(sys.argv[1]) << 20), limit[1]))
-for call in (lambda: g(x), lambda: g(a=x)):  # the compiled call, then the Python wrapper
-    try:
-        call()
-        print("no error")
-    except MemoryError as error:
-        print("MemoryError:", error)
-resource.setrlimit(resource.RLIMIT_AS, limit)
+calls = (lambda: g(x), lambda: g(a=x))  # the compiled call, then the Python wrapper
+headroom_mib = int(sys.argv[1])
+""" + _CALLS_UNDER_A_LIMIT + """
 assert np.allclose(g(x), 1.0 / n), "the process is not whole after the failed calls"
 print("whole")
 """
@@ -89,6 +95,39 @@ def test_scratch_that_cannot_be_allocated_raises_memory_error(headroom_mib):
     expected = "MemoryError: a kernel could not allocate 268435456 bytes (256 MiB) of scratch memory"
     assert [line.startswith(expected) for line in lines[:2]] == [True, True], done.stdout
     assert lines[2] == "whole"
+
+
+_EXTERN_UNDER_A_LIMIT = """
+import resource
+import numpy as np, stax
+from stax import nn
+from stax.conv_gemm import ConvForm
+from stax.direct_conv import direct_conv2d_weight_grad
+x, g = np.ones((1, 1, 2048, 2048), np.float32), np.ones((1, 1, 2048, 2048), np.float32)
+padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+conv = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1, form=ConvForm.BLOCKED)
+f = stax.compile(lambda x, g: nn.conv2d_weight_grad(g, x, (1, 1, 3, 3), **conv), x, g, threads=2)
+assert "status = stax::direct_conv_weight_grad(" in f.source
+direct_conv2d_weight_grad(np.ones((1, 1, 10, 10), np.float32), np.ones((1, 1, 8, 8), np.float32))  # built, loaded
+# its gradient laid over 16 channels, 257 MiB: called directly, by the compiled call, by the Python wrapper
+calls = (lambda: direct_conv2d_weight_grad(padded, g), lambda: f(x, g), lambda: f(x=x, g=g))
+headroom_mib = 96
+""" + _CALLS_UNDER_A_LIMIT + """
+assert (f(x, g)[0, 0, 1, 1] == 2048 * 2048) and (direct_conv2d_weight_grad(padded, g) > 0).all()
+print("whole")
+"""
+
+
+def test_an_extern_kernels_scratch_that_cannot_be_allocated_raises_memory_error():
+    """The blocked convolution's weight gradient (stax.direct_conv) under an address-space limit."""
+    done = subprocess.run([sys.executable, "-c", _EXTERN_UNDER_A_LIMIT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    lines = done.stdout.split("\n")
+    said = "kernel could not allocate 268697472 bytes (257 MiB) of scratch memory; free memory"
+    # the compiled call raises in C++ (stax_py.cpp), the others in Python (runtime.check_scratch)
+    assert [line.split(" ", 2)[:2] for line in lines[:3]] == [["MemoryError:", "an"], ["MemoryError:", "a"],
+                                                              ["MemoryError:", "an"]], done.stdout
+    assert all(said in line for line in lines[:3]) and lines[3] == "whole", done.stdout
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -295,6 +295,26 @@ template <typename T> inline std::unique_ptr<T[]> scratch_array(int64_t n, int64
   if (data == nullptr) scratch_failed(short_bytes, n * int64_t(sizeof(T)));
   return std::unique_ptr<T[]>(data);
 }
+// The extern kernels' heap arrays (stax.direct_conv, stax.narrow_gemm), allocated outside
+// parallel regions: n T (zeroed when asked), or the bytes asked thrown as a scratch_shortage,
+// which the entry point returns as minus its bytes (scratch_result) for the caller to raise.
+struct scratch_shortage {
+  int64_t bytes;
+};
+template <typename T> inline std::unique_ptr<T[]> heap_array(int64_t n, bool zeroed = false) {
+  T* data = zeroed ? new (std::nothrow) T[n]() : new (std::nothrow) T[n];
+  if (data == nullptr) throw scratch_shortage{n * int64_t(sizeof(T))};
+  return std::unique_ptr<T[]>(data);
+}
+// 0 once `body` has run, or minus the bytes one of its heap arrays could not get.
+template <typename F> inline int64_t scratch_result(F&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const scratch_shortage& shortage) {
+    return -shortage.bytes;
+  }
+}
 // A per-thread scratch area of at least `bytes`, aligned to a cache line, kept for the thread's
 // life: the tiled-vector form's strip buffers, reused from call to call without fresh pages; null
 // when it cannot be had.

@@ -3,6 +3,7 @@ swapped, solved exactly and timed (seed sections 7 and 8)."""
 
 from .errors import (BuildError, CallError, InstanceFormatError, InvalidScheduleError, KernelError,
                      ShapeError, StaxError, StrategyNotFound, UnsupportedError)
+from .errors import CacheError
 from .problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
 from .strategy import FusionResult, OrderResult, fusion_strategies, order_strategies, run_fusion, run_order
 from .frontend import Tensor, TensorSpec, bernoulli, rand, randn, std_mean, trace, var_mean, vector_norm, where

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
+from .codegen.index_range import check_index_range
 from .codegen.entry import compiled_call_plan, compiled_call_source, python_entry_points
 from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from .codegen.tuning import Tuning
@@ -230,6 +231,7 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
     """C++ kernels (or extern calls) for the blocks, in execution order; under the ``sequential``
     rule a block reading its own buffers at earlier points keeps its loops sequential.  ``labels``
     (``stax.scheduler.labels``) name each node's op in the kernels' comments."""
+    check_index_range(scheduler.program)
     block_of_name = dict(zip(names, blocks))
     users = {b.name: set(b.users) for b in problem.buffers}
     outputs = {b.name for b in problem.buffers if b.is_output}

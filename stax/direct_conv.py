@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ShapeError
-from .runtime import Isa, build, load, native_isa
+from .runtime import Isa, build, check_scratch, load, native_isa
 
 _SOURCE = r"""
 #include <algorithm>
@@ -43,7 +43,7 @@ constexpr int64_t PANEL = 2 * STAX_W;  // outputs a tile computes along the padd
 
 // where tap (ci, kh, kw) reads a padded image: ci * hp * wp + kh * wp + kw
 static std::unique_ptr<int64_t[]> tap_offsets(int64_t c, int64_t kh, int64_t kw, int64_t hp, int64_t wp) {
-  std::unique_ptr<int64_t[]> shift(new int64_t[c * kh * kw]);
+  std::unique_ptr<int64_t[]> shift = stax::heap_array<int64_t>(c * kh * kw);
   for (int64_t ci = 0; ci < c; ++ci)
     for (int64_t a = 0; a < kh; ++a)
       for (int64_t b = 0; b < kw; ++b) shift[(ci * kh + a) * kw + b] = ci * hp * wp + a * wp + b;
@@ -109,7 +109,7 @@ static void conv_padded_width(const float* xp, const float* w, float* out, int64
   const int64_t tail = panels - std::min(panels, room > 0 ? (room + PANEL - 1) / PANEL : 0);
   std::unique_ptr<float[]> last;
   if (tail > 0) {
-    last.reset(new float[image + slack]());
+    last = stax::heap_array<float>(image + slack, true);
     std::memcpy(last.get(), xp + (n - 1) * image, image * sizeof(float));
   }
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
@@ -143,17 +143,20 @@ static void conv_padded_width(const float* xp, const float* w, float* out, int64
 
 // xp (n, c, hp, wp) padded, w (co, c, kh, kw), out (n, co, hp - kh + 1, wp - kw + 1), each output
 // channel's tiles stored through the epilogue of scale and shift (co each, or null) and relu
-extern "C" void stax_direct_conv(const float* xp, const float* w, float* out, const float* scale, const float* shift,
-                                 int64_t n, int64_t c, int64_t hp, int64_t wp, int64_t co, int64_t kh, int64_t kw,
-                                 int relu, int threads) {
-  if (n <= 0 || co <= 0) return;  // no output (the last image's copy needs an image)
-  const int64_t oh = hp - kh + 1, ow = wp - kw + 1, image = c * hp * wp, taps = c * kh * kw;
-  const std::unique_ptr<int64_t[]> offsets = tap_offsets(c, kh, kw, hp, wp);
-  const Epilogue epilogue{scale, shift, relu != 0};
-  if (ow % STAX_W == 0)
-    conv_whole_vectors(xp, w, out, n, image, wp, co, taps, oh, ow, offsets.get(), epilogue, threads);
-  else
-    conv_padded_width(xp, w, out, n, image, hp, wp, co, kh, kw, taps, offsets.get(), epilogue, threads);
+// (0, or minus the bytes of scratch it could not allocate: stax::scratch_result)
+extern "C" int64_t stax_direct_conv(const float* xp, const float* w, float* out, const float* scale,
+                                    const float* shift, int64_t n, int64_t c, int64_t hp, int64_t wp, int64_t co,
+                                    int64_t kh, int64_t kw, int relu, int threads) {
+  if (n <= 0 || co <= 0) return 0;  // no output (the last image's copy needs an image)
+  return stax::scratch_result([&] {
+    const int64_t oh = hp - kh + 1, ow = wp - kw + 1, image = c * hp * wp, taps = c * kh * kw;
+    const std::unique_ptr<int64_t[]> offsets = tap_offsets(c, kh, kw, hp, wp);
+    const Epilogue epilogue{scale, shift, relu != 0};
+    if (ow % STAX_W == 0)
+      conv_whole_vectors(xp, w, out, n, image, wp, co, taps, oh, ow, offsets.get(), epilogue, threads);
+    else
+      conv_padded_width(xp, w, out, n, image, hp, wp, co, kh, kw, taps, offsets.get(), epilogue, threads);
+  });
 }
 
 // the output gradient g (n, co, oh, ow) as gt (n, (oh - 1) * wp + ow, cop): laid over the padded
@@ -187,17 +190,19 @@ static void transpose_gradient(const float* g, float* gt, int64_t n, int64_t co,
 // dw (co, c, kh, kw) = the sum over images and outputs of g (n, co, oh, ow) times the padded input
 // xp (n, c, hp, wp) under each tap: the transposed weight gradient, taps by channels, is the
 // shifted input rows (A) times the gradient laid over the padded width, channels last (B)
-extern "C" void stax_direct_conv_weight_grad(const float* xp, const float* g, float* dw, int64_t n, int64_t c,
-                                             int64_t hp, int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+// (0, or minus the bytes of scratch it could not allocate)
+extern "C" int64_t stax_direct_conv_weight_grad(const float* xp, const float* g, float* dw, int64_t n, int64_t c,
+                                                int64_t hp, int64_t wp, int64_t co, int64_t kh, int64_t kw,
+                                                int threads) {
   const int64_t taps = c * kh * kw;
-  if (co <= 0 || taps <= 0) return;
-  if (n <= 0) return (void)std::memset(dw, 0, co * taps * sizeof(float));
+  if (co <= 0 || taps <= 0) return 0;
+  if (n <= 0) return (void)std::memset(dw, 0, co * taps * sizeof(float)), 0;
   const int64_t oh = hp - kh + 1, ow = wp - kw + 1, image = c * hp * wp, len = (oh - 1) * wp + ow;
   auto run = [&](auto vectors) {
     constexpr int V = decltype(vectors)::value;
     constexpr int64_t COLUMNS = V * STAX_W, GROUP = 8;  // a task's channels; its row tiles, at most
     const int64_t cop = (co + COLUMNS - 1) / COLUMNS * COLUMNS, blocks = cop / COLUMNS;
-    std::unique_ptr<float[]> gt(new float[n * len * cop]);
+    std::unique_ptr<float[]> gt = stax::heap_array<float>(n * len * cop);
     transpose_gradient(g, gt.get(), n, co, cop, oh, ow, wp, threads);
     const std::unique_ptr<int64_t[]> shift = tap_offsets(c, kh, kw, hp, wp);
     const int64_t tiles = (taps + stax::SWEEP_ROWS - 1) / stax::SWEEP_ROWS;
@@ -223,10 +228,12 @@ extern "C" void stax_direct_conv_weight_grad(const float* xp, const float* g, fl
         for (int64_t t = first; t < last; ++t) dw[o * taps + t] = sums[(t - first) * COLUMNS + o - o0];
     }
   };
-  if (co <= STAX_W)
-    run(std::integral_constant<int, 1>());
-  else
-    run(std::integral_constant<int, 2>());
+  return stax::scratch_result([&] {
+    if (co <= STAX_W)
+      run(std::integral_constant<int, 1>());
+    else
+      run(std::integral_constant<int, 2>());
+  });
 }
 """
 
@@ -235,7 +242,7 @@ extern "C" void stax_direct_conv_weight_grad(const float* xp, const float* g, fl
 def _entry(isa: Isa, weight_grad: bool) -> ctypes._CFuncPtr:
     library = load(build(_SOURCE, isa))
     entry = library.stax_direct_conv_weight_grad if weight_grad else library.stax_direct_conv
-    entry.restype = None
+    entry.restype = ctypes.c_int64  # 0, or minus the bytes of scratch it could not allocate
     if weight_grad:  # xp, g, dw, sizes, threads
         entry.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 7 + [ctypes.c_int]
     else:  # xp, w, out, scale, shift, sizes, relu, threads
@@ -354,8 +361,8 @@ def direct_conv(padded: np.ndarray, weight: np.ndarray, *channels: np.ndarray, o
     vectors = [_address(next(given), which, plan.co) if flag else None
                for which, flag in (("scale", scale), ("shift", shift))]
     # the entries take every size: no image or output channel writes nothing, no input channel zeros
-    _entry(isa or native_isa(), False)(padded.ctypes.data, weight.ctypes.data, out.ctypes.data, *vectors,
-                                       *plan.arguments())
+    check_scratch(_entry(isa or native_isa(), False)(padded.ctypes.data, weight.ctypes.data, out.ctypes.data,
+                                                     *vectors, *plan.arguments()))
 
 
 def direct_conv_weight_grad(padded: np.ndarray, grad: np.ndarray, *, out: np.ndarray, threads: int,
@@ -366,7 +373,8 @@ def direct_conv_weight_grad(padded: np.ndarray, grad: np.ndarray, *, out: np.nda
     extern)."""
     plan = plan_direct_conv_weight_grad(padded.shape, grad.shape, threads)
     _check("conv2d_weight", padded, grad, out, plan)
-    _entry(isa or native_isa(), True)(padded.ctypes.data, grad.ctypes.data, out.ctypes.data, *plan.arguments())
+    check_scratch(_entry(isa or native_isa(), True)(padded.ctypes.data, grad.ctypes.data, out.ctypes.data,
+                                                    *plan.arguments()))
 
 
 def direct_conv2d(padded: np.ndarray, weight: np.ndarray, threads: int = 1, isa: Isa | None = None, *,

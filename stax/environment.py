@@ -3,7 +3,7 @@
 
 ``STAX_ISA`` (a vector level), ``STAX_THREADS`` (kernel threads), ``STAX_CACHING_ALLOCATOR``
 (``0``: off) and ``STAX_BLAS`` (whose gemm the extern matmuls call, ``stax.blas``).
-``STAX_CACHE_DIR`` names the kernel cache (``runtime.cache_dir``).
+``STAX_CACHE_DIR`` names the kernel cache (``kernel_cache.cache_root``).
 """
 from __future__ import annotations
 

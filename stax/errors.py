@@ -35,3 +35,8 @@ class InstanceFormatError(StaxError):
 
 class StrategyNotFound(StaxError):
     """A fusion or order strategy name that no registry entry provides."""
+
+
+class CacheError(BuildError):
+    """A kernel cache directory or file that stax may not trust (a link, another user's, writable by
+    others, changed since it was built) or cannot make."""

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .runtime import Isa, build, load, native_isa
+from .runtime import Isa, build, check_scratch, load, native_isa
 
 #: the kernel takes products of at most this many rows (its row tiles are re-read per panel) ...
 MAX_ROWS = 64
@@ -189,7 +189,7 @@ static void dots_product(const float* a, const float* b, float* c, int64_t m, in
   const int64_t blocks = (k + NB - 1) / NB;
   const int64_t parts =
       threads > 1 ? std::max<int64_t>(1, std::min<int64_t>(threads * stax::TASKS_A_THREAD, blocks)) : 1;
-  std::unique_ptr<float[]> sums(new float[parts * m * n]());
+  std::unique_ptr<float[]> sums = stax::heap_array<float>(parts * m * n, true);
   #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parts > 1)
   for (int64_t part = 0; part < parts; ++part) {
     float* mine = sums.get() + part * m * n;
@@ -216,13 +216,16 @@ static void dots_product(const float* a, const float* b, float* c, int64_t m, in
   }
 }
 
-extern "C" void stax_narrow_gemm_bt(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
-                                    int threads, int add) {
-  if (n <= DOTS_MAX_ROWS) return dots_product(a, b, c, m, n, k, threads, add);
-  std::unique_ptr<float[]> at(new float[k * m]), product(new float[n * m]);
-  transpose(a, at.get(), m, k, false);
-  stax_narrow_gemm(b, at.get(), product.get(), 1, n, m, k, threads, 0);
-  transpose(product.get(), c, n, m, add);
+// (0, or minus the bytes of scratch it could not allocate: stax::scratch_result)
+extern "C" int64_t stax_narrow_gemm_bt(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
+                                       int threads, int add) {
+  return stax::scratch_result([&] {
+    if (n <= DOTS_MAX_ROWS) return dots_product(a, b, c, m, n, k, threads, add);
+    const std::unique_ptr<float[]> at = stax::heap_array<float>(k * m), product = stax::heap_array<float>(n * m);
+    transpose(a, at.get(), m, k, false);
+    stax_narrow_gemm(b, at.get(), product.get(), 1, n, m, k, threads, 0);
+    transpose(product.get(), c, n, m, add);
+  });
 }
 """
 
@@ -234,8 +237,9 @@ def _entries(isa: Isa) -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]:
     library = load(build(_SOURCE, isa))
     plain, by_transpose = library.stax_narrow_gemm, library.stax_narrow_gemm_bt
     for entry, sizes in ((plain, 4), (by_transpose, 3)):
-        entry.restype = None
         entry.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * sizes + [ctypes.c_int] * 2
+    plain.restype = None
+    by_transpose.restype = ctypes.c_int64  # 0, or minus the bytes of scratch it could not allocate
     return plain, by_transpose
 
 
@@ -285,7 +289,7 @@ def narrow_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int, t
     plain, by_transpose = _entries(isa or native_isa())
     m, k, n = a.shape[0], a.shape[1], out.shape[-1]
     if transposed[1]:
-        by_transpose(a.ctypes.data, b.ctypes.data, out.ctypes.data, m, n, k, threads, int(accumulate))
+        check_scratch(by_transpose(a.ctypes.data, b.ctypes.data, out.ctypes.data, m, n, k, threads, int(accumulate)))
     else:
         plain(a.ctypes.data, b.ctypes.data, out.ctypes.data, math.prod(out.shape[:-2]), m, n, k, threads,
               int(accumulate))

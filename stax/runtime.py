@@ -2,10 +2,11 @@
 
 The ISA level is probed at run time, widest first (seed 8.1: AVX-512, AVX2, none); an
 ``Options.isa`` forces a level (for tests of every form).  Libraries are
-cached by a hash of the source, the headers, the flags, the Python and the compiler, under
-``STAX_CACHE_DIR`` (default ``~/.cache/stax``).  A build writes to a private temporary file and
-renames it into place, so concurrent processes compiling the same source never load a
-half-written library.
+cached by a hash of the source, the headers, the flags, the Python and the compiler, in the
+kernel cache (``stax.kernel_cache``: private, and each library checked against the SHA-256
+recorded when it was built before it is loaded).  A build compiles the source it is given, in a
+private temporary directory, and renames the library into place, so concurrent processes
+compiling the same source never load a half-written library.
 The helpers of the graphs' compiled calls (``stax_py.cpp``) and the kernels' OpenMP runtime
 (``stax_parallel.cpp``) are built the same way, once, and loaded with global symbols before the
 first kernel library.
@@ -23,11 +24,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BuildError, StaxError
+from .kernel_cache import (atomic_write, cache_root, checked_for_loading, locked, mismatch, private_directory,
+                           read_private_file, record_build, remove_stale_temporaries, temporary_directory,
+                           warn_rebuild)
 from .suggest import did_you_mean
 
 HEADER_DIR = Path(__file__).parent / "codegen"
@@ -91,17 +94,6 @@ def isa_level(name: str, setting: str) -> Isa:
     return ISA_LEVELS[name]
 
 
-def cache_dir() -> Path:
-    """Where built kernels are kept: ``STAX_CACHE_DIR``, else ``~/.cache/stax``."""
-    path = Path(os.environ.get("STAX_CACHE_DIR", Path.home() / ".cache" / "stax"))
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise BuildError(f"the kernel cache {path} cannot be made ({error.strerror}); point STAX_CACHE_DIR at a "
-                         "writable directory") from None
-    return path
-
-
 @functools.cache
 def _compiler_version() -> str:
     """The compiler's identity in cache keys: its file, size and modification time, which an
@@ -154,72 +146,109 @@ def _toolchain_key(isa: Isa) -> str:
 
 
 @functools.cache
+def package_headers() -> dict[str, bytes]:
+    """The installed package's runtime headers, by name (read once per process)."""
+    return {p.name: p.read_bytes() for p in sorted(HEADER_DIR.glob("*.h"))}
+
+
 def _headers_text() -> str:
-    return "".join(p.read_text() for p in sorted(HEADER_DIR.glob("*.h")))
+    return "".join(text.decode() for text in package_headers().values())
 
 
 def precompiled_headers(isa: Isa, header: str) -> Path:
     """A directory holding the runtime headers and the precompiled ``header`` for these flags
-    (a build then skips parsing the headers); each ``.gch`` is built once, atomically."""
+    (a build then skips parsing the headers); each ``.gch`` is built once, atomically.  The
+    headers there are checked against the package's and the ``.gch`` against its record: one that
+    differs is rewritten, with a CacheWarning."""
     key = hashlib.sha256(_toolchain_key(isa).encode()).hexdigest()[:16]
-    directory = cache_dir() / "pch" / key
+    directory = private_directory(private_directory(cache_root() / "pch") / key)
     gch, failed = directory / f"{header}.gch", directory / f"{header}.failed"
-    if gch.exists() or failed.exists():
+    if not _header_copies_match(directory):
+        gch.unlink(missing_ok=True)  # it may hold what the changed headers said
+    if failed.exists() or mismatch(gch) is None:
         return directory
-    directory.mkdir(parents=True, exist_ok=True)
-    for path in HEADER_DIR.glob("*.h"):  # all of them: a header includes its siblings
-        if not (directory / path.name).exists():
-            _atomic_write(directory / path.name, path.read_bytes())
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".gch.tmp")
-    os.close(fd)
-    result = subprocess.run(["g++", *_gcc_flags(isa), "-x", "c++-header", str(directory / header), "-o", tmp],
-                            capture_output=True, text=True)
-    if result.returncode == 0:
-        os.replace(tmp, gch)
-    else:  # without a .gch, g++ reads the header itself (a failed g++ may have removed its output)
-        Path(tmp).unlink(missing_ok=True)
-        _atomic_write(failed, result.stderr[-2000:].encode())
+    with locked(directory / f"{header}.lock"):  # gcc's .gch differs from build to build
+        reason = mismatch(gch)
+        if failed.exists() or reason is None:
+            return directory  # built while this process waited
+        if reason != "missing":
+            warn_rebuild(gch, reason)
+        remove_stale_temporaries(directory)
+        building = temporary_directory(directory)
+        try:
+            output = building / f"{header}.gch.tmp"
+            result = subprocess.run(["g++", *_gcc_flags(isa), "-x", "c++-header", str(directory / header), "-o",
+                                     str(output)], capture_output=True, text=True)
+            if result.returncode == 0:
+                record_build(output, gch)
+            else:  # without a .gch, g++ reads the header itself (a failed g++ may have removed its output)
+                atomic_write(failed, result.stderr[-2000:].encode())
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
     return directory
 
 
+def _header_copies_match(directory: Path) -> bool:
+    """Write the package's headers into ``directory`` (all of them: a header includes its
+    siblings) where missing or different; whether every copy found was the package's."""
+    matched = True
+    for name, text in package_headers().items():
+        copy = directory / name
+        found = read_private_file(copy, "the cached header")
+        if found != text:
+            if found is not None:
+                warn_rebuild(copy, "differs from the installed package's header")
+                matched = False
+            atomic_write(copy, text)
+    return matched
+
+
 def build(source: str, isa: Isa) -> Path:
-    """Compile ``source`` to a shared library (cached) and return its path."""
+    """Compile ``source`` to a shared library (cached) and return its path.  Only ``source`` is
+    compiled, never a file found in the cache; a cached library that does not match its record is
+    rebuilt (with a CacheWarning)."""
     key = hashlib.sha256("\0".join([source, _toolchain_key(isa)]).encode()).hexdigest()[:24]
-    directory = cache_dir() / key[:2]
+    directory = private_directory(cache_root() / key[:2])
     library = directory / f"{key}.so"
-    if library.exists():
+    reason = mismatch(library)
+    if reason is None:
         return library
-    directory.mkdir(exist_ok=True)
-    src = directory / f"{key}.cpp"
-    if not src.exists():
-        _atomic_write(src, source.encode())
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".so.tmp")
-    os.close(fd)
+    if reason != "missing":
+        warn_rebuild(library, reason)
+    remove_stale_temporaries(directory)
+    building = temporary_directory(directory)
     try:
+        (building / f"{key}.cpp").write_text(source)
         first = re.match(r'#include "(\w+\.h)"', source)  # a runtime header the unit starts with
         include = precompiled_headers(isa, first.group(1)) if first else HEADER_DIR
-        result = subprocess.run(["g++", *_gcc_flags(isa), "-shared", f"-I{include}", str(src), "-o", tmp,
-                                 *LINK_FLAGS], capture_output=True, text=True)
+        # in the private directory, whose only file is the source: its quoted includes find
+        # the runtime headers, never a file beside a source in the cache
+        result = subprocess.run(["g++", *_gcc_flags(isa), "-shared", f"-frandom-seed={key}", "-iquote", str(include),
+                                 f"{key}.cpp", "-o", f"{key}.so.tmp", *LINK_FLAGS], capture_output=True, text=True,
+                                cwd=building)
         if result.returncode != 0:
-            raise BuildError(f"g++ failed to compile the generated kernels (source: {src}):\n{result.stderr[-4000:]}")
-        os.replace(tmp, library)
+            kept = directory / f"{key}.failed.cpp"  # for the reader; never compiled
+            atomic_write(kept, source.encode())
+            raise BuildError(f"g++ failed to compile the generated kernels (source: {kept}):\n{result.stderr[-4000:]}")
+        record_build(building / f"{key}.so.tmp", library)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        shutil.rmtree(building, ignore_errors=True)
     return library
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def load(library: Path) -> ctypes.CDLL:
     """Load a built library, after the runtime it binds to."""
     load_runtime()
-    return ctypes.CDLL(str(library))
+    return ctypes.CDLL(str(checked_for_loading(library)))
+
+
+def check_scratch(status: int) -> None:
+    """Raise MemoryError when an extern kernel's entry point returned minus the bytes of heap
+    scratch it could not allocate (stax_vec.h's scratch_result); 0 is success."""
+    if status < 0:
+        raise MemoryError(f"an extern kernel could not allocate {-status} bytes ({-(status // (1 << 20))} MiB) of "
+                          "scratch memory; free memory, raise the process's memory limit (ulimit -v), or use smaller "
+                          "inputs")
 
 
 MODULE_NAME = "stax_kernels"
@@ -234,7 +263,7 @@ def load_runtime() -> ctypes.CDLL:
     ``none`` level, so one copy serves kernels of every level (an AVX-512 build of them would be
     what every later library binds to, even on a CPU without AVX-512)."""
     source = "\n".join((HEADER_DIR / name).read_text() for name in RUNTIME_SOURCES)
-    return ctypes.CDLL(str(build(source, ISA_LEVELS["none"])), mode=os.RTLD_GLOBAL)
+    return ctypes.CDLL(str(checked_for_loading(build(source, ISA_LEVELS["none"]))), mode=os.RTLD_GLOBAL)
 
 
 def parallel_stats() -> dict[str, int]:
@@ -258,7 +287,7 @@ def load_module(library: Path):
     """Import a built library that defines the extension module ``stax_kernels`` (see stax_py.h),
     after the runtime it binds to."""
     load_runtime()
-    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(library))
+    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(checked_for_loading(library)))
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(library), loader=loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)

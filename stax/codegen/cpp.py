@@ -59,8 +59,8 @@ from ..ir import ComputedBuffer, Const, Expr, Load, Op, loads, walk
 from ..lowering import EXPENSIVE_OPS, substitute
 from ..scheduler.frame import Frame, make_frame
 from .exprs import BodyPrinter, Hoist, lane_type, literal, reduction_identity
-from .kernel_parts import (Emission, LoadContext, Member, access_kind, accumulator, fold, guard_condition, local_array,
-                           with_line_head)
+from .kernel_parts import (SCRATCH_SHORT, Emission, LoadContext, Member, access_kind, accumulator, fail_soft, fold,
+                           guard_condition, local_array, on_the_heap, with_line_head)
 from .interleave import Interleaved
 from .names import comment_label, comment_labels, comment_text, source_name
 from .scans import BlockedScan
@@ -271,10 +271,11 @@ class BlockKernel:
         return ("vector", inner_last) if inner_vector else ("scalar", None)
 
     # --- emission -------------------------------------------------------------------------------
-    def region_body(self) -> tuple[int, list[str]]:
-        """Algorithm 8.1's parallel depth, and the statements of this block inside a parallel region
-        (per-thread rows, then the loop nests with their ``omp for``), in a new ``Emission``: the
-        form and whether its streamed stores need a fence are decided first."""
+    def region_body(self) -> tuple[int, list[str], list[str]]:
+        """Algorithm 8.1's parallel depth, and the statements of this block inside a parallel region:
+        its per-thread scratch (rows, carried values, strip buffers), then the loop nests with
+        their ``omp for``, in a new ``Emission``: the form and whether its streamed stores need a
+        fence are decided first."""
         form, vvar = ("blocked-scan", None) if self.scan.applies() else self.choose_form()
         base_form, form = form, "chunked-reduction" if self.chunked.applies(form) else form
         f = self.frame
@@ -283,15 +284,18 @@ class BlockKernel:
         self.emit = Emission(form, fenced)
         depth = 0 if self.sequential_reason else parallel_depth(f.outer, self.threads, prod(f.outer) * prod(f.inner))
         stack = self.tuning.stack_array_max_bytes
-        body = [local_array(dtype, f"{name}_row", prod(f.inner), stack) for name, dtype in self.scratch_rows.items()]
-        body += [local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape), stack)
-                 for m in self.members if m.buf.name in self.carried]
+        scratch = [local_array(dtype, f"{name}_row", prod(f.inner), stack) for name, dtype in self.scratch_rows.items()]
+        scratch += [local_array(m.buf.dtype, f"{m.buf.name}_carried", prod(m.buf.shape), stack)
+                    for m in self.members if m.buf.name in self.carried]
+        if form == "tiled-vector" and self.tiles.in_strips():
+            scratch += self.tiles.strip_scratch()
         if form == "blocked-scan":
-            return 1, body + self.scan.body()
+            return 1, scratch, self.scan.body()
         if form == "split-reduction":
-            return 1, body + self.split.body(vvar)
+            return 1, scratch, self.split.body(vvar)
         if form == "chunked-reduction":
-            return 1, body + self.chunked.body(base_form, vvar)
+            return 1, scratch, self.chunked.body(base_form, vvar)
+        body: list[str] = []
         if form == "tiled":
             body += self.tiles.tiled(depth)
         elif form == "tiled-vector":
@@ -302,7 +306,7 @@ class BlockKernel:
             body += self.outer_loops(form, vvar, depth)
         if fenced:  # non-temporal stores are visible to other threads after a fence
             body += ["stax::store_fence();"] + (["#pragma omp barrier"] if depth > 0 else [])
-        return depth, body
+        return depth, scratch, body
 
     def work(self) -> int:
         """Iterations of the block plus Tuning.expensive_weight per expensive op at each point where it
@@ -925,7 +929,10 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
         counts[kind] += 1
     for b in blocks:
         b.pointer = pointer
-    bodies = [b.region_body() for b in blocks]
+    generated = [b.region_body() for b in blocks]
+    shared = [line for b in blocks for line in b.shared_lines()]
+    heap = on_the_heap(shared + [line for _, scratch, _ in generated for line in scratch])
+    bodies = [(depth, fail_soft(scratch, body) if heap else scratch + body) for depth, scratch, body in generated]
     parallel = any(depth > 0 for depth, _ in bodies)
     param_types = [f"{'' if p in written else 'const '}{CPP_TYPE[dtypes[p]]}*" for p in params]
     args = ", ".join(f"{t} {pointer[p]}" for t, p in zip(param_types, params))
@@ -946,8 +953,10 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
         else:
             region = f"// work {work} < PARALLEL_MIN_WORK: no parallel region (one thread)"
         inner = [region, "{", *("    " + line for line in inner), "}"]
-    inner = [line for b in blocks for line in b.shared_lines()] + inner
+    inner = ([f"int64_t {SCRATCH_SHORT} = 0;  // bytes a scratch allocation could not get"] if heap else []) + shared + inner
     lines += ["    " + line for line in inner]
+    if heap:  # the call raises MemoryError
+        lines.append(f"    if ({SCRATCH_SHORT} != 0) *err = -{SCRATCH_SHORT};")
     lines.append("}")
     reads_at: dict[str, set[tuple[str, str]]] = {}
     writes_at: dict[str, str] = {}

@@ -49,6 +49,7 @@ def _shim(kernel: Kernel) -> str:
     {kernel.name}({args}{', ' if n else ''}&err);
     Py_END_ALLOW_THREADS
     stax::release_buffers({n}, views);
+    if (err < 0) return stax::raise_scratch_error(err);
     return PyBool_FromLong(err != 0);
 }}"""
 
@@ -164,8 +165,7 @@ def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
     p = term.product
     if not isinstance(p, Product):  # a hand-written kernel's extern (stax.externs.KERNEL_PLANS)
         call = p.call_line([f"views.buf({slot[n]})" for n in term.operands], f"views.buf({slot[term.out]})")
-        return ["    {", f"        void* entry = PyLong_AsVoidPtr(s[{state}]);", "        Py_BEGIN_ALLOW_THREADS",
-                f"        {call};", "        Py_END_ALLOW_THREADS", "    }"]
+        return _extern_call_lines([f"        void* entry = PyLong_AsVoidPtr(s[{state}]);"], call)
     t = CPP_TYPE[p.dtype] if p.dtype else "float"
     a, b, c = (f"({'' if x == term.out else 'const '}{t}*)views.buf({slot[x]})" for x in (*term.operands, term.out))
     add = int(p.accumulate)
@@ -180,8 +180,15 @@ def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
         call = (f"stax::team_product<{t}>(entry, gemm, {a}, {b}, {c}, {p.batch}, {p.m}, {p.n}, {p.k}, {p.a_step}, "
                 f"{p.b_step}, {ta}, {tb}, {p.threads}, {t}({add}))")
     gemm = [f"        void* gemm = PyLong_AsVoidPtr(s[{state + 1}]);"] if p.route is Route.TEAM else []
-    return ["    {", f"        void* entry = PyLong_AsVoidPtr(s[{state}]);", *gemm, "        Py_BEGIN_ALLOW_THREADS",
-            f"        {call};", "        Py_END_ALLOW_THREADS", "    }"]
+    return _extern_call_lines([f"        void* entry = PyLong_AsVoidPtr(s[{state}]);", *gemm], call)
+
+
+def _extern_call_lines(entry_points: list[str], call: str) -> list[str]:
+    """An extern's ``call`` without the GIL, after the lines that take its entry points; its status
+    (stax_py.h: minus the bytes of scratch it could not allocate) raises MemoryError."""
+    return ["    {", *entry_points, "        int64_t status;", "        Py_BEGIN_ALLOW_THREADS",
+            f"        status = {call};", "        Py_END_ALLOW_THREADS",
+            "        if (status < 0) return stax::raise_scratch_error(status);", "    }"]
 
 
 def _holder(name: str, memory: MemoryPlan) -> str:
@@ -221,6 +228,7 @@ def compiled_call_source(plan: WrapperPlan, memory: MemoryPlan, call: CallPlan) 
             args = ", ".join(f"({t})views.buf({slot[p]})" for p, t in zip(kernel.params, kernel.param_types))
             lines += ["    {", "        int64_t err = 0;", "        Py_BEGIN_ALLOW_THREADS",
                       f"        {kernel.name}({args}{', ' if args else ''}&err);", "        Py_END_ALLOW_THREADS",
+                      "        if (err < 0) return stax::raise_scratch_error(err);",
                       f'        if (err) return stax::raise_kernel_error(s[3], "{kernel.name}", "{nodes}");', "    }"]
         for t in range(first, last + 1):
             lines += [f"    owned.drop({owned[p]}); live -= {nbytes(*plan.buffer_meta[p])};"

@@ -101,12 +101,30 @@ def accumulator(buf: ComputedBuffer, vector: bool) -> tuple[str, str]:
                                                                  buf.dtype, vector)
 
 
+#: the generated function's count of the bytes a heap scratch allocation could not get (0: none)
+SCRATCH_SHORT = "scratch_short"
+
+
 def local_array(dtype: str, name: str, size: int, stack_max_bytes: int) -> str:
     """A zeroed kernel-local array (not std::vector, whose bool form is bit-packed and has no
-    data()): on the stack up to ``stack_max_bytes``, else on the heap."""
+    data()): on the stack up to ``stack_max_bytes``, else on the heap, null when the memory
+    cannot be had (``stax::scratch_array`` records the size in ``SCRATCH_SHORT``; ``fail_soft``)."""
     if size * ITEMSIZE[dtype] <= stack_max_bytes:
         return f"stax::stack_array<{CPP_TYPE[dtype]}, {size}> {name};"
-    return f"std::unique_ptr<{CPP_TYPE[dtype]}[]> {name}(new {CPP_TYPE[dtype]}[{size}]());"
+    return f"std::unique_ptr<{CPP_TYPE[dtype]}[]> {name}(stax::scratch_array<{CPP_TYPE[dtype]}>({size}, &{SCRATCH_SHORT}));"
+
+
+def on_the_heap(lines: Sequence[str]) -> bool:
+    """Whether any of these statements allocates heap scratch that may fail (``local_array``)."""
+    return any(f"&{SCRATCH_SHORT})" in line for line in lines)
+
+
+def fail_soft(scratch: list[str], body: list[str]) -> list[str]:
+    """A block's statements in a function with heap scratch: its own scratch, then the rest only
+    while no allocation has failed (the call then raises MemoryError).  A thread that skips the
+    rest has left the region early, which the kernels' pool allows (stax_parallel.cpp: a barrier
+    waits for claimed chunks, not for threads)."""
+    return scratch + [f"if (stax::scratch_ok(&{SCRATCH_SHORT}))", "{", *("    " + line for line in body), "}"]
 
 
 def guard_condition(guard: Sequence[tuple[Index, int]], ranges: dict[str, int]) -> str:

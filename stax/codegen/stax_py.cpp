@@ -156,4 +156,12 @@ PyObject* raise_kernel_error(PyObject* raise, const char* kernel, const char* no
   return NULL;
 }
 
+PyObject* raise_scratch_error(int64_t err) {
+  const long long bytes = -(long long)err;
+  PyErr_Format(PyExc_MemoryError, "a kernel could not allocate %lld bytes (%lld MiB) of scratch memory; free memory, "
+               "raise the process's memory limit (ulimit -v), or use fewer threads (STAX_THREADS) or smaller inputs",
+               bytes, (bytes + (1 << 20) - 1) >> 20);
+  return NULL;
+}
+
 }  // namespace stax

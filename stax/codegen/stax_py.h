@@ -95,56 +95,65 @@ PyObject* call_wrapper(PyObject* wrapper, PyObject* const* args, Py_ssize_t narg
 
 // ``raise_kernel_error(kernel, (nodes,))`` (wrapper.py), which raises KernelError: NULL.
 PyObject* raise_kernel_error(PyObject* raise, const char* kernel, const char* nodes);
+// MemoryError for a kernel whose heap scratch could not be had (``err`` is minus its bytes,
+// stax_vec.h's scratch_array): NULL.
+PyObject* raise_scratch_error(int64_t err);
 
 // ``array.reshape(shape)``, taking the caller's reference to ``array``: an output that holds the
 // storage of a buffer of another shape (memory/plan.py's reuse).  NULL with the exception set.
 PyObject* reshaped(PyObject* array, int ndim, const Py_ssize_t* shape);
 
 // The products of a compiled call (stax/matmul.py's Product, one function a Route), each by the
-// entry point a Python int of the call's state holds: narrow_gemm.py's kernels, and matmul.py's
-// team entry, which calls the BLAS gemm at ``gemm`` from every thread of the team.
-inline void narrow_product(void* entry, const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n,
-                           int64_t k, int threads, int add) {
+// entry point a Python int of the call's state holds, and the hand-written kernels' entry points:
+// each returns 0, or minus the bytes of heap scratch its kernel could not allocate (stax_vec.h's
+// scratch_result; the call then raises MemoryError).  narrow_gemm.py's kernels ...
+inline int64_t narrow_product(void* entry, const float* a, const float* b, float* c, int64_t batch, int64_t m,
+                              int64_t n, int64_t k, int threads, int add) {
   reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, int, int)>(entry)(
       a, b, c, batch, m, n, k, threads, add);
+  return 0;
 }
-inline void narrow_gradient_product(void* entry, const float* a, const float* b, float* c, int64_t m, int64_t n,
-                                    int64_t k, int threads, int add) {
-  reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int, int)>(entry)(
-      a, b, c, m, n, k, threads, add);
+inline int64_t narrow_gradient_product(void* entry, const float* a, const float* b, float* c, int64_t m, int64_t n,
+                                       int64_t k, int threads, int add) {
+  return reinterpret_cast<int64_t (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int, int)>(
+      entry)(a, b, c, m, n, k, threads, add);
 }
 // stax.direct_conv's entry points: out = the stride-1 convolution of the padded x with w, each
 // output channel times scale, plus shift (when not null), then max(0, .) when relu ...
-inline void direct_conv(void* entry, const float* x, const float* w, float* out, const float* scale,
-                        const float* shift, int64_t n, int64_t c, int64_t hp, int64_t wp, int64_t co, int64_t kh,
-                        int64_t kw, int relu, int threads) {
-  reinterpret_cast<void (*)(const float*, const float*, float*, const float*, const float*, int64_t, int64_t, int64_t,
-                            int64_t, int64_t, int64_t, int64_t, int, int)>(entry)(x, w, out, scale, shift, n, c, hp,
-                                                                                  wp, co, kh, kw, relu, threads);
+inline int64_t direct_conv(void* entry, const float* x, const float* w, float* out, const float* scale,
+                           const float* shift, int64_t n, int64_t c, int64_t hp, int64_t wp, int64_t co, int64_t kh,
+                           int64_t kw, int relu, int threads) {
+  return reinterpret_cast<int64_t (*)(const float*, const float*, float*, const float*, const float*, int64_t,
+                                      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int)>(entry)(
+      x, w, out, scale, shift, n, c, hp, wp, co, kh, kw, relu, threads);
 }
 // ... and dw = the weight gradient of such a convolution of x whose output's gradient is g
-inline void direct_conv_weight_grad(void* entry, const float* x, const float* g, float* dw, int64_t n, int64_t c,
-                                    int64_t hp, int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
-  reinterpret_cast<void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, int)>(entry)(x, g, dw, n, c, hp, wp, co, kh, kw, threads);
+inline int64_t direct_conv_weight_grad(void* entry, const float* x, const float* g, float* dw, int64_t n, int64_t c,
+                                       int64_t hp, int64_t wp, int64_t co, int64_t kh, int64_t kw, int threads) {
+  return reinterpret_cast<int64_t (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
+                                      int64_t, int64_t, int64_t, int)>(entry)(x, g, dw, n, c, hp, wp, co, kh, kw,
+                                                                              threads);
 }
 // one of stax.row_index's entry points: out = the rows of source by index, or their sums by row
-inline void row_index(void* entry, const void* source, const int64_t* index, void* out, int64_t v, int64_t t,
-                      int64_t width, int threads) {
+inline int64_t row_index(void* entry, const void* source, const int64_t* index, void* out, int64_t v, int64_t t,
+                         int64_t width, int threads) {
   reinterpret_cast<void (*)(const void*, const int64_t*, void*, int64_t, int64_t, int64_t, int)>(entry)(
       source, index, out, v, t, width, threads);
+  return 0;
 }
 // one of stax.random_draws's entry points: out = the random mask or uniform draws of a stream under *seed
-inline void random_draw(void* entry, const int64_t* seed, void* out, int64_t n, int64_t threshold, int64_t stream,
-                        int threads) {
+inline int64_t random_draw(void* entry, const int64_t* seed, void* out, int64_t n, int64_t threshold, int64_t stream,
+                           int threads) {
   reinterpret_cast<void (*)(const int64_t*, void*, int64_t, int64_t, int64_t, int)>(entry)(seed, out, n, threshold,
                                                                                          stream, threads);
+  return 0;
 }
 template <typename T>
-inline void team_product(void* entry, void* gemm, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n,
-                         int64_t k, int64_t a_step, int64_t b_step, int ta, int tb, int threads, T beta) {
+inline int64_t team_product(void* entry, void* gemm, const T* a, const T* b, T* c, int64_t batch, int64_t m, int64_t n,
+                            int64_t k, int64_t a_step, int64_t b_step, int ta, int tb, int threads, T beta) {
   reinterpret_cast<void (*)(void*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int,
                             int, int, T)>(entry)(gemm, a, b, c, batch, m, n, k, a_step, b_step, ta, tb, threads, beta);
+  return 0;
 }
 
 }  // namespace stax

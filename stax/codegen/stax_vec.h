@@ -282,10 +282,43 @@ inline bool all_lanes(vec<int32_t> mask) {
   return true;
 #endif
 }
+// Heap scratch that fails soft: on a failed allocation the bytes asked go to `*short_bytes`
+// (the kernel's scratch_short), its blocks stop (scratch_ok) and the call raises MemoryError
+// naming the size, where std::bad_alloc would end the process (it escapes a parallel region).
+inline void scratch_failed(int64_t* short_bytes, int64_t bytes) {
+  __atomic_store_n(short_bytes, bytes, __ATOMIC_RELAXED);
+}
+inline bool scratch_ok(const int64_t* short_bytes) { return __atomic_load_n(short_bytes, __ATOMIC_RELAXED) == 0; }
+// n zeroed T, or null when they cannot be had.
+template <typename T> inline std::unique_ptr<T[]> scratch_array(int64_t n, int64_t* short_bytes) {
+  T* data = new (std::nothrow) T[n]();
+  if (data == nullptr) scratch_failed(short_bytes, n * int64_t(sizeof(T)));
+  return std::unique_ptr<T[]>(data);
+}
+// The extern kernels' heap arrays (stax.direct_conv, stax.narrow_gemm), allocated outside
+// parallel regions: n T (zeroed when asked), or the bytes asked thrown as a scratch_shortage,
+// which the entry point returns as minus its bytes (scratch_result) for the caller to raise.
+struct scratch_shortage {
+  int64_t bytes;
+};
+template <typename T> inline std::unique_ptr<T[]> heap_array(int64_t n, bool zeroed = false) {
+  T* data = zeroed ? new (std::nothrow) T[n]() : new (std::nothrow) T[n];
+  if (data == nullptr) throw scratch_shortage{n * int64_t(sizeof(T))};
+  return std::unique_ptr<T[]>(data);
+}
+// 0 once `body` has run, or minus the bytes one of its heap arrays could not get.
+template <typename F> inline int64_t scratch_result(F&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const scratch_shortage& shortage) {
+    return -shortage.bytes;
+  }
+}
 // A per-thread scratch area of at least `bytes`, aligned to a cache line, kept for the thread's
-// life: the tiled-vector form's strip buffers, reused from call to call without fresh pages.  A
-// failed allocation throws, which ends the process (it escapes a parallel region's thread).
-inline char* thread_scratch(size_t bytes) {
+// life: the tiled-vector form's strip buffers, reused from call to call without fresh pages; null
+// when it cannot be had.
+inline char* thread_scratch(size_t bytes, int64_t* short_bytes) {
   struct Area {
     char* data = nullptr;
     size_t size = 0;
@@ -295,8 +328,8 @@ inline char* thread_scratch(size_t bytes) {
   if (area.size < bytes) {
     std::free(area.data);
     area.data = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-    if (area.data == nullptr) throw std::bad_alloc();
-    area.size = bytes;
+    area.size = area.data == nullptr ? 0 : bytes;
+    if (area.data == nullptr) scratch_failed(short_bytes, int64_t(bytes));
   }
   return area.data;
 }

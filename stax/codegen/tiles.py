@@ -12,7 +12,7 @@ from ..dtypes import ITEMSIZE
 from ..indexing import lane_step
 from ..ir import Load
 from .exprs import lane_type
-from .kernel_parts import access_kind, with_line_head
+from .kernel_parts import SCRATCH_SHORT, access_kind, with_line_head
 
 if TYPE_CHECKING:
     from .cpp import BlockKernel
@@ -165,6 +165,23 @@ class Tiles:
         return (any(prod(outer[-2:]) * ITEMSIZE[ld.dtype] >= knobs.stream_min_bytes for ld in loads)
                 and strips >= knobs.strips_per_thread * self.kernel.threads and buffer <= knobs.strip_buffer_bytes)
 
+    def _strip_layout(self) -> tuple[dict[Load, int], dict[Load, int], int]:
+        """Each transposed read's row stride in the strip buffer (elements), its offset there and
+        the buffer's size (bytes, whole cache lines a read)."""
+        whole_v = self.kernel.frame.outer[-1] - self.kernel.frame.outer[-1] % self.kernel.width
+        line = self.kernel.tuning.cache_line
+        strides = {ld: whole_v + line // ITEMSIZE[ld.dtype] for ld in self.transposed_loads()}
+        offsets, total = {}, 0
+        for ld, stride in strides.items():
+            offsets[ld] = total
+            total += -(-self.kernel.tuning.strip_rows * stride * ITEMSIZE[ld.dtype] // line) * line
+        return strides, offsets, total
+
+    def strip_scratch(self) -> list[str]:
+        """The strips' per-thread buffer (``stax::thread_scratch``), declared with the block's other
+        scratch, null when it cannot be had (``kernel_parts.fail_soft``)."""
+        return [f"char* const strip_scratch = stax::thread_scratch({self._strip_layout()[2]}, &{SCRATCH_SHORT});"]
+
     def _strips(self, depth: int, tiles_u: int | str, tile_u: str, whole_v: int) -> list[str]:
         """The register tiles in strips of ``Tuning.strip_rows`` rows along u: each transposed read's strip
         transposed, tile by tile, into a per-thread buffer (``stax::thread_scratch``, kept from
@@ -183,16 +200,10 @@ class Tiles:
         first_tile = f"{u}_strip * {per_strip}"
         last_tile = f"std::min<int64_t>({first_tile} + {per_strip}, {tiles_u})"
         loads = self.transposed_loads()
-        strides = {ld: whole_v + self.kernel.tuning.cache_line // ITEMSIZE[ld.dtype] for ld in loads}
-        offsets, total = {}, 0
-        for ld in loads:
-            offsets[ld] = total
-            line = self.kernel.tuning.cache_line
-            total += -(-self.kernel.tuning.strip_rows * strides[ld] * ITEMSIZE[ld.dtype] // line) * line
+        strides, offsets, _ = self._strip_layout()
         buffers = {ld: self.kernel.emit.state.fresh("strip") for ld in loads}
-        declared = ["char* const strip_scratch = stax::thread_scratch(" + str(total) + ");"]
-        declared += [f"{lane_type(ld.dtype)}* const {buffers[ld]} = reinterpret_cast<{lane_type(ld.dtype)}*>"
-                     f"(strip_scratch + {offsets[ld]});" for ld in loads]
+        declared = [f"{lane_type(ld.dtype)}* const {buffers[ld]} = reinterpret_cast<{lane_type(ld.dtype)}*>"
+                    f"(strip_scratch + {offsets[ld]});" for ld in loads]
 
         def row_in_strip(ld: Load, lane: str) -> str:
             return f"(({u}_tile - {first_tile}) * {w} + {lane}) * {strides[ld]}"

@@ -58,7 +58,7 @@ def test_text_table_right_aligns_numbers():
 
 
 def test_experiment_scripts_describe_themselves_in_whole_sentences():
-    scripts = [p for p in sorted((ROOT / "experiments").glob("*.py")) if "ArgumentParser(" in p.read_text()]
+    scripts = [p for p in sorted((ROOT / "experiments").rglob("*.py")) if "ArgumentParser(" in p.read_text()]
     assert len(scripts) >= 10
     for path in scripts:
         source = path.read_text()

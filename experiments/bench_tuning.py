@@ -32,11 +32,11 @@ from typing import Callable
 import numpy as np
 
 import stax
-from stax.codegen.tuning import Tuning
+from stax.codegen.tuning import TUNING_MAX, Tuning
 from stax.textable import text_table
 from stax.timing import time_call
 
-NEVER = 1 << 62  # a threshold no input reaches: the behaviour it enables is off
+NEVER = TUNING_MAX  # a threshold no input reaches: the behaviour it enables is off
 
 
 def _softmax(x):

@@ -12,7 +12,7 @@ from typing import Sequence
 from ..errors import StaxError
 
 
-TUNING_MAX = (1 << 62) - 1  # a threshold of 2^62 is never reached (bench_tuning's NEVER); sums stay in int64
+TUNING_MAX = (1 << 62) - 1  # no input reaches this threshold (bench_tuning's NEVER); sums stay in int64
 #: Tuning's ranges (low, high, power of two); a threshold not listed is a whole number from 0 to
 #: TUNING_MAX.  Counts that divide are at least 1; the cache line is at least the 64 bytes the C++
 #: headers align to (stax::line_head); a strip or a register-tile block holds whole vectors; a stack

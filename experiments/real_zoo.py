@@ -23,7 +23,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -92,6 +92,7 @@ class RealModel(ZooModel):
     """A library's model: forward pass in eval mode, training step in train mode."""
 
     library: str = ""
+    prefix: ClassVar[str] = "real"
 
     def forward(self) -> TorchProgram:
         self.module.eval()

@@ -3,11 +3,11 @@ translate its ATen graph into a stax program (``pip install 'stax[torch]'``).
 
 Capture (checked on torch 2.13): ``make_fx`` with ``core_aten_decompositions()`` traces the
 function on real tensors (on fake ones where real tracing reads a tensor's value, as Hugging
-Face's attention masks do: :func:`capture_either`) into an FX graph of core ATen ops, which is then re-traced under
-``torch.func.functionalize`` (as AOTAutograd does): in-place ops (``add_``, ``sigmoid_``, writes
-into slices) become out-of-place ones (``add``, ``slice_scatter``), and an update of an input
-(batch norm's running statistics) becomes a ``copy_`` of its new value into the input at the
-end of the graph.  The translation makes those the program's in-place updates of its inputs
+Face's attention masks do: :func:`capture_either`) into an FX graph of core ATen ops, which is
+then re-traced under ``torch.func.functionalize`` (as AOTAutograd does): in-place ops (``add_``,
+``sigmoid_``, writes into slices) become out-of-place ones (``add``, ``slice_scatter``), and an
+update of an input (batch norm's running statistics) becomes a ``copy_`` of its new value into
+the input at the end of the graph.  The translation makes those the program's in-place updates of its inputs
 (``Graph.mutations``), so the compiled call writes them into the arrays it is given: with
 :meth:`TorchProgram.module_arguments` those share memory with the module's buffers, which are
 then updated as torch's own call updates them.  For a training step the traced

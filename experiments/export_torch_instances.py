@@ -3,8 +3,9 @@
 
 For each model of :mod:`experiments.torch_models`, and each training step of the model zoo
 (:mod:`experiments.torch_zoo`, into ``zoo/``) or, with ``--real-zoo``, of the real-model zoo
-(:mod:`experiments.real_zoo`: torchvision, timm, transformers, into ``real/``), it writes ``MODEL.fusion.json`` (the scheduler
-nodes of the translated program) and ``MODEL.order.json`` (the kernels of the greedy fusion, the
+(:mod:`experiments.real_zoo`: torchvision, timm, transformers, into ``real/``, gzip-compressed:
+``.json.gz``), it writes ``MODEL.fusion.json`` (the scheduler nodes of the translated program)
+and ``MODEL.order.json`` (the kernels of the greedy fusion, the
 compiler's default, and the buffers the wrapper allocates). Each file carries its provenance in
 ``name`` and in an extra top-level ``provenance`` object that the problem readers ignore;
 forbidden pairs keep only their reason's name, to keep the files small.
@@ -14,6 +15,7 @@ forbidden pairs keep only their reason's name, to keep the files small.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -47,9 +49,11 @@ def short_reasons(problem: FusionProblem) -> FusionProblem:
 
 
 def write(path: Path, data: dict[str, Any]) -> int:
-    text = json.dumps(data, separators=(",", ":"))
-    path.write_text(text + "\n")
-    return len(text) + 1
+    """Write ``data`` as JSON, gzip-compressed (reproducibly: no timestamp) for a ``.gz`` path."""
+    text = json.dumps(data, separators=(",", ":")) + "\n"
+    payload = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
+    path.write_bytes(payload)
+    return len(payload)
 
 
 def export(model: str, small: bool, out: Path) -> list[tuple[Path, int]]:
@@ -63,7 +67,7 @@ def export(model: str, small: bool, out: Path) -> list[tuple[Path, int]]:
     written = []
     for suffix, problem, source in (("fusion", fusion, "scheduler nodes (FusionProblem)"),
                                     ("order", order, "kernels of greedy fusion (OrderProblem)")):
-        path = out / f"{model}.{suffix}.json"
+        path = out / f"{model}.{suffix}.json{'.gz' if model in REAL_TRAINING else ''}"
         path.parent.mkdir(parents=True, exist_ok=True)
         written.append((path, write(path, problem.to_dict() | {"provenance": provenance(program, small, source)})))
     return written

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from stax.errors import StaxError
 
 #: blocks of this many bytes or more are mapped on their own in the measuring child
-MMAP_THRESHOLD = 1 << 16
+MMAP_THRESHOLD = 1 << 12
 
 
 def _status_bytes(field: str) -> int:

@@ -151,11 +151,10 @@ def tv_convnext_tiny(small: bool) -> RealModel:
     _seeded()
     models = require_models()[0].models
     if small:
-        from torchvision.models.convnext import CNBlockConfig, ConvNeXt
-        stages = [CNBlockConfig(16, 32, 1), CNBlockConfig(32, 64, 1), CNBlockConfig(64, 128, 1),
-                  CNBlockConfig(128, None, 1)]
-        return _classifier("tv_convnext_tiny", "torchvision", ConvNeXt(stages, num_classes=CLASSES), _image(small),
-                           CLASSES, "torchvision ConvNeXt, widths 16-128, one block per stage")
+        block = models.convnext.CNBlockConfig
+        stages = [block(16, 32, 1), block(32, 64, 1), block(64, 128, 1), block(128, None, 1)]
+        return _classifier("tv_convnext_tiny", "torchvision", models.ConvNeXt(stages, num_classes=CLASSES),
+                           _image(small), CLASSES, "torchvision ConvNeXt, widths 16-128, one block per stage")
     return _classifier("tv_convnext_tiny", "torchvision",
                        models.convnext_tiny(num_classes=CLASSES, stochastic_depth_prob=0.0), _image(small), CLASSES,
                        "torchvision convnext_tiny, stochastic depth 0")
@@ -164,11 +163,10 @@ def tv_convnext_tiny(small: bool) -> RealModel:
 def tv_vit(small: bool) -> RealModel:
     """A small torchvision VisionTransformer: patches of 8, 2 (small: 1) layers, width 64."""
     _seeded()
-    from torchvision.models.vision_transformer import VisionTransformer
-    require_models()
+    models = require_models()[0].models
     image = _image(small)
     layers = 1 if small else 2
-    module = VisionTransformer(image[-1], 8, layers, 4, 64, 128, num_classes=CLASSES)
+    module = models.VisionTransformer(image[-1], 8, layers, 4, 64, 128, num_classes=CLASSES)
     return _classifier("tv_vit", "torchvision", module, image, CLASSES,
                        f"torchvision VisionTransformer(patch 8, {layers} layers, 4 heads, width 64, mlp 128)")
 

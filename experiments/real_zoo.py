@@ -117,8 +117,19 @@ def _seeded() -> Any:
     return torch
 
 
+def _without_zero_matrices(torch: Any, module: Any) -> Any:
+    """``module`` with every weight matrix that its library initializes to zeros (torchvision's ViT
+    head) drawn from N(0, 0.02) instead, so that its outputs depend on its inputs."""
+    with torch.no_grad():
+        for parameter in module.parameters():
+            if parameter.ndim >= 2 and not parameter.any():
+                parameter.normal_(0.0, 0.02)
+    return module
+
+
 def _classifier(name: str, library: str, module: Any, image: tuple[int, ...], classes: int, text: str) -> RealModel:
     torch = require_torch()
+    module = _without_zero_matrices(torch, module)
     inputs = [torch.randn(*image)]
     targets = [torch.randint(0, classes, (image[0],))]
     return RealModel(name, module, inputs, targets, torch.nn.functional.cross_entropy,

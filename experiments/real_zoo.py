@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import importlib
 import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -39,20 +40,23 @@ MODEL_LIBRARIES = ("torchvision", "timm", "transformers")
 _UNGUARDED_OPERATORS = ("nms", "qnms")
 
 
+#: the libraries that declare those operators: a Library's definitions last as long as the object
+_LIBRARIES: list[Any] = []
+
+
 def load_torchvision() -> ModuleType:
     """``torchvision``, with its unloadable operators declared first where its C++ extension does
     not load on this torch (see the module docstring)."""
     torch = require_torch()
+    if "torchvision" in sys.modules:
+        return sys.modules["torchvision"]
     if not _extension_loads(torch):
         library = torch.library.Library("torchvision", "FRAGMENT")
         for name in _UNGUARDED_OPERATORS:
-            if not torch._C._dispatch_has_kernel(f"torchvision::{name}") and not _declared(torch, name):
+            if not _declared(torch, name):
                 library.define(f"{name}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        _LIBRARIES.append(library)  # a Library's definitions last as long as the object
+        _LIBRARIES.append(library)
     return importlib.import_module("torchvision")
-
-
-_LIBRARIES: list[Any] = []
 
 
 def _extension_loads(torch: Any) -> bool:

@@ -2,7 +2,7 @@
 ``max``/``min`` along a dim (values and indices), ``linalg_vector_norm``, ``logsumexp``,
 ``div`` with a rounding mode, ``bitwise_xor``, the pad modes (``reflection_pad*``,
 ``replication_pad*``, circular) and their gradients, ``scatter`` / ``scatter_reduce`` with a
-reduction, and ``as_strided`` / ``as_strided_scatter`` of dense, transposed and sliced tensors
+reduction, and ``as_strided`` / ``as_strided_scatter`` of dense, transposed, sliced and expanded tensors
 (torch's own check of a view's size against its source stands for broadcasting: these ops take
 none).  Each program is imported from torch, compiled, and compared with eager torch and with
 the numpy evaluation of the traced program (:mod:`stax.reference`)."""
@@ -140,6 +140,12 @@ CASES = {
                       torch.as_strided_scatter(x[:1].expand(3, 4), s, (2, 3), (1, 2)),
                       torch.as_strided_scatter(x, s[:1, :1], (1, 1), (0, 0), 11)),
         [normal(3, 4), normal(2, 3)]),
+    "as_strided and as_strided_scatter of slices with gaps, split parts and expanded tensors": (
+        lambda x, s: ((x + 0)[:, 1:].as_strided((2, 2), (4, 1), 2), (x + 0).split(2, 1)[1].as_strided((2, 2), (4, 1), 2),
+                      x[:1].expand(3, 4).as_strided((2, 2), (1, 2)),
+                      torch.as_strided_scatter((x + 0)[:, 1:], s[:, :2], (2, 2), (4, 1), 0),  # a gap written too
+                      torch.as_strided_scatter((x + 0).t()[1:], s[:, 1:], (2, 2), (1, 4), 1)),
+        [normal(3, 4), normal(2, 3)]),
     "as_strided_scatter of integers and of an empty view": (
         lambda i, s: (torch.as_strided_scatter(i, s, (3, 2), (1, 3)), torch.as_strided_scatter(i, s[:0], (0, 2), (1, 3))),
         [integers(3, 4, dtype=torch.int64), integers(3, 2, dtype=torch.int64)]),
@@ -201,6 +207,8 @@ def test_unsupported_arguments_name_the_op():
         import_function(lambda x: x.as_strided((2, 2), (3, 2)).exp(), x).graph()
     with pytest.raises(UnsupportedError, match="aten.as_strided: the view .* reaches outside the input's storage run"):
         import_function(lambda x: (x + 0)[1:].as_strided((2, 2), (4, 1), 0), x).graph()
-    with pytest.raises(UnsupportedError, match=r"aten.as_strided_scatter: the input \(shape \(3, 3\), stride \(4, 1\)\) "
-                                               "leaves gaps in its storage"):
-        import_function(lambda x: torch.as_strided_scatter(x[:, 1:], x[:1, :2], (1, 2), (1, 1)), x).graph()
+    with pytest.raises(UnsupportedError, match="aten.as_strided: the view .* reads storage between or beyond the input's"):
+        import_function(lambda x: (x + 0)[:, 1:].as_strided((2, 2), (4, 1), 0), x).graph()
+    with pytest.raises(UnsupportedError, match=r"aten.as_strided: the input \(shape \(2, 2\), stride \(8, 3\)\) overlaps "
+                                               "itself or its strides do not nest"):
+        import_function(lambda x: (x + 0)[::2, ::3].as_strided((2, 2), (8, 3)), x).graph()

@@ -25,6 +25,9 @@ in alternating rounds so that a shared machine's changing load falls on all thre
 after a pause longer than stax's longest solo window), the stax / Inductor ratio with a 95%
 confidence interval from the rounds' paired ratios and whether it meets the goal of 1.0, the
 kernels of each compiler, and the peak of stax's ``best`` order next to the exact optimum.
+
+``--real-zoo`` runs the real-model zoo (torchvision, timm, transformers) forward and training:
+:mod:`experiments.compare_real_zoo`.
 """
 from __future__ import annotations
 
@@ -175,20 +178,27 @@ def zoo_row(model: ZooModel, rounds: int = ROUNDS) -> dict[str, Any]:
             calls = {"stax": lambda: compiled(*arguments), "inductor": _compiled_inductor(program, threads),
                      "eager": model.eager_training()}
             row["generated"] = metrics.generated_kernel_count
-            samples: dict[str, list[float]] = {name: [] for name in calls}
-            before_steal = _cpu_ticks()
-            for _ in range(rounds):
-                for name, call in calls.items():
-                    time.sleep(SETTLE_SECONDS)
-                    samples[name].append(time_call(call, repeat=3))
-            row.update({f"{name}_{threads}": statistics.median(times) for name, times in samples.items()})
-            round_ratios = [ours / theirs for ours, theirs in zip(samples["stax"], samples["inductor"])]
-            row[f"ratio_{threads}"] = statistics.median(round_ratios)
-            row[f"ratio_ci_{threads}"] = median_interval(round_ratios)
-            row[f"steal_{threads}"] = _steal_fraction(before_steal, _cpu_ticks())
+            row.update({f"{key}_{threads}": value for key, value in alternating_times(calls, rounds).items()})
     finally:
         torch.set_num_threads(before)
     return row
+
+
+def alternating_times(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, Any]:
+    """The median time of each of ``calls`` (stax, inductor, eager) over ``rounds`` alternating
+    rounds, each after a pause of SETTLE_SECONDS; ``ratio`` = the median of the rounds' paired
+    stax / Inductor ratios, ``ratio_ci`` its 95% interval, ``steal`` the hypervisor's share of
+    the CPU time meanwhile."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    before_steal = _cpu_ticks()
+    for _ in range(rounds):
+        for name, call in calls.items():
+            time.sleep(SETTLE_SECONDS)
+            samples[name].append(time_call(call, repeat=3))
+    round_ratios = [ours / theirs for ours, theirs in zip(samples["stax"], samples["inductor"])]
+    return {**{name: statistics.median(times) for name, times in samples.items()},
+            "ratio": statistics.median(round_ratios), "ratio_ci": median_interval(round_ratios),
+            "steal": _steal_fraction(before_steal, _cpu_ticks())}
 
 
 def _cpu_ticks() -> tuple[int, int] | None:
@@ -264,16 +274,24 @@ def main() -> None:
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(MODELS)}")
     parser.add_argument("--small", action="store_true", help="the tests' tiny shapes")
     parser.add_argument("--zoo", action="store_true", help=f"the model zoo instead: {', '.join(ZOO)}")
+    parser.add_argument("--real-zoo", action="store_true",
+                        help="the real-model zoo instead (torchvision, timm, transformers: pip install -e '.[models]'; "
+                             "experiments.compare_real_zoo)")
     parser.add_argument("--rounds", type=int, default=ROUNDS,
                         help=f"the zoo's alternating timing rounds per thread count (default {ROUNDS})")
     args = parser.parse_args()
-    if args.zoo:
-        unknown = [m for m in args.models if m not in ZOO]
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.zoo or args.real_zoo:
+        if args.real_zoo:
+            from experiments.compare_real_zoo import run_real_zoo as run  # it imports this module's timing
+            from experiments.real_zoo import REAL_ZOO as suite
+        else:
+            run, suite = run_zoo, ZOO
+        unknown = [m for m in args.models if m not in suite]
         if unknown:
-            parser.error(f"unknown zoo modules {unknown}; choose from {', '.join(ZOO)}")
-        if args.rounds < 1:
-            parser.error(f"--rounds must be at least 1, got {args.rounds}")
-        run_zoo(args.models or list(ZOO), args.small, args.rounds)
+            parser.error(f"unknown zoo modules {unknown}; choose from {', '.join(suite)}")
+        run(args.models or list(suite), args.small, args.rounds)
         return
     models = args.models or list(MODELS)
     unknown = [m for m in models if m not in MODELS]

@@ -2,22 +2,26 @@
 ``instances/data/torch/`` so that solvers and sweeps use them without torch.
 
 For each model of :mod:`experiments.torch_models`, and each training step of the model zoo
-(:mod:`experiments.torch_zoo`, into ``zoo/``), it writes ``MODEL.fusion.json`` (the scheduler
-nodes of the translated program) and ``MODEL.order.json`` (the kernels of the greedy fusion, the
+(:mod:`experiments.torch_zoo`, into ``zoo/``) or, with ``--real-zoo``, of the real-model zoo
+(:mod:`experiments.real_zoo`: torchvision, timm, transformers, into ``real/``, gzip-compressed:
+``.json.gz``), it writes ``MODEL.fusion.json`` (the scheduler nodes of the translated program)
+and ``MODEL.order.json`` (the kernels of the greedy fusion, the
 compiler's default, and the buffers the wrapper allocates). Each file carries its provenance in
 ``name`` and in an extra top-level ``provenance`` object that the problem readers ignore;
 forbidden pairs keep only their reason's name, to keep the files small.
 
-    python -m experiments.export_torch_instances [--small] [--out DIR] [MODEL ...]
+    python -m experiments.export_torch_instances [--small] [--real-zoo] [--out DIR] [MODEL ...]
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from experiments.real_zoo import REAL_TRAINING
 from experiments.torch_models import MODELS
 from experiments.torch_zoo import TRAINING
 from stax.problems import FusionProblem
@@ -33,7 +37,8 @@ def provenance(program: TorchProgram, small: bool, problem: str) -> dict[str, An
     return {"model": info["model"], "kind": info["kind"], "torch": info["torch"],
             "inputs": [[name, shape] for name, shape in info["inputs"].items()],
             "problem": problem, "shapes": "small" if small else "full",
-            "made_by": "python -m experiments.export_torch_instances" + (" --small" if small else "")}
+            "made_by": "python -m experiments.export_torch_instances" + (" --small" if small else "")
+                       + (" --real-zoo" if program.name.startswith("real_") else "")}
 
 
 def short_reasons(problem: FusionProblem) -> FusionProblem:
@@ -44,14 +49,16 @@ def short_reasons(problem: FusionProblem) -> FusionProblem:
 
 
 def write(path: Path, data: dict[str, Any]) -> int:
-    text = json.dumps(data, separators=(",", ":"))
-    path.write_text(text + "\n")
-    return len(text) + 1
+    """Write ``data`` as JSON, gzip-compressed (reproducibly: no timestamp) for a ``.gz`` path."""
+    text = json.dumps(data, separators=(",", ":")) + "\n"
+    payload = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
+    path.write_bytes(payload)
+    return len(payload)
 
 
 def export(model: str, small: bool, out: Path) -> list[tuple[Path, int]]:
     """Write both problems of ``model``; returns the files and their sizes in bytes."""
-    program = PROGRAMS[model](small)
+    program = {**PROGRAMS, **REAL_TRAINING}[model](small)
     compiled = program.compile(fusion="greedy", order="original")
     shapes = ", ".join(f"{n}{tuple(s)}" for n, s in list(program.provenance["inputs"].items())[-3:])
     title = f"torch/{model} ({program.provenance['kind']}; ... {shapes}; torch {program.provenance['torch']})"
@@ -60,7 +67,7 @@ def export(model: str, small: bool, out: Path) -> list[tuple[Path, int]]:
     written = []
     for suffix, problem, source in (("fusion", fusion, "scheduler nodes (FusionProblem)"),
                                     ("order", order, "kernels of greedy fusion (OrderProblem)")):
-        path = out / f"{model}.{suffix}.json"
+        path = out / f"{model}.{suffix}.json{'.gz' if model in REAL_TRAINING else ''}"
         path.parent.mkdir(parents=True, exist_ok=True)
         written.append((path, write(path, problem.to_dict() | {"provenance": provenance(program, small, source)})))
     return written
@@ -71,11 +78,14 @@ def main() -> None:
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all of {', '.join(PROGRAMS)}")
     parser.add_argument("--small", action="store_true", help="the tests' tiny shapes instead of the full ones")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--real-zoo", action="store_true",
+                        help="the real-model zoo's training steps instead (pip install -e '.[models]')")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for model in args.models or PROGRAMS:
-        if model not in PROGRAMS:
-            parser.error(f"unknown model {model!r}; choose from {', '.join(PROGRAMS)}")
+    programs = REAL_TRAINING if args.real_zoo else PROGRAMS
+    for model in args.models or programs:
+        if model not in programs:
+            parser.error(f"unknown model {model!r}; choose from {', '.join(programs)}")
         for path, size in export(model, args.small, args.out):
             print(f"{path}: {size / 1024:.1f} KiB")
 

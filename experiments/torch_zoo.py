@@ -11,7 +11,7 @@ norms are in training mode with running statistics, the default of a CNN being t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from instances.whole_models import transformer_block
 from stax.torch_frontend import TorchProgram, import_module, import_training_step, require_torch
@@ -25,14 +25,16 @@ class ZooModel:
     targets: Sequence[Any]
     loss: Callable[..., Any]
     text: str
+    #: the programs' names start with it
+    prefix: ClassVar[str] = "zoo"
 
     def forward(self) -> TorchProgram:
-        return import_module(self.module, *self.inputs, name=f"zoo_{self.name}_forward",
+        return import_module(self.module, *self.inputs, name=f"{self.prefix}_{self.name}_forward",
                              provenance={"model": self.text})
 
     def training(self) -> TorchProgram:
         return import_training_step(self.module, self.loss, self.inputs, self.targets,
-                                    name=f"zoo_{self.name}_train", provenance={"model": self.text})
+                                    name=f"{self.prefix}_{self.name}_train", provenance={"model": self.text})
 
     def eager_forward(self) -> Callable[[], Any]:
         torch = require_torch()

@@ -2,11 +2,12 @@
 translate its ATen graph into a stax program (``pip install 'stax[torch]'``).
 
 Capture (checked on torch 2.13): ``make_fx`` with ``core_aten_decompositions()`` traces the
-function on real tensors into an FX graph of core ATen ops, which is then re-traced under
-``torch.func.functionalize`` (as AOTAutograd does): in-place ops (``add_``, ``sigmoid_``, writes
-into slices) become out-of-place ones (``add``, ``slice_scatter``), and an update of an input
-(batch norm's running statistics) becomes a ``copy_`` of its new value into the input at the
-end of the graph.  The translation makes those the program's in-place updates of its inputs
+function on real tensors (on fake ones where real tracing reads a tensor's value, as Hugging
+Face's attention masks do: :func:`capture_either`) into an FX graph of core ATen ops, which is
+then re-traced under ``torch.func.functionalize`` (as AOTAutograd does): in-place ops (``add_``,
+``sigmoid_``, writes into slices) become out-of-place ones (``add``, ``slice_scatter``), and an
+update of an input (batch norm's running statistics) becomes a ``copy_`` of its new value into
+the input at the end of the graph.  The translation makes those the program's in-place updates of its inputs
 (``Graph.mutations``), so the compiled call writes them into the arrays it is given: with
 :meth:`TorchProgram.module_arguments` those share memory with the module's buffers, which are
 then updated as torch's own call updates them.  For a training step the traced
@@ -49,7 +50,8 @@ from .errors import StaxError, UnsupportedError
 from .frontend import Tensor, trace, write_back
 from .graph import Graph
 from .reference import evaluate
-from .torch_ops import ATEN, RANDOM, dtype_name, full
+from .strided_views import Layout
+from .torch_ops import ATEN, RANDOM, STORAGE_OPS, dtype_name, full
 from .torch_rewrites import rewrites
 
 
@@ -191,18 +193,33 @@ def _without_onednn(torch: Any) -> Iterator[None]:
         torch._C._set_mkldnn_enabled(enabled)
 
 
-def capture(fn: Callable[..., Any], flat_inputs: Sequence[Any]) -> Any:
-    """The functionalized core-ATen FX graph of ``fn(*flat_inputs)`` (see the module docstring);
-    ``flat_inputs`` are not modified."""
+def capture(fn: Callable[..., Any], flat_inputs: Sequence[Any], tracing_mode: str = "real") -> Any:
+    """The functionalized core-ATen FX graph of ``fn(*flat_inputs)`` (see the module docstring),
+    traced on the real tensors or on fake ones of their shapes (``tracing_mode``: ``"real"`` or
+    ``"fake"``); ``flat_inputs`` are not modified."""
     torch = require_torch()
     from torch.func import functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
     table = _decompositions()
     with sdpa_kernel(SDPBackend.MATH), _without_onednn(torch), rewrites(torch):
-        traced = make_fx(fn, decomposition_table=table)(*_fresh(flat_inputs))
-        return make_fx(functionalize(traced, remove="mutations"),
-                       decomposition_table=table)(*_fresh(flat_inputs))
+        traced = make_fx(fn, decomposition_table=table, tracing_mode=tracing_mode)(*_fresh(flat_inputs))
+        return make_fx(functionalize(traced, remove="mutations"), decomposition_table=table,
+                       tracing_mode=tracing_mode)(*_fresh(flat_inputs))
+
+
+def capture_either(fn: Callable[..., Any], flat_inputs: Sequence[Any]) -> tuple[Any, str]:
+    """The graph of :func:`capture` and the tracing mode that gave it: on the real tensors, or, where
+    that reads a traced tensor's value (``.item()``, a branch on a tensor), on fake tensors. Code
+    that checks for tracing then takes its traceable branch: Hugging Face's attention masks build
+    the packed-sequence mask as tensor ops instead of testing it for a shortcut, as under
+    ``torch.compile``. Code that needs the value whatever the mode fails in both."""
+    try:
+        return capture(fn, flat_inputs), "real"
+    except RuntimeError as error:
+        if "_local_scalar_dense" not in str(error):
+            raise
+    return capture(fn, flat_inputs, "fake"), "fake"
 
 
 def _updated_inputs(gm: Any) -> list[int]:
@@ -303,20 +320,31 @@ def _check_supported(gm: Any, folded: dict[Any, Any]) -> None:
             if name not in ATEN:
                 raise UnsupportedError(f"ATen op {node.target} (node {node.name}) has no stax translation; the ops "
                                        "stax translates are the keys of stax.torch_ops.ATEN")
-            _check_box_view(node)
         elif node.op == "call_module" or node.op == "call_method":
             raise UnsupportedError(f"FX node {node.name} ({node.op} {node.target}) is not an ATen op")
 
 
-def _check_box_view(node: Any) -> None:
-    """``as_strided`` and ``as_strided_scatter`` address their input's storage: stax translates
-    them (as a box of the input) only for an input that is contiguous from its storage's start."""
-    if _target_name(node.target) not in ("as_strided", "as_strided_scatter"):
-        return
-    value = node.args[0].meta.get("val")
-    if value is None or not value.is_contiguous() or value.storage_offset():
-        raise UnsupportedError(f"ATen op {node.target} (node {node.name}) views a tensor that is not contiguous "
-                               "from the start of its storage; stax translates as_strided of contiguous tensors only")
+def _layout(node: Any) -> dict[str, Any]:
+    """The ``layout`` keyword of an op that addresses its input's storage (``STORAGE_OPS``): where
+    the input's elements lie in the storage that eager torch gives it (:func:`_laid_out`)."""
+    if _target_name(node.target) not in STORAGE_OPS:
+        return {}
+    value = _laid_out(node.args[0])
+    return {"layout": Layout(tuple(int(s) for s in value.stride()), int(value.storage_offset()))}
+
+
+def _laid_out(node: Any) -> Any:
+    """A meta tensor laid out as ``node``'s value is when torch runs the graph: the view ops that
+    lead to it (``slice``, ``permute``, ...) replayed on the layout of the tensor they view. The
+    functionalized graph's own example values give each view a storage of its own, from offset 0."""
+    torch = require_torch()
+    producer = node.args[0] if node.op == "call_function" and node.target is operator.getitem else node
+    if producer.op == "call_function" and getattr(producer.target, "is_view", False):
+        args, kwargs = torch.fx.node.map_arg((producer.args[1:], producer.kwargs), lambda n: n.meta["val"])
+        value = producer.target(_laid_out(producer.args[0]), *args, **kwargs)
+        return value[node.args[1]] if producer is not node else value
+    value = node.meta["val"]
+    return torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device="meta")
 
 
 def _check_no_mutation(gm: Any, program: str) -> None:
@@ -372,7 +400,7 @@ def translate(gm: Any, n_inputs: int, program: str = "the captured function"
                                                                  **call_kwargs)
                     env[node] = _conform(result, node.meta.get("val"), node)
                 else:
-                    result = ATEN[_target_name(node.target)](*call_args, **call_kwargs)
+                    result = ATEN[_target_name(node.target)](*call_args, **call_kwargs, **_layout(node))
                     env[node] = _conform(result, node.meta.get("val"), node)
             elif node.op == "output":
                 return tuple(_flatten_outputs(_map_nodes(node.args[0], value)))
@@ -406,7 +434,7 @@ def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", proven
     (:func:`_run_with_stax_draws`)."""
     torch = require_torch()
     name = name or getattr(fn, "__name__", "function")
-    gm = capture(fn, inputs)
+    gm, tracing_mode = capture_either(fn, inputs)
     stax_fn, lifted = translate(gm, len(inputs), name)
     seeded = bool(_streams(gm))
     example_seed = int(torch.randint(1 << 31, ())) if seeded else 0
@@ -415,7 +443,8 @@ def import_function(fn: Callable[..., Any], *inputs: Any, name: str = "", proven
     expected = [_to_numpy(t) for t in _flatten(results)]
     updated = _updated_inputs(gm)
     names = list(input_names) if input_names is not None else [f"input{i}" for i in range(len(inputs))]
-    info = {"torch": torch.__version__, "inputs": {n: list(t.shape) for n, t in zip(names, inputs)}, **(provenance or {})}
+    info = {"torch": torch.__version__, "inputs": {n: list(t.shape) for n, t in zip(names, inputs)},
+            "tracing": tracing_mode, **(provenance or {})}
     return TorchProgram(name, stax_fn, names + [f"constant{i}" for i in range(len(lifted))] + ["seed"] * seeded,
                         [_to_numpy(t) for t in _fresh(inputs)], lifted, expected, info, gm,
                         [names[i] for i in updated], [_to_numpy(eager[i]) for i in updated], seeded, example_seed)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
-from . import conv3d, dtypes, gather, nn, pooling, resample, sorting
+from . import conv3d, dtypes, gather, nn, pooling, resample, sorting, strided_views
 from .errors import UnsupportedError
-from .frontend import Tensor, bernoulli, contiguous_strides, rand, randn, vector_norm, where
+from .frontend import Tensor, bernoulli, rand, randn, vector_norm, where
 
 Handler = Callable[..., Any]
 
@@ -378,31 +378,21 @@ def _scatter(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any 
     return gather.scatter(x, dim, index, value if src is None else src, reduce)
 
 
-def _box(op: str, x: Tensor, size: Sequence[int], stride: Sequence[int], offset: int | None) -> list[int]:
-    """The first element of the box that ``as_strided(size, stride, offset)`` views in ``x``,
-    contiguous with no storage offset (the front end checks so): ``stride`` must be ``x``'s own
-    strides and the box must lie inside ``x``, otherwise the view is not a box of ``x``."""
-    strides = contiguous_strides(x.shape)
-    fits = len(size) == x.ndim and all(k == s for k, s, n in zip(stride, strides, size) if n > 1)
-    starts, rest = [], offset or 0
-    for s in strides:
-        starts.append(rest // s)
-        rest %= s
-    if not fits or any(a + n > m for a, n, m in zip(starts, size, x.shape)) or min(size, default=1) < 1:
-        raise UnsupportedError(f"aten.{op}: stax translates views of a box of a contiguous tensor (same rank and "
-                               f"strides), not size {list(size)}, stride {list(stride)}, offset {offset} of a tensor "
-                               f"of shape {x.shape}")
-    return starts
-
-
-def _as_strided(x: Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None) -> Tensor:
-    starts = _box("as_strided", x, size, stride, storage_offset)
-    return x[tuple(slice(a, a + n) for a, n in zip(starts, size))]
+def _as_strided(x: Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None, *,
+                layout: strided_views.Layout) -> Tensor:
+    """``as_strided`` of ``x``, laid out in its storage as ``layout`` (which the front end reads from
+    the FX node's example value)."""
+    return strided_views.as_strided("as_strided", x, layout, size, stride, storage_offset)
 
 
 def _as_strided_scatter(x: Tensor, src: Tensor, size: Sequence[int], stride: Sequence[int],
-                        storage_offset: int | None = None) -> Tensor:
-    return gather.box_scatter(x, src, _box("as_strided_scatter", x, size, stride, storage_offset))
+                        storage_offset: int | None = None, *, layout: strided_views.Layout) -> Tensor:
+    return strided_views.as_strided_scatter("as_strided_scatter", x, strided_views.written_layout(x.shape, layout),
+                                            src, size, stride, storage_offset)
+
+
+#: the ops that address their first argument's storage: the front end passes its ``layout``
+STORAGE_OPS = frozenset({"as_strided", "as_strided_scatter"})
 
 
 def _pad_modes(mode: str) -> dict[str, Handler]:

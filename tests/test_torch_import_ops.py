@@ -1,8 +1,10 @@
 """ATen ops of torch's front end that decompose to nothing stax had: ``argmax``/``argmin``,
 ``max``/``min`` along a dim (values and indices), ``linalg_vector_norm``, ``logsumexp``,
 ``div`` with a rounding mode, ``bitwise_xor``, the pad modes (``reflection_pad*``,
-``replication_pad*``, circular) and their gradients, and ``scatter`` / ``scatter_reduce`` with a
-reduction.  Each program is imported from torch, compiled, and compared with eager torch and with
+``replication_pad*``, circular) and their gradients, ``scatter`` / ``scatter_reduce`` with a
+reduction, and ``as_strided`` / ``as_strided_scatter`` of dense, transposed, sliced and expanded tensors
+(torch's own check of a view's size against its source stands for broadcasting: these ops take
+none).  Each program is imported from torch, compiled, and compared with eager torch and with
 the numpy evaluation of the traced program (:mod:`stax.reference`)."""
 from __future__ import annotations
 
@@ -122,6 +124,35 @@ CASES = {
                          x.scatter_reduce(1, INDEX[:, :0], s, "amax"),
                          grad_of(lambda x, s: x.scatter_reduce(0, INDEX, s, "sum"))(x, s)),
         [needs_grad(normal(4, 6)), normal(), normal(3, 5)]),
+    "as_strided views of contiguous, transposed and sliced tensors": (
+        lambda x, y: (x.as_strided((2, 2), (1, 4)), x.exp().t().as_strided((2, 2), (1, 3), 1),
+                      x.reshape(-1).as_strided((2, 6), (6, 1)), y.permute(2, 0, 1).as_strided((2, 3), (12, 4), 1),
+                      (x + 0)[1:].as_strided((2, 3), (4, 1), 5), (y * 2)[1].as_strided((2, 2), (4, 1), 13),
+                      x.as_strided((3, 2, 2), (0, 4, 2), 1), x.as_strided((2, 1, 3), (4, 7, 1), 2)),
+        [normal(3, 4), normal(2, 3, 4)]),
+    "as_strided of integers and bool, and empty and 0-d views": (
+        lambda i, b: (i.as_strided((2, 2), (2, 4)), b.t().as_strided((3,), (2,), 1), i.as_strided((), (), 5),
+                      i.as_strided((0, 3), (3, 1)), b.as_strided((2, 0), (1, 1), 2)),
+        [integers(3, 4, dtype=torch.int64), integers(3, 4, low=0, high=2) > 0]),
+    "as_strided_scatter into contiguous, transposed, sliced and expanded tensors": (
+        lambda x, s: (torch.as_strided_scatter(x, s, (2, 3), (4, 1), 1), torch.as_strided_scatter(x.t(), s, (2, 3), (1, 3)),
+                      torch.as_strided_scatter((x + 0)[1:], s, (2, 3), (1, 4), 0),  # writes outside the slice too
+                      torch.as_strided_scatter(x[:1].expand(3, 4), s, (2, 3), (1, 2)),
+                      torch.as_strided_scatter(x, s[:1, :1], (1, 1), (0, 0), 11)),
+        [normal(3, 4), normal(2, 3)]),
+    "as_strided and as_strided_scatter of slices with gaps, split parts and expanded tensors": (
+        lambda x, s: ((x + 0)[:, 1:].as_strided((2, 2), (4, 1), 2), (x + 0).split(2, 1)[1].as_strided((2, 2), (4, 1), 2),
+                      x[:1].expand(3, 4).as_strided((2, 2), (1, 2)),
+                      torch.as_strided_scatter((x + 0)[:, 1:], s[:, :2], (2, 2), (4, 1), 0),  # a gap written too
+                      torch.as_strided_scatter((x + 0).t()[1:], s[:, 1:], (2, 2), (1, 4), 1)),
+        [normal(3, 4), normal(2, 3)]),
+    "as_strided_scatter of integers and of an empty view": (
+        lambda i, s: (torch.as_strided_scatter(i, s, (3, 2), (1, 3)), torch.as_strided_scatter(i, s[:0], (0, 2), (1, 3))),
+        [integers(3, 4, dtype=torch.int64), integers(3, 2, dtype=torch.int64)]),
+    "as_strided's and as_strided_scatter's gradients": (
+        lambda x, s: torch.autograd.grad((torch.as_strided_scatter(x.exp(), s.sin(), (2, 2), (1, 4), 1).square().sum()
+                                          + x.t().as_strided((2, 3), (1, 4)).square().sum()), (x, s)),
+        [needs_grad(normal(3, 4)), needs_grad(normal(2, 2))]),
 }
 
 
@@ -171,7 +202,13 @@ def test_pads_are_translated_whole_and_fuse():
 
 def test_unsupported_arguments_name_the_op():
     x = normal(3, 4)
-    with pytest.raises(UnsupportedError, match="aten.as_strided: stax translates views of a box"):
-        import_function(lambda x: x.as_strided((2, 2), (1, 4)).exp(), x).graph()
-    with pytest.raises(UnsupportedError, match="as_strided.default .* not contiguous from the start of its storage"):
-        import_function(lambda x: x.exp().t().as_strided((2, 2), (1, 3)).exp(), x)
+    with pytest.raises(UnsupportedError, match=r"aten.as_strided: the view size \[2, 2\], stride \[3, 2\], offset 0 is not "
+                                               "a box of the storage"):
+        import_function(lambda x: x.as_strided((2, 2), (3, 2)).exp(), x).graph()
+    with pytest.raises(UnsupportedError, match="aten.as_strided: the view .* reaches outside the input's storage run"):
+        import_function(lambda x: (x + 0)[1:].as_strided((2, 2), (4, 1), 0), x).graph()
+    with pytest.raises(UnsupportedError, match="aten.as_strided: the view .* reads storage between or beyond the input's"):
+        import_function(lambda x: (x + 0)[:, 1:].as_strided((2, 2), (4, 1), 0), x).graph()
+    with pytest.raises(UnsupportedError, match=r"aten.as_strided: the input \(shape \(2, 2\), stride \(8, 3\)\) overlaps "
+                                               "itself or its strides do not nest"):
+        import_function(lambda x: (x + 0)[::2, ::3].as_strided((2, 2), (8, 3)), x).graph()

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from experiments.real_zoo import REAL_TRAINING
 from experiments.torch_zoo import TRAINING
+from instances.store import load
 from stax.errors import StaxError
 from stax.problems import FusionProblem, OrderProblem
 from stax.strategy import run_fusion, run_order
@@ -35,6 +37,28 @@ def test_order_problem_loads_and_solves(model):
     peaks = {name: problem.peak(run_order(name, problem).order) for name in ("original", "lpmf", "bfs", "dfs")}
     best = problem.peak(run_order("best", problem).order)
     assert best == min(peaks.values()) > 0
+
+
+#: the real zoo's shipped training steps (experiments.real_zoo; gzip-compressed)
+REAL = sorted(path.name.removesuffix(".order.json.gz") for path in (DATA / "real").glob("*.order.json.gz"))
+
+
+def test_the_real_zoo_ships_its_training_steps():
+    assert {f"real/{name}" for name in REAL} <= set(REAL_TRAINING) and len(REAL) >= 6
+
+
+@pytest.mark.parametrize("model", REAL)
+def test_real_zoo_order_problem_loads_and_solves(model):
+    problem = load(f"data/torch/real/{model}.order").order
+    peaks = {name: problem.peak(run_order(name, problem).order) for name in ("original", "lpmf", "bfs", "dfs")}
+    assert problem.peak(run_order("best", problem).order) == min(peaks.values()) > 0
+
+
+@pytest.mark.parametrize("model", [m for m in REAL if m.startswith("hf_")])  # the smaller graphs: seconds each
+def test_real_zoo_fusion_problem_loads_and_solves(model):
+    problem = load(f"data/torch/real/{model}.fusion").fusion
+    assert problem.name.startswith(f"torch/real/{model} ") and len(problem.nodes) > 100
+    assert problem.cost(run_fusion("greedy", problem).partition) <= problem.unfused_cost()
 
 
 def test_training_graphs_are_large():

@@ -50,7 +50,7 @@ from solvers.fusion_bounds import compulsory_traffic
 from solvers.fusion_decompose import pieces, regional_fusion
 from solvers.order_decompose import live_set_lower_bound
 from solvers.order_dp import bounded_order
-from solvers.pareto import pareto_front
+from solvers.pareto_regions import regional_pareto_front
 from stax.errors import StaxError
 from stax.problems import FusionProblem, OrderProblem
 from stax.strategy import FusionResult, OrderResult, run_fusion, run_order
@@ -258,10 +258,11 @@ def unsolved_reference(task: ReferenceTask, why: str, table: StatusTable | None 
 
 
 def solve_pareto(problem: FusionProblem, spec: ReferenceSpec) -> dict[str, Any]:
-    """The traffic-peak Pareto front (``solvers.pareto``; ``spec.time_limit`` per solve): its
-    points by increasing traffic, each with its partition and kernel order, and whether it is proven."""
+    """The traffic-peak Pareto front (``solvers.pareto``, composed region by region by
+    ``solvers.pareto_regions``; ``spec.time_limit`` per solve): its points by increasing traffic,
+    each with its partition and kernel order, and whether it is proven."""
     began = time.perf_counter()
-    front = pareto_front(problem, time_limit=spec.time_limit, workers=spec.workers)
+    front = regional_pareto_front(problem, time_limit=spec.time_limit, workers=spec.workers)
     points = [{"traffic": p.traffic, "peak": p.peak, "partition": p.partition, "order": p.order} for p in front.points]
     return {"points": points, "proven": front.proven, "seconds": time.perf_counter() - began}
 

@@ -7,9 +7,10 @@ Each problem of each shipped instance gets, in order: the bounds that need no so
 (compulsory traffic, the largest forced live set), the heuristics (greedy; the best of the
 order heuristics), then the exact strategies through the registry (``run_fusion`` /
 ``run_order``: fusion ``cpsat``; order ``dp``, ``cpsat``) and the research code beside them
-(``solvers.fusion_decompose.regional_fusion``, ``solvers.order_dp.bounded_order``), stopping
-at the first that proves the best value.  Every attempt runs in its own process, killed at
-``3 * time limit + 120`` s, and every answer is validated and priced by the problem itself.
+(``solvers.fusion_decompose.regional_fusion``, ``solvers.order_dp.bounded_order``), then fusion
+``mwc``, stopping at the first that proves the best value (``--every``: running them all).
+Every attempt runs in its own process, killed at ``3 * time limit + 120`` s, and every answer
+is validated and priced by the problem itself.
 
 Resumable: a row whose problem content is unchanged and whose time limit is at least the asked
 one is kept (``--redo`` recomputes it), and the table is written after every row.
@@ -96,7 +97,8 @@ def _live_set(problem: OrderProblem, time_limit: float) -> dict[str, Any]:
 
 ATTEMPTS: dict[str, tuple[Attempt, ...]] = {
     "fusion": (Attempt("compulsory_traffic", False, _compulsory), Attempt("greedy", False, _registered("fusion", "greedy")),
-               Attempt("cpsat", True, _registered("fusion", "cpsat")), Attempt("regional_fusion", True, _regional)),
+               Attempt("cpsat", True, _registered("fusion", "cpsat")), Attempt("regional_fusion", True, _regional),
+               Attempt("mwc", True, _registered("fusion", "mwc"))),
     "order": (Attempt("live_set_lower_bound", False, _live_set), Attempt("best", False, _registered("order", "best")),
               Attempt("dp", True, _registered("order", "dp")), Attempt("cpsat", True, _registered("order", "cpsat")),
               Attempt("bounded_order", True, _bounded)),
@@ -109,15 +111,16 @@ def _run_attempt(kind: str, index: int, problem: Any, time_limit: float) -> dict
 
 
 def solve_row(name: str, kind: str, problem: FusionProblem | OrderProblem, time_limit: float,
-              isolated: bool = True) -> StatusRow:
-    """The status row of one problem: every attempt (module doc) until one proves the best value."""
+              isolated: bool = True, every: bool = False) -> StatusRow:
+    """The status row of one problem: every attempt (module doc) until one proves the best value
+    (with ``every``, all of them: the attempts column then compares every strategy)."""
     load = os.getloadavg()[0]
     attempts: dict[str, dict[str, Any]] = {}
     value = bound = None
     value_by = bound_by = ""
     value_seconds = bound_seconds = 0.0
     for index, attempt in enumerate(ATTEMPTS[kind]):
-        if attempt.exact and value is not None and value == bound:
+        if attempt.exact and not every and value is not None and value == bound:
             break
         if isolated:
             outcome, got = call_with_limit(_run_attempt, (kind, index, problem, time_limit), 3 * time_limit + 120)
@@ -149,7 +152,7 @@ def _size(problem: FusionProblem | OrderProblem) -> int:
 
 
 def regenerate(time_limit: float, only: str = "", redo: bool = False, path: Path = TABLE_PATH,
-               isolated: bool = True, echo: Callable[[str], None] = print) -> StatusTable:
+               isolated: bool = True, every: bool = False, echo: Callable[[str], None] = print) -> StatusTable:
     """Solve the rows the table at ``path`` lacks (or, with ``redo``, every row whose instance name
     contains ``only``), writing the table after each; rows of instances no longer shipped are dropped."""
     names = store.shipped()
@@ -163,7 +166,7 @@ def regenerate(time_limit: float, only: str = "", redo: bool = False, path: Path
                 work.append((name, kind, problem))
     echo(f"{len(chosen)} instances match, {len(work)} problems to solve at {time_limit:g} s; table {path}")
     for name, kind, problem in tqdm(work, unit="problem"):
-        row = solve_row(name, kind, problem, time_limit, isolated)
+        row = solve_row(name, kind, problem, time_limit, isolated, every)
         table = table.with_row(row, names)
         write_atomic(path, table.to_csv())
         echo(f"{name} {kind}: {row.status} value {row.value} bound {row.bound} ({row.bound_by}, {row.bound_seconds} s)")
@@ -176,10 +179,11 @@ def regenerate(time_limit: float, only: str = "", redo: bool = False, path: Path
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds per exact strategy")
 @click.option("--only", default="", help="Only instances whose name contains this text")
 @click.option("--redo", is_flag=True, help="Recompute the chosen rows even when they are up to date")
+@click.option("--every", is_flag=True, help="Run every strategy, not only until one proves the row")
 @click.option("--out", type=click.Path(dir_okay=False), default=str(TABLE_PATH), show_default=True)
-def main(time_limit: float, only: str, redo: bool, out: str) -> None:
+def main(time_limit: float, only: str, redo: bool, every: bool, out: str) -> None:
     """Regenerate the status table of the shipped instances."""
-    regenerate(time_limit, only, redo, Path(out))
+    regenerate(time_limit, only, redo, Path(out), every=every)
 
 
 if __name__ == "__main__":  # through the module's own name, so child processes find _run_attempt

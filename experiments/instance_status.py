@@ -12,25 +12,29 @@ order heuristics), then the exact strategies through the registry (``run_fusion`
 Every attempt runs in its own process, killed at ``3 * time limit + 120`` s, and every answer
 is validated and priced by the problem itself.
 
-Resumable: a row whose problem content is unchanged and whose time limit is at least the asked
-one is kept (``--redo`` recomputes it), and the table is written after every row.
+Resumable: a row whose problem content is unchanged is kept when it is solved or was given at
+least the asked time limit (``--redo`` recomputes it: after a solver changes, so that the table
+names the strategy that proves each row now), and the table is written after every row.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import click
 from tqdm import tqdm
 
 from instances import store
-from instances.status import TABLE_PATH, Solved, StatusConflict, StatusRow, StatusTable, integral_bound, problem_key, problems_of
+from instances.status import (TABLE_PATH, Solved, StatusConflict, StatusRow, StatusTable, integral_bound,
+                              problem_key, problems_of)
+from stax.errors import StaxError
 from stax.problems import FusionProblem, OrderProblem
-from stax.strategy import Status, fusion_strategies, order_strategies, run_fusion, run_order, strategy_signature
+from stax.strategy import (Status, check_time_limit, fusion_strategies, order_strategies, run_fusion, run_order,
+                           strategy_signature)
 
 from . import provenance
 from .isolate import call_with_limit
@@ -135,7 +139,7 @@ def solve_row(name: str, kind: str, problem: FusionProblem | OrderProblem, time_
         if got.get("bound") is not None and (bound is None or integral_bound(got["bound"]) > bound):
             bound, bound_by, bound_seconds = integral_bound(got["bound"]), attempt.name, got["seconds"]
     if value is None:
-        raise click.ClickException(f"{name} ({kind}): no strategy gave an answer: {json.dumps(attempts)}")
+        raise StaxError(f"{name} ({kind}): no strategy gave an answer: {json.dumps(attempts)}")
     if bound is not None and bound > value:
         raise StatusConflict(f"{name} ({kind}): {bound_by} proves a bound {bound} above {value_by}'s value {value}, "
                              f"so one of them is wrong: {json.dumps(attempts)}")
@@ -153,8 +157,9 @@ def _size(problem: FusionProblem | OrderProblem) -> int:
 
 def regenerate(time_limit: float, only: str = "", redo: bool = False, path: Path = TABLE_PATH,
                isolated: bool = True, every: bool = False, echo: Callable[[str], None] = print) -> StatusTable:
-    """Solve the rows the table at ``path`` lacks (or, with ``redo``, every row whose instance name
-    contains ``only``), writing the table after each; rows of instances no longer shipped are dropped."""
+    """Solve the rows of instances whose name contains ``only`` that the table at ``path`` lacks, that
+    changed, or that are open with a shorter time limit (with ``redo``, all of them), writing the
+    table after each; rows of instances no longer shipped are dropped."""
     names = store.shipped()
     table = StatusTable.load(path).only(names)
     chosen = [n for n in names if only in n]
@@ -162,7 +167,8 @@ def regenerate(time_limit: float, only: str = "", redo: bool = False, path: Path
     for name in chosen:
         for kind, problem in problems_of(store.load(name)):
             row = table.row(name, kind)
-            if redo or row is None or row.key != problem_key(problem) or row.time_limit < time_limit:
+            if redo or row is None or row.key != problem_key(problem) or (row.status == Solved.OPEN
+                                                                           and row.time_limit < time_limit):
                 work.append((name, kind, problem))
     echo(f"{len(chosen)} instances match, {len(work)} problems to solve at {time_limit:g} s; table {path}")
     for name, kind, problem in tqdm(work, unit="problem"):
@@ -183,7 +189,10 @@ def regenerate(time_limit: float, only: str = "", redo: bool = False, path: Path
 @click.option("--out", type=click.Path(dir_okay=False), default=str(TABLE_PATH), show_default=True)
 def main(time_limit: float, only: str, redo: bool, every: bool, out: str) -> None:
     """Regenerate the status table of the shipped instances."""
-    regenerate(time_limit, only, redo, Path(out), every=every)
+    try:
+        regenerate(check_time_limit(time_limit, "--time-limit"), only, redo, Path(out), every=every)
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
 
 
 if __name__ == "__main__":  # through the module's own name, so child processes find _run_attempt

@@ -359,6 +359,31 @@ def instances_list() -> None:
                           [(row["name"], row["kind"], row["description"]) for row in catalogue()]))
 
 
+@instances.command("status")
+@click.option("--only", default="", help="Only instances whose name contains this text")
+@click.option("--open", "open_only", is_flag=True, help="Only the rows not solved")
+def instances_status(only: str, open_only: bool) -> None:
+    """The status table of the shipped instances (instances/data/status.csv): best known value,
+    best proven bound, and which strategy found each; `python -m experiments.instance_status` regenerates it."""
+    from instances.status import TABLE_PATH, StatusTable
+
+    from stax.textable import text_table
+    try:
+        table = StatusTable.load()
+    except StaxError as exc:
+        raise click.ClickException(str(exc))
+    rows = [r for r in table.rows if only in r.instance and not (open_only and r.status == "solved")]
+    numbers = ("nodes", "buffers", "value", "bound", "gap %", "seconds")
+    click.echo(text_table(("instance", "problem", *numbers[:4], "gap %", "status", "value by", "bound by", "seconds",
+                           "limit", "stax"),
+                          [(r.instance, r.problem, r.nodes, r.buffers, r.value, r.bound, f"{100 * r.gap:.2f}", r.status,
+                            r.value_by, r.bound_by, f"{r.bound_seconds:.2f}", f"{r.time_limit:g}", r.stax_version)
+                           for r in rows], right=numbers))
+    solved = sum(r.status == "solved" for r in rows)
+    click.echo(f"{len(rows)} rows: {solved} solved, {len(rows) - solved} open ({TABLE_PATH}; seconds: the bound's "
+               "strategy's, on the machine load each row records)")
+
+
 @main.command()
 def strategies() -> None:
     """Every fusion and order strategy a name selects: its parameters (with defaults) and what it does."""

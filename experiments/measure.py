@@ -45,10 +45,11 @@ from typing import Any
 import numpy as np
 
 from instances import store
+from instances.status import StatusTable, reconcile, shipped_table
 from solvers.fusion_bounds import compulsory_traffic
 from solvers.order_decompose import live_set_lower_bound
 from solvers.order_dp import bounded_order
-from solvers.pareto import pareto_front
+from solvers.pareto_regions import regional_pareto_front
 from stax.errors import StaxError
 from stax.problems import FusionProblem, OrderProblem
 from stax.strategy import FusionResult, OrderResult, run_fusion, run_order
@@ -214,12 +215,16 @@ class ReferenceTask:
         return cls(f"{kind}-{content_key(content)}", problem, spec, measure)
 
 
-def solve_reference(task: ReferenceTask) -> dict[str, Any]:
+def solve_reference(task: ReferenceTask, table: StatusTable | None = None) -> dict[str, Any]:
     """The exact solver's answer on ``task.problem``: value, status (``REFERENCE_STATUSES``),
-    a valid lower bound (the solver's, or :func:`problem_bound` where that is higher) and seconds."""
+    a valid lower bound (the solver's, or :func:`problem_bound` where that is higher) and seconds.
+    A problem in the instance library's status table (``table``, default the shipped one) is
+    checked against its row (``StatusConflict`` when the solver contradicts it) and takes the
+    row's value and bound where they are better; ``status_table`` is the row's status."""
     problem, spec = task.problem, task.spec
     if task.measure == "pareto":
         return solve_pareto(problem, spec)
+    table = shipped_table() if table is None else table
     if isinstance(problem, FusionProblem):
         result = exact_fusion(problem, spec)
         value = result.cost
@@ -227,24 +232,36 @@ def solve_reference(task: ReferenceTask) -> dict[str, Any]:
         result = exact_order(problem, spec)
         value = result.peak
     status = {"optimal": "optimal", "feasible": "bounded"}.get(result.status, "heuristic")
-    bound = value if status == "optimal" else min(value, max(result.bound or 0, problem_bound(problem)))
-    return {"value": value, "status": status, "bound": bound, "seconds": result.seconds}
+    claimed = value if status == "optimal" else max(result.bound or 0, problem_bound(problem))
+    known = table.known(problem)
+    value, bound = reconcile(known, value, claimed, status == "optimal", f"the reference ({result.info.strategy})")
+    bound = min(value, bound)
+    if value == bound:
+        status = "optimal"
+    return {"value": value, "status": status, "bound": bound, "seconds": result.seconds,
+            "status_table": known and known.status}
 
 
-def unsolved_reference(task: ReferenceTask, why: str) -> dict[str, Any]:
+def unsolved_reference(task: ReferenceTask, why: str, table: StatusTable | None = None) -> dict[str, Any]:
     """The reference of a problem the exact solver could not answer (it failed or ran out of the
-    cell's time limit): no value (the table's best-known value stands in) and the problem's bound."""
+    cell's time limit): the status table's row where it has one (``table``, default the shipped
+    one), else no value (the results table's best-known value stands in) and the problem's bound."""
     if task.measure == "pareto":
         return {"points": None, "proven": False, "seconds": None, "error": why}
-    return {"value": None, "status": "heuristic", "bound": problem_bound(task.problem), "seconds": None,
-            "error": why}
+    known = (shipped_table() if table is None else table).known(task.problem)
+    bound = max(problem_bound(task.problem), known.bound if known else 0)
+    if known is None:
+        return {"value": None, "status": "heuristic", "bound": bound, "seconds": None, "error": why}
+    return {"value": known.value, "status": "optimal" if known.value == bound else "bounded", "bound": bound,
+            "seconds": None, "error": why, "status_table": known.status}
 
 
 def solve_pareto(problem: FusionProblem, spec: ReferenceSpec) -> dict[str, Any]:
-    """The traffic-peak Pareto front (``solvers.pareto``; ``spec.time_limit`` per solve): its
-    points by increasing traffic, each with its partition and kernel order, and whether it is proven."""
+    """The traffic-peak Pareto front (``solvers.pareto``, composed region by region by
+    ``solvers.pareto_regions``; ``spec.time_limit`` per solve): its points by increasing traffic,
+    each with its partition and kernel order, and whether it is proven."""
     began = time.perf_counter()
-    front = pareto_front(problem, time_limit=spec.time_limit, workers=spec.workers)
+    front = regional_pareto_front(problem, time_limit=spec.time_limit, workers=spec.workers)
     points = [{"traffic": p.traffic, "peak": p.peak, "partition": p.partition, "order": p.order} for p in front.points]
     return {"points": points, "proven": front.proven, "seconds": time.perf_counter() - began}
 

@@ -46,14 +46,19 @@ class ParetoFront:
 class _JointModel:
     """FusionModel plus the kernels' live bytes under a ``peak`` variable (module doc)."""
 
-    def __init__(self, problem: FusionProblem):
+    def __init__(self, problem: FusionProblem, carried: frozenset[str] = frozenset()):
         self.fusion = FusionModel(problem)
         model, pos, index = self.fusion.model, self.fusion.pos, self.fusion.index
         last = max(len(problem.nodes) - 1, 0)
-        total = sum(b.size for b in problem.buffers if b.producer is not None)
+        total = sum(b.size for b in problem.buffers if b.producer is not None or b.name in carried)
         self.peak = model.new_int_var(0, total, "peak")
         intervals, demands = [], []
         for buf in problem.buffers:
+            if buf.producer is None and buf.name in carried and buf.size:  # live from the start to its last user
+                end = model.new_int_var(0, last, f"end_{buf.name}")
+                model.add_max_equality(end, [pos[index[u]] for u in buf.users])
+                intervals.append(model.new_interval_var(0, end + 1, end + 1, f"life_{buf.name}"))
+                demands.append(buf.size)
             if buf.producer is None or buf.size == 0:
                 continue
             home = index[buf.producer]
@@ -84,8 +89,9 @@ class _JointModel:
         return tuple(tuple(by_position[s]) for s in steps), tuple(range(len(steps)))
 
 
-def _solve(problem: FusionProblem, cap: int | None, traffic: int | None, params: SolverParams):
-    joint = _JointModel(problem)
+def _solve(problem: FusionProblem, cap: int | None, traffic: int | None, params: SolverParams,
+           carried: frozenset[str] = frozenset()):
+    joint = _JointModel(problem, carried)
     model = joint.fusion.model
     if cap is not None:
         model.add(joint.peak <= cap)
@@ -97,12 +103,15 @@ def _solve(problem: FusionProblem, cap: int | None, traffic: int | None, params:
     return joint, run(model, params)
 
 
-def pareto_front(problem: FusionProblem, time_limit: float = 10.0, workers: int = 1) -> ParetoFront:
-    """The traffic-peak Pareto front of ``problem`` (module doc); ``time_limit`` is per solve."""
+def pareto_front(problem: FusionProblem, time_limit: float = 10.0, workers: int = 1,
+                 carried: frozenset[str] = frozenset()) -> ParetoFront:
+    """The traffic-peak Pareto front of ``problem`` (module doc); ``time_limit`` is per solve.
+    ``carried``: graph inputs that count in the peak, live from the first step to their last
+    user (a region's inputs produced in an earlier region, ``pareto_regions``)."""
     params = SolverParams(time_limit, workers, 0)
     points, proven, cap = [], True, None
     while True:
-        joint, first = _solve(problem, cap, None, params)
+        joint, first = _solve(problem, cap, None, params, carried)
         if first.status == "infeasible":
             break
         if not first.has_solution:
@@ -111,7 +120,7 @@ def pareto_front(problem: FusionProblem, time_limit: float = 10.0, workers: int 
         proven &= first.status == "optimal"
         partition, _ = joint.blocks(first.solver)
         traffic = problem.cost(partition)
-        joint, second = _solve(problem, cap, traffic, params)
+        joint, second = _solve(problem, cap, traffic, params, carried)
         if not second.has_solution:
             proven = False
             break

@@ -6,9 +6,8 @@
 Each problem of each shipped instance gets, in order: the bounds that need no solver
 (compulsory traffic, the largest forced live set), the heuristics (greedy; the best of the
 order heuristics), then the exact strategies through the registry (``run_fusion`` /
-``run_order``: fusion ``cpsat``; order ``dp``, ``cpsat``) and the research code beside them
-(``solvers.fusion_decompose.regional_fusion``, ``solvers.order_dp.bounded_order``), then fusion
-``mwc``, stopping at the first that proves the best value (``--every``: running them all).
+``run_order``: fusion ``cpsat``, which decomposes the problem into pieces, then ``mwc``; order
+``dp``, then ``cpsat``, which runs dp's bounded search first), stopping at the first that proves the best value (``--every``: running them all).
 Every attempt runs in its own process, killed at ``3 * time limit + 120`` s, and every answer
 is validated and priced by the problem itself.
 
@@ -68,25 +67,6 @@ def _answer(result: Any) -> dict[str, Any]:
             "bound": value if result.status == Status.OPTIMAL else result.bound}
 
 
-def _regional(problem: FusionProblem, time_limit: float) -> dict[str, Any]:
-    from solvers.fusion_decompose import regional_fusion
-    return _answer(_priced(problem, regional_fusion(problem, time_limit=time_limit, workers=2)))
-
-
-def _bounded(problem: OrderProblem, time_limit: float) -> dict[str, Any]:
-    from solvers.order_dp import bounded_order
-    return _answer(_priced(problem, bounded_order(problem, time_limit=time_limit, cpsat_workers=2)))
-
-
-def _priced(problem: FusionProblem | OrderProblem, result: Any) -> Any:
-    """A research solver's result with its answer validated and its value computed by the problem."""
-    if isinstance(problem, FusionProblem):
-        result.cost = problem.cost(problem.validate(result.partition))
-    else:
-        result.peak = problem.peak(problem.validate(result.order))
-    return result
-
-
 def _compulsory(problem: FusionProblem, time_limit: float) -> dict[str, Any]:
     from solvers.fusion_bounds import compulsory_traffic
     began = time.perf_counter()
@@ -101,11 +81,9 @@ def _live_set(problem: OrderProblem, time_limit: float) -> dict[str, Any]:
 
 ATTEMPTS: dict[str, tuple[Attempt, ...]] = {
     "fusion": (Attempt("compulsory_traffic", False, _compulsory), Attempt("greedy", False, _registered("fusion", "greedy")),
-               Attempt("cpsat", True, _registered("fusion", "cpsat")), Attempt("regional_fusion", True, _regional),
-               Attempt("mwc", True, _registered("fusion", "mwc"))),
+               Attempt("cpsat", True, _registered("fusion", "cpsat")), Attempt("mwc", True, _registered("fusion", "mwc"))),
     "order": (Attempt("live_set_lower_bound", False, _live_set), Attempt("best", False, _registered("order", "best")),
-              Attempt("dp", True, _registered("order", "dp")), Attempt("cpsat", True, _registered("order", "cpsat")),
-              Attempt("bounded_order", True, _bounded)),
+              Attempt("dp", True, _registered("order", "dp")), Attempt("cpsat", True, _registered("order", "cpsat"))),
 }
 
 

@@ -166,8 +166,9 @@ def run_real_zoo(names: list[str], small: bool, rounds: int) -> None:
 
 def main() -> None:
     """The peak-memory child: ``python -m experiments.compare_real_zoo --peak MODEL MODE [--small]``."""
-    parser = argparse.ArgumentParser(description="the real zoo's peak-memory child (prints JSON)")
-    parser.add_argument("--peak", nargs=2, metavar=("MODEL", "MODE"), required=True)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peak", nargs=2, metavar=("MODEL", "MODE"), required=True,
+                        help="measure one row's peak memory in this process and print it as JSON (the table's child)")
     parser.add_argument("--small", action="store_true")
     args = parser.parse_args()
     name, mode = args.peak

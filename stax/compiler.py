@@ -376,11 +376,9 @@ def products_of(sched: Schedule) -> Products:
     return Products(program, scheduler, block_kernels)
 
 
-def build(sched: Schedule) -> CompiledFunction:
-    """``stax.build``: the kernels' translation unit, built by gcc, and the wrapper that calls them."""
-    configure_from_env()
-    clock = Stopwatch()
-    made = products_of(sched)
+def _linked(sched: Schedule, made: Products) -> tuple[list[Kernel], WrapperPlan, Any, str]:
+    """The kernels as called (each span of steps merged into one function), the wrapper's plan,
+    the compiled call's plan and the translation unit that gcc builds (seed 8.5)."""
     program, block_kernels, memory, spans = made.program, made.block_kernels, sched.memory, list(sched.spans)
     kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
                                                              [g for k in block_kernels[a:b + 1] for g in k.generators])
@@ -390,6 +388,21 @@ def build(sched: Schedule) -> CompiledFunction:
     call_plan = compiled_call_plan(plan, memory)
     source = translation_unit(kernels, graph_call=None if call_plan is None else
                               compiled_call_source(plan, memory, call_plan))
+    return kernels, plan, call_plan, source
+
+
+def translation_unit_of(sched: Schedule) -> str:
+    """The C++ that ``build(sched)`` hands gcc, made without gcc."""
+    return _linked(sched, products_of(sched))[3]
+
+
+def build(sched: Schedule) -> CompiledFunction:
+    """``stax.build``: the kernels' translation unit, built by gcc, and the wrapper that calls them."""
+    configure_from_env()
+    clock = Stopwatch()
+    made = products_of(sched)
+    program, block_kernels, memory = made.program, made.block_kernels, sched.memory
+    kernels, plan, call_plan, source = _linked(sched, made)
     isa = ISA_LEVELS[sched.options.isa]
     clock.lap("codegen")
     library_path = build_library(source, isa)

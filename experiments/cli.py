@@ -53,7 +53,7 @@ def _parse_params(pairs: tuple[str, ...], option: str) -> dict[str, object]:
 
 def _results_table(results: str):
     """The results table at ``results``, or a command-line error that says what is wrong."""
-    from experiments.results import load_results
+    from experiments.sweep.results import load_results
     try:
         return load_results(results)
     except (OSError, ValueError) as exc:
@@ -91,7 +91,7 @@ class _NamesOption(click.Option):
         self.registry = registry
 
     def get_help_record(self, ctx):
-        from stax import strategy
+        from stax.scheduler import strategies as strategy
         names = getattr(strategy, self.registry).names()
         self.help = f"{self.help}: {', '.join(names)} (see `stax strategies`)"
         return super().get_help_record(ctx)
@@ -150,9 +150,9 @@ def compile_command(target: str, shapes: str | None, dtype: str, fusion: str, or
     inputs and check it."""
     from stax.compiler import compile as stax_compile
     from stax.reference import evaluate
-    from stax.timing import time_call
+    from stax.measure.timing import time_call
 
-    from stax.strategy import fusion_strategies, order_strategies
+    from stax.scheduler.strategies import fusion_strategies, order_strategies
     if explain:
         _explain_channels()
     fn = _load_function(target)
@@ -202,7 +202,7 @@ def _kernel_count(kernels: int, calls: int) -> str:
 
 def _explain_channels() -> None:
     """``--explain``: the channels fusion and order of ``STAX_LOGS``, beside any it already names."""
-    from stax.logs import ENV, configure_from_env, parse
+    from stax.util.logs import ENV, configure_from_env, parse
     try:
         channels = parse(os.environ.get(ENV, ""))
     except StaxError as exc:
@@ -214,7 +214,7 @@ def _explain_channels() -> None:
 @main.command()
 def demo() -> None:
     """Compile and run the seed's examples 7.1 and 7.2: print the code, the fusion log and a timing."""
-    from stax.examples import run_demo
+    from stax.measure.demo import run_demo
     try:
         run_demo(click.echo)
     except StaxError as exc:
@@ -243,15 +243,15 @@ def _run_and_report(config_path: str | Path, out: str | None, workers: int | Non
 
     try:
         if scheduler:  # before the slow imports: a wrong address fails within seconds
-            from experiments.cluster import probe
+            from experiments.sweep.cluster import probe
             probe(scheduler)
-        from experiments.config import load_config
-        from experiments.summary import format_summary, strategy_summary
-        from experiments.sweep import run_sweep
+        from experiments.sweep.config import load_config
+        from experiments.report.summary import format_summary, strategy_summary
+        from experiments.sweep.run import run_sweep
         config = load_config(config_path)
         out_dir = Path(out or Path("results") / config.name)
         if dry_run:
-            from experiments.sweep_status import describe_plan
+            from experiments.sweep.status import describe_plan
             click.echo(describe_plan(config, out_dir))
             return
         started = time.time()
@@ -260,14 +260,14 @@ def _run_and_report(config_path: str | Path, out: str | None, workers: int | Non
     except StaxError as exc:
         raise click.ClickException(str(exc))
     except KeyboardInterrupt:
-        from experiments.sweep_status import interrupted
+        from experiments.sweep.status import interrupted
         raise click.ClickException(interrupted(out_dir, started, rerun or f"stax sweep {config_path} --out {out_dir}"))
     click.echo(f"{summary.cells} cells ({summary.skipped} were already done, {summary.failed} failed or timed out "
                f"in this run); table: {summary.out / 'results.parquet'} and {summary.out / 'results.csv'}")
     if len(summary.table):
         click.echo(format_summary(strategy_summary(summary.table)))
     if report:
-        from experiments.report import write_report
+        from experiments.report.html import write_report
         path = write_report(summary.table, summary.out, config.name)
         click.echo(f"report: {path} (figures beside it: {', '.join(p.name for p in sorted(summary.out.glob('*.png')))})")
     elif len(summary.table):
@@ -309,7 +309,7 @@ def main_job(out: str, workers: int | None, allow_failures: bool, keep_stale: bo
 @click.option("--out", type=click.Path(file_okay=False), help="Where to write the PNGs (default: beside the table)")
 def plot(results: str, out: str | None) -> None:
     """Draw the figures of a results directory (or .parquet/.csv table)."""
-    from experiments.plots import plot_all
+    from experiments.report.plots import plot_all
     target = Path(out or (results if Path(results).is_dir() else Path(results).parent))
     table = _results_table(results)
     paths = plot_all(table, target)
@@ -327,7 +327,7 @@ def plot(results: str, out: str | None) -> None:
 @click.option("--title", default=None, help="The report's title  [default: the sweep's name]")
 def report(results: str, out: str | None, title: str | None) -> None:
     """Write a self-contained report.html (figures embedded, summary tables) of a results table."""
-    from experiments.report import sweep_name, write_report
+    from experiments.report.html import sweep_name, write_report
     target = Path(out or (results if Path(results).is_dir() else Path(results).parent))
     click.echo(str(write_report(_results_table(results), target, title or sweep_name(results))))
 
@@ -340,7 +340,7 @@ def report(results: str, out: str | None, title: str | None) -> None:
 @click.option("--all", "show_all", is_flag=True, help="List every timed cell, not only the changed ones")
 def compare(a: str, b: str, factor: float, show_all: bool) -> None:
     """Compare the kernel times of two results tables cell by cell (B / A), like asv compare."""
-    from experiments.compare import compare as compare_tables, format_comparison
+    from experiments.report.compare import compare as compare_tables, format_comparison
     click.echo(format_comparison(compare_tables(_results_table(a), _results_table(b), factor), not show_all))
 
 
@@ -354,7 +354,7 @@ def instances_list() -> None:
     """Every instance family and shipped file."""
     from instances.store import catalogue
 
-    from stax.textable import text_table
+    from experiments.textable import text_table
     click.echo(text_table(("name", "kind", "description"),
                           [(row["name"], row["kind"], row["description"]) for row in catalogue()]))
 
@@ -364,10 +364,10 @@ def instances_list() -> None:
 @click.option("--open", "open_only", is_flag=True, help="Only the rows not solved")
 def instances_status(only: str, open_only: bool) -> None:
     """The status table of the shipped instances (instances/data/status.csv): best known value,
-    best proven bound, and which strategy found each; `python -m experiments.instance_status` regenerates it."""
+    best proven bound, and which strategy found each; `python -m experiments.studies.instance_status` regenerates it."""
     from instances.status import TABLE_PATH, StatusTable
 
-    from stax.textable import text_table
+    from experiments.textable import text_table
     try:
         table = StatusTable.load()
     except StaxError as exc:
@@ -387,8 +387,8 @@ def instances_status(only: str, open_only: bool) -> None:
 @main.command()
 def strategies() -> None:
     """Every fusion and order strategy a name selects: its parameters (with defaults) and what it does."""
-    from stax.catalog import entries
-    from stax.textable import text_table
+    from stax.scheduler.catalog import entries
+    from experiments.textable import text_table
     click.echo(text_table(("kind", "name", "parameters", "description"),
                           [(e.kind, e.name, e.parameters or "-", e.doc) for e in entries()]))
 
@@ -422,7 +422,7 @@ def _required_shapes(fn, shapes: str | None) -> list[tuple[int, ...]]:
 
 
 def _load_schedule(path: str):
-    from stax.schedules import Schedule
+    from stax.decisions import Schedule
     try:
         return Schedule.load(path)
     except StaxError as exc:
@@ -433,8 +433,8 @@ def _build_saved(fn, path: str, rng: np.random.Generator):
     """A saved schedule of ``fn`` built, and random inputs of its graph's shapes; the options that
     make a schedule are refused, as the file holds every decision."""
     from stax.compiler import build
-    from stax.frontend import TensorSpec, trace
-    from stax.schedules import graph_to_dict
+    from stax.frontend.tensor import TensorSpec, trace
+    from stax.decisions import graph_to_dict
     ctx = click.get_current_context()
     given = [f"--{name.replace('_', '-')}" for name in ("shapes", "dtype", "fusion", "order", "fusion_params",
                                                          "order_params", "threads", "isa")
@@ -465,7 +465,7 @@ def schedule_command(target: str, shapes: str | None, dtype: str, fusion: str, o
     """Schedule FILE.py:FN for the given shapes (every pass up to gcc; no compiler needed) and save
     the schedule; `stax compile FILE.py:FN --schedule FILE.json` builds it."""
     from stax.compiler import schedule
-    from stax.frontend import TensorSpec
+    from stax.frontend.tensor import TensorSpec
     fn = _load_function(target)
     specs = [TensorSpec(s, _check_dtype(dtype)) for s in _required_shapes(fn, shapes)]
     try:
@@ -486,7 +486,7 @@ def schedule_command(target: str, shapes: str | None, dtype: str, fusion: str, o
 @click.argument("second", type=click.Path(exists=True, dir_okay=False))
 def diff_command(first: str, second: str) -> None:
     """Where two saved schedules differ: blocks, kernel order, kernel forms, options."""
-    from stax.schedules import diff
+    from stax.decisions import diff
     text = diff(_load_schedule(first), _load_schedule(second), (first, second))
     click.echo(text or "the schedules make the same decisions")
 

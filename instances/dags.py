@@ -11,7 +11,7 @@ import random
 
 import networkx as nx
 
-from stax.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
 
 
 def layered_dag(n: int, seed: int, layers: int | None = None, edge_prob: float = 0.3) -> nx.DiGraph:

@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from stax.problems import FusionProblem, OrderProblem, kernel_order_problem
+from stax.scheduler.problems import FusionProblem, OrderProblem, kernel_order_problem
 
 OUT = Path(__file__).resolve().parent / "data" / "models"
 LARGE_OUT = OUT.parent / "large"  # kept apart from the sweep over data/models/*: CP-SAT alone needs a GB on them
@@ -38,7 +38,7 @@ def fusion_problem(model: str, layers: int, train: bool, seed: int = 0) -> Fusio
     """The scheduler nodes' FusionProblem of a whole model (``whole_models.whole_model``)."""
     from stax.compiler import fusion_problem_of
 
-    from .whole_models import whole_model
+    from instances.whole_models import whole_model
     program = whole_model(model, train, layers, seed)
     info = program.provenance
     title = (f"models/{model}-{layers}-{'train' if train else 'forward'} ({info['model']}; seed {seed}; "

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from stax.errors import StaxError
-from stax.examples import example_7_1, example_7_2
+from stax.measure.demo import example_7_1, example_7_2
 from stax.lowering import CostModel
 
 Inputs = Callable[[int, int, np.random.Generator], list[np.ndarray]]  # (rows, columns, rng)

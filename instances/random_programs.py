@@ -15,11 +15,11 @@ reflect, replicate and circular padding, concatenation, sliding windows and flip
 tensors (gather, scatter, scatter_add, scatter_reduce, index_select, slice_scatter), reductions
 (variances, norms, log-sum-exp too) over one dim, several dims or all, with and without
 ``keepdim``, argmax, argmin and ``max(dim)``'s indices, casts, comparisons and ``where``,
-constant powers (stax.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``, integer
+constant powers (stax.passes.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``, integer
 ``//`` and truncating division (division by zero included), in-place updates of inputs and
 intermediates, ``matmul`` (an extern kernel) and sums of matmuls (one accumulating extern,
-stax.matmul_sums), stride-1 convolutions and their weight gradients on the blocked kernels
-(stax.direct_conv), shared subexpressions, several outputs (also inputs and repeated values), odd
+stax.passes.matmul_sums), stride-1 convolutions and their weight gradients on the blocked kernels
+(stax.kernels.direct_conv), shared subexpressions, several outputs (also inputs and repeated values), odd
 sizes for vector tails, sizes 0 and 1, and now and then a long first dim.  Inputs may be
 contiguous, transposed, flipped, strided or broadcast.
 
@@ -35,11 +35,14 @@ from typing import Any, Callable
 import numpy as np
 
 import stax
-from stax import gather, nn, pooling, resample
-from stax.conv_gemm import ConvForm, blocked_applies
+from stax.frontend.ops import gather
+from stax.frontend.ops import nn
+from stax.frontend.ops import pooling
+from stax.frontend.ops import resample
+from stax.frontend.ops.conv_forms import ConvForm, blocked_applies
 from stax.errors import StaxError
 
-from .programs import Program
+from instances.programs import Program
 
 Shape = tuple[int, ...]
 DTYPES = ("float32", "float32", "float32", "float64", "int32", "int64", "bool")
@@ -144,7 +147,7 @@ def _permuted(x: stax.Tensor, seed: int) -> stax.Tensor:
 
 
 def _sum_of_products(x: stax.Tensor, form: int) -> stax.Tensor:
-    """Products of ``x`` and its transpose added (stax.matmul_sums folds them into one accumulating
+    """Products of ``x`` and its transpose added (stax.passes.matmul_sums folds them into one accumulating
     extern): plain, one transposed into place (``(x (x - 1)^T)^T``), one transposed twice, and a
     third term."""
     xt = x.transpose(-1, -2)
@@ -194,7 +197,7 @@ def _merge_heads(x: stax.Tensor) -> stax.Tensor:
 def _interleave(x: stax.Tensor, y: stax.Tensor, phases: int) -> stax.Tensor:
     """``x`` and ``y`` (``x`` flipped when the shapes differ; ``x`` again for three phases)
     interleaved along the last dim, ``out[..., phases * i + r]`` the r-th of them at ``i``: the
-    reads of a strided convolution's input gradient placing its phases (stax.codegen.interleave)."""
+    reads of a strided convolution's input gradient placing its phases (stax.codegen.forms.interleave)."""
     if x.ndim == 0:
         raise StaxError("interleave needs a dim")
     parts = [x, y if y.shape == x.shape else x.flip(-1), x][:phases]
@@ -210,7 +213,7 @@ def _conv_operands(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int,
                    padding: int) -> tuple[stax.Tensor, stax.Tensor, ConvForm | None]:
     """``x`` as one (1, rows, cols) image per leading row, a weight of ``channels`` outputs made of
     ``y``'s values, and the blocked form where it applies (float32 on a CPU with vectors:
-    ``stax.direct_conv``'s externs), else None (the rule's)."""
+    ``stax.kernels.direct_conv``'s externs), else None (the rule's)."""
     image = x.float().reshape((1, 1) + ((1, x.numel()) if x.ndim < 2 else (x.shape[0], -1)))
     if min(image.shape[2:]) + 2 * padding < kernel:
         raise StaxError("the image is smaller than the kernel")
@@ -231,7 +234,7 @@ def _conv(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: i
 
 def _conv_epilogue(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int, padding: int) -> stax.Tensor:
     """``_conv``'s convolution through a per-channel chain that folds into its kernel
-    (``stax.conv_epilogues``): a mean subtracted, a scale, a bias and a ReLU, made of its weight's
+    (``stax.passes.conv_epilogues``): a mean subtracted, a scale, a bias and a ReLU, made of its weight's
     values."""
     image, weight, form = _conv_operands(x, y, channels, kernel, padding)
     channel = weight.reshape(channels, -1)[:, :1].reshape(1, channels, 1, 1)
@@ -369,7 +372,7 @@ def _index_select(x: stax.Tensor, y: stax.Tensor, dim: int) -> stax.Tensor:
 
 def _embedding_grad(x: stax.Tensor, y: stax.Tensor) -> stax.Tensor:
     """An embedding's lookup and gradient: ``x`` as a float table of rows along its first dim (by
-    address from ``stax.gather.ROWS_BY_ADDRESS`` rows), indexed by ``y``'s values; the rows'
+    address from ``stax.frontend.ops.gather.ROWS_BY_ADDRESS`` rows), indexed by ``y``'s values; the rows'
     tanh added back at their indices."""
     table = x.float().reshape(x.shape[0] if x.ndim else 1, -1)
     index = _index(y.flatten()[:MAX_INDICES], table.shape[0])

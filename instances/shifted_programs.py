@@ -19,7 +19,7 @@ import numpy as np
 
 from stax.lowering import CostModel
 
-from .programs import Program
+from instances.programs import Program
 
 MATERIALIZE = CostModel(max_inline_ops=0)
 

@@ -5,7 +5,7 @@ For every shipped instance (``store.shipped()``) and each of its problems, the f
 ``Instance.order_problem()``, one kernel per node), a row holds the best known value (of a
 validated answer), the best proven lower bound, the status (``solved`` when they meet, else
 ``open``), which strategy found each and in how many seconds, the time limit and the code
-version.  ``python -m experiments.instance_status`` writes it to ``data/status.csv``; nobody
+version.  ``python -m experiments.studies.instance_status`` writes it to ``data/status.csv``; nobody
 edits it by hand.
 
 A row is matched to a problem by its content (:func:`problem_key`), so a changed instance file
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from stax.errors import InstanceFormatError, StaxError
-from stax.problems import FusionProblem, OrderProblem
+from stax.scheduler.problems import FusionProblem, OrderProblem
 
-from .store import DATA_DIR, Instance
+from instances.store import DATA_DIR, Instance
 
 TABLE_PATH = DATA_DIR / "status.csv"
 PROBLEM_KINDS = ("fusion", "order")
@@ -82,7 +82,7 @@ class StatusRow:
     bound_by: str  # the strategy (or problem bound) that proved ``bound``
     bound_seconds: float
     time_limit: float  # seconds each exact strategy was given
-    stax_version: str  # experiments.provenance.code_version() of the run
+    stax_version: str  # experiments.sweep.provenance.code_version() of the run
     date: str
     load_average: float  # the machine's 1-minute load when the row was solved (shared machines are slow)
     attempts: str
@@ -109,7 +109,7 @@ class StatusRow:
         found = self.conflicts(value, bound, optimal)
         if found:
             raise StatusConflict(f"{who} on {self.instance} ({self.problem}) {'; '.join(found)}: the solver or "
-                                 f"the status table is wrong; recheck with `python -m experiments.instance_status "
+                                 f"the status table is wrong; recheck with `python -m experiments.studies.instance_status "
                                  f"--only {self.instance} --redo`")
 
 
@@ -179,7 +179,7 @@ class StatusTable:
         if tuple(reader.fieldnames or ()) != _COLUMNS:
             raise InstanceFormatError(f"{source}: expected the columns {', '.join(_COLUMNS)}; found "
                                       f"{', '.join(reader.fieldnames or ()) or 'none'} (regenerate it with "
-                                      "`python -m experiments.instance_status`)")
+                                      "`python -m experiments.studies.instance_status`)")
         rows = tuple(_parse_row(raw, f"{source} line {reader.line_num}") for raw in reader)
         return cls(rows)
 

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from stax.errors import InstanceFormatError, StaxError
-from stax.problems import FusionProblem, OrderProblem, kernel_order_problem
-from stax.suggest import did_you_mean
+from stax.scheduler.problems import FusionProblem, OrderProblem, kernel_order_problem
+from stax.util.suggest import did_you_mean
 
-from . import dags, graphs, training
-from .programs import PROGRAMS, Program
-from .random_programs import random_program
-from .shifted_programs import SHIFTED_PROGRAMS, random_shifted
+from instances import dags, graphs, training
+from instances.programs import PROGRAMS, Program
+from instances.random_programs import random_program
+from instances.shifted_programs import SHIFTED_PROGRAMS, random_shifted
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -79,7 +79,7 @@ def program_fusion_problem(program: Program, size: int, seed: int = 0, name: str
     """The FusionProblem ``stax.compile`` solves for ``program`` with its default options (rule
     ``DEFAULT_FUSION_RULE``), without building C++; its content keys a sweep's program cells."""
     from stax.compiler import Options, fusion_problem_of
-    from stax.frontend import trace
+    from stax.frontend.tensor import trace
     graph = trace(program.fn, *program.inputs(size, seed))
     return fusion_problem_of(graph, Options(cost_model=program.cost_model), name=name)
 
@@ -107,7 +107,7 @@ def _dag_family(name: str, maker: Callable, shape: str) -> Family:
 
 
 def _multiway_cut_family(graph_family: str) -> Family:
-    from solvers.reductions import fusion_from_multiway_cut
+    from solvers.theory.reductions import fusion_from_multiway_cut
 
     def build(size: int, seed: int) -> dict[str, Any]:
         h = graphs.FAMILIES[graph_family](size, seed)
@@ -118,7 +118,7 @@ def _multiway_cut_family(graph_family: str) -> Family:
 
 
 def _vertex_separation_family(graph_family: str) -> Family:
-    from solvers.reductions import order_from_vertex_separation
+    from solvers.theory.reductions import order_from_vertex_separation
 
     def build(size: int, seed: int) -> dict[str, Any]:
         h = graphs.FAMILIES[graph_family](size, seed)
@@ -165,7 +165,7 @@ def instance(family: str, size: int, seed: int = 0) -> Instance:
 
 def read_problem_json(path: str | Path) -> dict[str, Any]:
     """The JSON object of a problem file, gzip-compressed when its name ends in ``.gz``."""
-    from stax.problems import read_json
+    from stax.scheduler.problems import read_json
     if not str(path).endswith(".gz"):
         return read_json(path)
     try:
@@ -180,7 +180,7 @@ def read_problem_json(path: str | Path) -> dict[str, Any]:
 def load_file(path: str | Path, name: str | None = None) -> Instance:
     """An instance from a FusionProblem or OrderProblem JSON file (the format field tells which;
     ``.json.gz``: gzip-compressed)."""
-    from stax.problems import FUSION_FORMAT, ORDER_FORMAT
+    from stax.scheduler.problems import FUSION_FORMAT, ORDER_FORMAT
     data = read_problem_json(path)
     name = name or str(path)
     if data.get("format") == ORDER_FORMAT:

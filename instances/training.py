@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from stax.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem, kernel_order_problem
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem, kernel_order_problem
 
 NODES_PER_LAYER = 7  # on average: matmul + 2 ops forward, their gradients, data and weight gradients
 

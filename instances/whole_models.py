@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from stax.torch_frontend import TorchProgram, import_module, import_training_step, require_torch
+from stax.torch.capture import TorchProgram, import_module, import_training_step, require_torch
 
 
 def _torch(seed: int) -> Any:

@@ -12,7 +12,7 @@ import networkx as nx
 
 from stax.errors import StaxError
 from stax.memory.pool import Lifetimes
-from stax.problems import FusionProblem, OrderProblem, Partition
+from stax.scheduler.problems import FusionProblem, OrderProblem, Partition
 
 MAX_PARTITION_NODES = 9
 MAX_ORDER_TASKS = 10
@@ -59,7 +59,7 @@ def _fits(problem: FusionProblem, blocks: list[list[str]], edges: list[tuple[str
 
 def min_fusion_cost(problem: FusionProblem) -> tuple[int, Partition]:
     """The least Definition 7.3 cost over all valid partitions, and one partition attaining it."""
-    _refuse("set partitions of nodes", len(problem.nodes), MAX_PARTITION_NODES, "solvers.fusion_cpsat.CpSatFusion")
+    _refuse("set partitions of nodes", len(problem.nodes), MAX_PARTITION_NODES, "solvers.fusion.cpsat.CpSatFusion")
     apart = set(problem.forbidden_set())
     edges = list(problem.dag().edges)
     touches = {v: problem.buffers_of(v) for v in problem.nodes}
@@ -75,7 +75,7 @@ def min_fusion_cost(problem: FusionProblem) -> tuple[int, Partition]:
 
 def min_peak(problem: OrderProblem) -> tuple[int, tuple[str, ...]]:
     """The least Definition 7.5 peak over all topological orders, and one order attaining it."""
-    _refuse("topological orders of tasks", len(problem.tasks), MAX_ORDER_TASKS, "solvers.order_dp.DownSetOrder")
+    _refuse("topological orders of tasks", len(problem.tasks), MAX_ORDER_TASKS, "solvers.order.dp.DownSetOrder")
     orders = (tuple(o) for o in nx.all_topological_sorts(problem.dag()))
     return min((problem.peak(o), o) for o in orders)
 
@@ -88,7 +88,7 @@ def min_pool_size(sizes: Mapping[str, int], lifetimes: Lifetimes) -> int:
     it; the search tries every such sequence, pruned by the best size found.
     """
     boxes = [(size, lifetimes[name]) for name, size in sizes.items() if size > 0]
-    _refuse("pool packings of buffers", len(boxes), MAX_POOL_BUFFERS, "solvers.pool_cpsat.solve_pool")
+    _refuse("pool packings of buffers", len(boxes), MAX_POOL_BUFFERS, "solvers.order.pool_cpsat.solve_pool")
     meets = [[j for j, (_, (s, e)) in enumerate(boxes) if j != i and s <= life_i[1] and life_i[0] <= e]
              for i, (_, life_i) in enumerate(boxes)]
     best = sum(size for size, _ in boxes)

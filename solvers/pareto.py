@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from stax.problems import FusionProblem, Partition
+from stax.scheduler.problems import FusionProblem, Partition
 
-from .cpsat_common import SolverParams, run
-from .fusion_cpsat import FusionModel, _pair
+from solvers.cpsat import SolverParams, run
+from solvers.fusion.cpsat import FusionModel, _pair
 
 
 @dataclass(frozen=True)

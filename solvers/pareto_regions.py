@@ -1,5 +1,5 @@
 """The exact traffic-peak Pareto front (``solvers.pareto``, Definitions 7.3 and 7.5) composed
-from the regions of ``solvers.fusion_decompose``, so that it reaches whole-model graphs.
+from the regions of ``solvers.fusion.decompose``, so that it reaches whole-model graphs.
 
 Every order of a valid partition's kernels runs the regions one after another (a separator is
 comparable with every node, and no valid block spans two regions).  At a step of region k the
@@ -15,10 +15,10 @@ has, and it is exact (proven) when every region's front is.
 """
 from __future__ import annotations
 
-from stax.problems import FusionProblem
+from stax.scheduler.problems import FusionProblem
 
-from .fusion_decompose import region_problem, regions
-from .pareto import ParetoFront, ParetoPoint, pareto_front
+from solvers.fusion.decompose import region_problem, regions
+from solvers.pareto import ParetoFront, ParetoPoint, pareto_front
 
 
 def region_lives(problem: FusionProblem, parts: list[tuple[str, ...]]) -> tuple[list[frozenset[str]], list[int]]:

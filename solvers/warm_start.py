@@ -8,8 +8,8 @@ from __future__ import annotations
 import networkx as nx
 
 from stax.errors import StaxError
-from stax.problems import FusionProblem, OrderProblem, Partition
-from stax.strategy import run_fusion, run_order
+from stax.scheduler.problems import FusionProblem, OrderProblem, Partition
+from stax.scheduler.strategies import run_fusion, run_order
 
 
 def greedy_partition(problem: FusionProblem) -> Partition | None:

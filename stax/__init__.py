@@ -1,16 +1,16 @@
 """Stax: a TorchInductor-like tensor compiler whose fusion and ordering strategies can be
 swapped, solved exactly and timed (seed sections 7 and 8)."""
 
-from .errors import (BuildError, CallError, InstanceFormatError, InvalidScheduleError, KernelError,
+from stax.errors import (BuildError, CallError, InstanceFormatError, InvalidScheduleError, KernelError,
                      ShapeError, StaxError, StrategyNotFound, UnsupportedError)
-from .errors import CacheError
-from .problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
-from .strategy import FusionResult, OrderResult, fusion_strategies, order_strategies, run_fusion, run_order
-from .frontend import Tensor, TensorSpec, bernoulli, rand, randn, std_mean, trace, var_mean, vector_norm, where
-from .lowering import CostModel
-from .codegen.tuning import Tuning
-from .compiler import CompiledFunction, Options, build, compile, compile_graph, schedule, schedule_graph
-from .schedules import Schedule
+from stax.errors import CacheError
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
+from stax.scheduler.strategies import FusionResult, OrderResult, fusion_strategies, order_strategies, run_fusion, run_order
+from stax.frontend.tensor import Tensor, TensorSpec, bernoulli, rand, randn, std_mean, trace, var_mean, vector_norm, where
+from stax.lowering import CostModel
+from stax.codegen.tuning import Tuning
+from stax.compiler import CompiledFunction, Options, build, compile, compile_graph, schedule, schedule_graph
+from stax.decisions import Schedule
 
 
 def __getattr__(name: str):

@@ -11,7 +11,7 @@
     kernels   = generate_kernels(...)                  # C++ per block (8.1-8.4)
     memory    = plan_memory_for(...)                   # reuse, in-place reuse or a pool (7.5, 7.6 step 6)
     spans     = group_steps(...)                       # adjacent kernels sharing a parallel region (8.5)
-    schedule  = Schedule(...)                          # all of the above, as data (stax.schedules)
+    schedule  = Schedule(...)                          # all of the above, as data (stax.decisions)
     library   = build_library(translation unit)        # gcc, cached
     wrapper   = build_wrapper(...)                     # the call path (8.5)
 """
@@ -26,32 +26,32 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .codegen.cpp import BlockKernel, Kernel, generate_extern, merge_kernels
-from .codegen.index_range import check_index_range
-from .codegen.entry import compiled_call_plan, compiled_call_source, python_entry_points
-from .codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
-from .codegen.tuning import Tuning
-from .environment import caching_allocator_from_env, isa_from_env, threads_from_env
-from .explain import Stopwatch, block_names, kernel_lines, memory_lines, order_lines
-from .logs import configure_from_env, log
-from .errors import CallError, InvalidScheduleError, StaxError
-from .suggest import did_you_mean
-from .memory.allocator import NO_CACHING, allocator
-from .memory.plan import MemoryPlan, grouped_live, plan_memory
-from .memory.report import MemoryReport
-from .frontend import parameter_names, trace
-from .graph import Graph
-from .ir import ComputedBuffer, LoweredProgram
-from .lowering import CostModel, lower
-from .problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
-from .runtime import ISA_LEVELS, Isa, isa_level, load_module, native_isa, runs_here
-from .runtime import build as build_library
-from .scheduler.labels import node_labels
-from .scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
-from .scheduler.nodes import Scheduler
-from .scheduler.report import fusion_decisions, fusion_log
-from .schedules import KernelChoice, Schedule, ScheduleOptions
-from .strategy import (FusionResult, FusionStrategy, OrderResult, OrderStrategy, fusion_strategies, order_strategies,
+from stax.codegen.kernel import BlockKernel, Kernel, generate_extern, merge_kernels
+from stax.codegen.index_range import check_index_range
+from stax.codegen.entry import compiled_call_plan, compiled_call_source, python_entry_points
+from stax.codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
+from stax.codegen.tuning import Tuning
+from stax.environment import caching_allocator_from_env, isa_from_env, threads_from_env
+from stax.explain import Stopwatch, block_names, kernel_lines, memory_lines, order_lines
+from stax.util.logs import configure_from_env, log
+from stax.errors import CallError, InvalidScheduleError, StaxError
+from stax.util.suggest import did_you_mean
+from stax.runtime.allocator import NO_CACHING, allocator
+from stax.memory.plan import MemoryPlan, grouped_live, plan_memory
+from stax.memory.report import MemoryReport
+from stax.frontend.tensor import parameter_names, trace
+from stax.ir.graph import Graph
+from stax.ir.loops import ComputedBuffer, LoweredProgram
+from stax.lowering import CostModel, lower
+from stax.scheduler.problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
+from stax.runtime.build import ISA_LEVELS, Isa, isa_level, load_module, native_isa, runs_here
+from stax.runtime.build import build as build_library
+from stax.scheduler.labels import node_labels
+from stax.scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
+from stax.scheduler.nodes import Scheduler
+from stax.scheduler.fusion_log import fusion_decisions, fusion_log
+from stax.decisions import KernelChoice, Schedule, ScheduleOptions
+from stax.scheduler.strategies import (FusionResult, FusionStrategy, OrderResult, OrderStrategy, fusion_strategies, order_strategies,
                        ordered_blocks, run_fusion, run_order)
 
 
@@ -100,7 +100,7 @@ class Options:
         elif isinstance(self.isa, str):
             self.isa = isa_level(self.isa, "isa")
         elif not isinstance(self.isa, Isa):
-            raise StaxError(f"isa must be a level's name ({', '.join(ISA_LEVELS)}), a stax.runtime.Isa or None; "
+            raise StaxError(f"isa must be a level's name ({', '.join(ISA_LEVELS)}), a stax.runtime.build.Isa or None; "
                             f"got {type(self.isa).__name__}")
         if self.caching_allocator is None:
             self.caching_allocator = caching_allocator_from_env()
@@ -448,7 +448,7 @@ def strategy_name(spec: Any) -> str:
 
 
 def _stax_version() -> str:
-    from . import __getattr__ as package_attribute  # read lazily: package metadata slows a new process
+    from stax import __getattr__ as package_attribute  # read lazily: package metadata slows a new process
     return package_attribute("__version__")
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UnsupportedError
-from .suggest import did_you_mean
+from stax.errors import UnsupportedError
+from stax.util.suggest import did_you_mean
 
 SUPPORTED = ("float32", "float64", "int32", "int64", "bool")
 CPP_TYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "bool"}

@@ -2,15 +2,15 @@
 ``Options`` fill in what a caller left unset (the edge), never during code generation.
 
 ``STAX_ISA`` (a vector level), ``STAX_THREADS`` (kernel threads), ``STAX_CACHING_ALLOCATOR``
-(``0``: off) and ``STAX_BLAS`` (whose gemm the extern matmuls call, ``stax.blas``).
+(``0``: off) and ``STAX_BLAS`` (whose gemm the extern matmuls call, ``stax.kernels.blas``).
 ``STAX_CACHE_DIR`` names the kernel cache (``kernel_cache.cache_root``).
 """
 from __future__ import annotations
 
 import os
 
-from .errors import StaxError
-from .runtime import Isa, isa_level, native_isa
+from stax.errors import StaxError
+from stax.runtime.build import Isa, isa_level, native_isa
 
 
 def isa_from_env() -> Isa:

@@ -1,4 +1,4 @@
-"""What each ``STAX_LOGS`` channel says about a pass, in the user's op names (``stax.logs``).
+"""What each ``STAX_LOGS`` channel says about a pass, in the user's op names (``stax.util.logs``).
 
 Every function returns lines; ``stax.compiler`` writes them to the channel right after the pass
 that decided them, so they appear as the compiler works.
@@ -8,14 +8,14 @@ from __future__ import annotations
 import time
 from typing import Mapping, Sequence
 
-from .codegen.cpp import Kernel
-from .logs import log
-from .memory.plan import MemoryPlan
-from .problems import OrderProblem, Partition
-from .scheduler.events import Labels, group_name
-from .scheduler.report import fusion_decisions
-from .schedules import Schedule
-from .strategy import OrderResult
+from stax.codegen.kernel import Kernel
+from stax.util.logs import log
+from stax.memory.plan import MemoryPlan
+from stax.scheduler.problems import OrderProblem, Partition
+from stax.scheduler.events import Labels, group_name
+from stax.scheduler.fusion_log import fusion_decisions
+from stax.decisions import Schedule
+from stax.scheduler.strategies import OrderResult
 
 
 def block_names(partition: Partition, names: Sequence[str], labels: Labels) -> dict[str, str]:

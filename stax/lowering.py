@@ -30,16 +30,16 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Callable, Sequence
 
-from . import graph as g
-from .errors import UnsupportedError
-from .indexing import Index, contiguous_strides, floordiv, lane_step, linear_index, mod
-from .ir import (Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads,
+from stax.ir import graph as g
+from stax.errors import UnsupportedError
+from stax.ir.indexing import Index, contiguous_strides, floordiv, lane_step, linear_index, mod
+from stax.ir.loops import (Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads,
                  reduction_identity, walk)
-from .conv_epilogues import fold_conv_epilogues
-from .matmul_sums import fold_matmul_sums
-from .scheduler.legality import VECTOR_LOOP_MIN
-from .simplify import simplify
-from .variance import one_pass_variances
+from stax.passes.conv_epilogues import fold_conv_epilogues
+from stax.passes.matmul_sums import fold_matmul_sums
+from stax.scheduler.legality import VECTOR_LOOP_MIN
+from stax.passes.simplify import simplify
+from stax.passes.variance import one_pass_variances
 
 EXPENSIVE_OPS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "log1p", "expm1", "pow", "rsqrt", "sqrt"})
 
@@ -60,7 +60,7 @@ class CostModel:
     min_replicated_size: int = 1 << 14
     native_scans: bool = True  # False: scans call numpy (the extern fallback)
     #: a two-pass variance whose second pass re-reads more than this (half of L2) becomes one
-    #: m2 reduction (``stax.variance``); None keeps every two-pass variance as written
+    #: m2 reduction (``stax.passes.variance``); None keeps every two-pass variance as written
     cached_pass_bytes: int | None = 256 << 10
 
 
@@ -302,7 +302,7 @@ class Lowering:
                         if v.buffer is None or not self._contiguous_input(v) else v for name, v, t in zip(node.inputs, ins, stored)]
             name = self._new_name()
             views = tuple(v.shape if v.shape != self._stored_shape(v.buffer) else None for v in operands)
-            attrs = dict(node.attrs)  # a convolution's epilogue (stax.conv_epilogues)
+            attrs = dict(node.attrs)  # a convolution's epilogue (stax.passes.conv_epilogues)
             if any(t and t[1] for t in stored):
                 attrs["transposed"] = tuple(bool(t and t[1]) for t in stored)
             self.buffers.append(ExternBuffer(name, node.shape, node.dtype, op, tuple(v.buffer for v in operands),
@@ -337,7 +337,7 @@ class Lowering:
     def _shared_right_transpose(self, node: g.Node) -> bool:
         """``w.t()`` as the right operand of two or more products (a recurrent weight, once a step):
         BLAS multiplies a few rows by a right operand stored transposed well below its rate with
-        the operand stored as it is read (``experiments.bench_gemm_layouts``), so the transpose is
+        the operand stored as it is read (``experiments.bench.gemm_layouts``), so the transpose is
         stored once for all of them."""
         if not g.is_transpose(node):
             return False
@@ -541,10 +541,10 @@ def guarded(load: Load, guard: Sequence[tuple[Index, int]], other, ranges: dict[
 
 def lower(graph: g.Graph, cost_model: CostModel = CostModel()) -> LoweredProgram:
     """Lower a traced graph to loop IR (see the module docstring for the rules), its constant
-    powers first simplified (``stax.simplify``), its sums of matmuls made one accumulating call
-    (``stax.matmul_sums``), its blocked convolutions' per-channel epilogues folded into them
-    (``stax.conv_epilogues``) and two-pass variances that would re-read memory made one pass
-    (``stax.variance``)."""
+    powers first simplified (``stax.passes.simplify``), its sums of matmuls made one accumulating call
+    (``stax.passes.matmul_sums``), its blocked convolutions' per-channel epilogues folded into them
+    (``stax.passes.conv_epilogues``) and two-pass variances that would re-read memory made one pass
+    (``stax.passes.variance``)."""
     graph = fold_conv_epilogues(fold_matmul_sums(simplify(graph)))
     if cost_model.cached_pass_bytes is not None:
         graph = one_pass_variances(graph, cost_model.cached_pass_bytes)

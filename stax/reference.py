@@ -1,4 +1,4 @@
-"""Reference evaluator: runs a traced :class:`~stax.graph.Graph` op by op with numpy.
+"""Reference evaluator: runs a traced :class:`~stax.ir.graph.Graph` op by op with numpy.
 
 It is the oracle of every correctness test, so it follows torch's eager semantics literally:
 NaN propagates through ``maximum``/``minimum``/``amax``/``amin``, integer ``//`` and ``%`` by
@@ -25,9 +25,9 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .random_draws import bernoulli_mask, uniform_values
-from .errors import CallError, KernelError, StaxError
-from .graph import REDUCTION_OPS, SCAN_OPS, VIEW_OPS, Graph, Node
+from stax.kernels.random_draws import bernoulli_mask, uniform_values
+from stax.errors import CallError, KernelError, StaxError
+from stax.ir.graph import REDUCTION_OPS, SCAN_OPS, VIEW_OPS, Graph, Node
 
 Array = np.ndarray
 
@@ -182,11 +182,11 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         return _pad(args[0], node)
     if op == "matmul":
         return np.matmul(*args)
-    if op == "conv2d":  # every window of the padded input times the weight (stax.direct_conv's extern)
+    if op == "conv2d":  # every window of the padded input times the weight (stax.kernels.direct_conv's extern)
         windows = sliding_window_view(args[0], args[1].shape[2:], axis=(2, 3))
         out = np.einsum("ncyxij,ocij->noyx", windows, args[1], optimize=True).astype(args[0].dtype, copy=False)
         return _conv_epilogue(out, node, args[2:])
-    if op in ("take_rows", "add_rows"):  # by address (stax.row_index); an index out of range is zeros
+    if op in ("take_rows", "add_rows"):  # by address (stax.kernels.row_index); an index out of range is zeros
         source, index = args
         rows = source.shape[0] if op == "take_rows" else node.attr("rows")
         valid = (index >= 0) & (index < rows)
@@ -196,7 +196,7 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
         else:
             np.add.at(out, index[valid], source[valid])
         return out
-    if op == "bernoulli":  # the same bits as the compiled draws (stax.random_draws)
+    if op == "bernoulli":  # the same bits as the compiled draws (stax.kernels.random_draws)
         return bernoulli_mask(int(args[0]), node.attr("stream"), node.shape, node.attr("p"))
     if op == "uniform":
         return uniform_values(int(args[0]), node.attr("stream"), node.shape, node.dtype)
@@ -208,7 +208,7 @@ def _evaluate_node(node: Node, args: list[Array], upcast: bool, zero_division: s
 
 
 def _conv_epilogue(out: Array, node: Node, channels: list[Array]) -> Array:
-    """A ``conv2d`` node's epilogue (``stax.conv_epilogues``): times its scale, plus its shift,
+    """A ``conv2d`` node's epilogue (``stax.passes.conv_epilogues``): times its scale, plus its shift,
     per output channel, then a ReLU, as its attributes say."""
     given = iter(channels)
     for key, apply in (("scale", np.multiply), ("shift", np.add)):

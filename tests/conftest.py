@@ -63,7 +63,7 @@ def run_check(fn, *arrays: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6, u
 def run_cpp(source: str, isa: str, directory: Path) -> str:
     """Compile a C++ program that includes the kernels' header ``stax_vec.h`` with the kernels'
     flags at ``isa``, run it, and return what it prints."""
-    from stax.runtime import ISA_LEVELS, compile_flags
+    from stax.runtime.build import ISA_LEVELS, compile_flags
     (directory / "snippet.cpp").write_text(source)
     subprocess.run(["g++", *compile_flags(ISA_LEVELS[isa]), f"-I{Path(stax.__file__).parent / 'codegen'}",
                     str(directory / "snippet.cpp"), "-o", str(directory / "snippet")], check=True, capture_output=True)
@@ -82,7 +82,7 @@ def check(request):
 def cpu_without_avx512(monkeypatch):
     """This CPU as stax sees it, without its AVX-512 flags: the refusal of a level the CPU lacks
     is tested on every machine, not only on those that lack it."""
-    from stax import runtime
+    from stax.runtime import build as runtime
     flags = runtime._cpu_flags()
     monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset(f for f in flags if not f.startswith("avx512")))
 
@@ -92,7 +92,7 @@ def no_straggler_rule():
     """The kernels' pool without its straggler rule (stax_parallel.cpp), on again after the test:
     every region with a team uses the pool, so a test that counts pooled regions does not depend
     on how loaded the machine is.  Yields the runtime's library (its test hooks)."""
-    from stax import runtime
+    from stax.runtime import build as runtime
     hooks = runtime.load_runtime()
     hooks.stax_parallel_test_straggler_rule(0)
     yield hooks
@@ -100,7 +100,7 @@ def no_straggler_rule():
 
 
 def assert_matches_torch(program, rtol: float, atol: float) -> None:
-    """A program imported from torch (``stax.torch_frontend.TorchProgram``), compiled and run on
+    """A program imported from torch (``stax.torch.capture.TorchProgram``), compiled and run on
     its example, gives every output torch gave (``program.expected``)."""
     got = program.compile()(*program.arguments())
     got = got if isinstance(got, tuple) else (got,)

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from solvers.affine_schedule import AffineSchedule, Verification, dependences_of, one_dimensional_schedule, verify
+from solvers.theory.affine_schedule import AffineSchedule, Verification, dependences_of, one_dimensional_schedule, verify
 from stax import CostModel
 from stax.affine import (WORK_LIMIT, Access, Budget, DependenceProblem, Domain, Outcome, Polyhedron, WorkLimitReached,
                          apply, banerjee_test, dependence_pairs, determinant, enumeration_test, exact_test,
                          fully_permutable, gcd_test, integer_solutions, interchange, is_unimodular, lll_reduce,
                          pair_fusion, parallelepiped_tiling_legal, rectangular_tiling_legal, reversal, skew,
                          transformation_legal, transformation_preserves)
-from stax.indexing import Index, Mod
+from stax.ir.indexing import Index, Mod
 
 IDENTITY = [[1, 0], [0, 1]]
 TESTS = (gcd_test, banerjee_test, exact_test, enumeration_test)
@@ -261,7 +261,7 @@ def test_row_shift_keeps_the_outer_loop_parallel():
 
 def test_conservative_fusion_experiment_stax_rule_is_sound():
     """Whatever stax's own rule fuses is legal under Proposition 7.3 (2); it fuses only delta = 0."""
-    from experiments.conservative_fusion import CASES, affine_verdicts, combined, stax_verdict
+    from experiments.studies.conservative_fusion import CASES, affine_verdicts, combined, stax_verdict
     fused = []
     for name, reads in CASES.items():
         verdict = combined(affine_verdicts(reads, len(reads[0])))

@@ -3,7 +3,7 @@ import warnings
 
 import numpy as np
 
-from stax.memory.allocator import CachingAllocator
+from stax.runtime.allocator import CachingAllocator
 
 
 def test_storage_is_reused_only_when_free():

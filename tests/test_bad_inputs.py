@@ -15,9 +15,9 @@ import stax.compiler
 from instances import store
 from instances.dags import fusion_problem, layered_dag, order_problem
 from stax.errors import BuildError, InstanceFormatError, InvalidScheduleError, StaxError
-from stax.problems import ORDER_FORMAT, FusionProblem, OrderProblem
-from stax import runtime
-from stax.runtime import Isa, build
+from stax.scheduler.problems import ORDER_FORMAT, FusionProblem, OrderProblem
+from stax.runtime import build as runtime
+from stax.runtime.build import Isa, build
 
 X = np.arange(24, dtype=np.float32).reshape(4, 6)
 
@@ -249,7 +249,7 @@ def test_the_largest_sizes_allowed_solve_with_cpsat():
     for buf in produced:
         buf["size"] = 2**62 // (2 * len(produced))
     problem = FusionProblem.from_dict(data, "near-cap.json")
-    from stax.problems import kernel_order_problem
+    from stax.scheduler.problems import kernel_order_problem
     order = kernel_order_problem(problem, [(n,) for n in problem.nodes])
     result = stax.run_order("cpsat", order, time_limit=2, workers=1)
     assert order.validate(result.order) and result.peak == order.peak(result.order)

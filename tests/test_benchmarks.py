@@ -8,11 +8,11 @@ import os
 import numpy as np
 import pytest
 
-from experiments.bench_bandwidth import Stream
-from experiments.bench_regions import best_seconds
-from experiments.bench_transposed import kernels as transposed_candidates
-from experiments.bench_suite import PAIRS, measure, measure_idiom
-from stax import runtime
+from experiments.bench.bandwidth import Stream
+from experiments.bench.regions import best_seconds
+from experiments.bench.transposed import kernels as transposed_candidates
+from experiments.bench.suite import PAIRS, measure, measure_idiom
+from stax.runtime import build as runtime
 
 
 def test_a_suite_row_pairs_its_timings_with_stream_runs(monkeypatch):
@@ -71,7 +71,7 @@ def test_the_transposed_add_candidates_compute_numpys_result():
 def test_the_contention_benchmark_prints_quiet_and_loaded_percentiles(capsys):
     """bench_contention on a tiny softmax, briefly: a row per thread count, each with p50 <= p99
     in every condition and the goal judged from them."""
-    from experiments.bench_contention import CONDITIONS, main
+    from experiments.bench.contention import CONDITIONS, main
     rows = main(["--sizes", "16x32", "--programs", "softmax", "--seconds", "0.02", "--no-inductor"])
     assert [r["runtime"] for r in rows] == ["stax 1 thread", "stax 2 threads"]
     for row in rows:
@@ -91,7 +91,7 @@ def test_the_contention_benchmark_times_a_zoo_models_training_step():
     """--models: a row per runtime for the model's training step, quiet only here, with stax's
     pool use; the suite programs are left out."""
     pytest.importorskip("torch", reason="--models needs torch: pip install 'stax[torch]'")
-    from experiments.bench_contention import main
+    from experiments.bench.contention import main
     rows = main(["--models", "gru_cell", "--small-models", "--seconds", "0.02", "--conditions", "quiet"])
     assert [(r["program"], r["size"], r["runtime"]) for r in rows] == [
         ("gru_cell", "training step", label) for label in
@@ -103,7 +103,7 @@ def test_the_contention_benchmark_times_a_zoo_models_training_step():
 def test_the_contention_benchmark_times_its_runtimes_in_turns_and_in_the_conditions_asked():
     """per_call gives each function its turns (blocks of calls, none left behind), and a quiet
     run shows quiet columns only."""
-    from experiments.bench_contention import main, per_call
+    from experiments.bench.contention import main, per_call
     calls = {"a": 0, "b": 0}
 
     def count(label):
@@ -118,7 +118,7 @@ def test_the_contention_benchmark_times_its_runtimes_in_turns_and_in_the_conditi
 
 
 def test_the_co_runner_is_a_busy_loop_on_one_core_at_its_nice_level():
-    from experiments.bench_contention import co_runner
+    from experiments.bench.contention import co_runner
     with co_runner("quiet") as none:
         assert none is None
     with co_runner("nice 19") as busy:
@@ -132,7 +132,7 @@ def test_the_timing_agreement_compares_cells_pass_by_pass():
     """timing_agreement pairs the passes' cells by instance and strategies, and counts a cell as
     agreeing when the ratio of its medians (or of its fastest batches) lies in 0.8-1.25."""
     import pandas as pd
-    from experiments.timing_agreement import agreement, summary
+    from experiments.studies.timing_agreement import agreement, summary
     first = pd.DataFrame({"instance": ["a", "b", "c"], "fusion": "greedy", "order": "original",
                           "median": [1.0, 1.0, 1.0], "best": [0.9, 0.9, 0.9], "noisy": [False, True, False],
                           "repeats": 7, "load": [1.0, 3.0, 9.0], "yardstick": 1.0})
@@ -152,7 +152,7 @@ def test_the_timing_agreement_compares_cells_pass_by_pass():
 def test_the_tuning_benchmark_times_a_threshold_that_changes_the_code():
     """The split-reduction threshold on a tall column sum: never splitting generates other C++,
     timed against the default in the same rounds."""
-    from experiments.bench_tuning import CASES, measure
+    from experiments.bench.tuning import CASES, measure
     case = next(c for c in CASES if c.threshold == "split_min_rows" and c.shapes == ((65536, 32),))
     [row] = measure(case, rounds=1, scale=0.05)
     assert row["value"] == "never" and row["default"] == 256
@@ -161,14 +161,14 @@ def test_the_tuning_benchmark_times_a_threshold_that_changes_the_code():
 
 def test_the_narrow_gemm_benchmark_times_both_products_ours_and_the_blas():
     """One small row: a rate for each of the four calls (the speeds are the benchmark's to print)."""
-    from experiments.bench_narrow_gemm import row
+    from experiments.bench.narrow_gemm import row
     rates = row("16x32x512", threads=1, rounds=1)
     assert set(rates) == {"forward ours", "forward blas", "gradient ours", "gradient blas"}
     assert all(math.isfinite(r) and r > 0 for r in rates.values()), rates
 
 
 def test_the_zoo_judges_its_goal_by_the_ratios_interval():
-    from experiments.compare_inductor import goal_verdict
+    from experiments.models.compare_inductor import goal_verdict
     assert goal_verdict(0.9, (0.85, 0.97)) == "met"
     assert goal_verdict(0.95, (0.9, 1.0)) == "met"  # at most 1.0: the bound counts
     assert goal_verdict(1.1, (1.02, 1.2)) == "missed"

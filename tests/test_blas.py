@@ -1,4 +1,4 @@
-"""stax.blas: STAX_BLAS is checked and names its choices, asking for MKL where it is not installed
+"""stax.kernels.blas: STAX_BLAS is checked and names its choices, asking for MKL where it is not installed
 says how to install it, and each provider's gemm, called by the matmuls' team entry point,
 computes numpy's float64 product (MKL's only where the optional package is installed: .ci/run
 installs it for a second pass of these tests)."""
@@ -9,11 +9,11 @@ import ctypes
 import numpy as np
 import pytest
 
-from stax import blas
+from stax.kernels import blas
 from stax.environment import blas_from_env
 from stax.errors import StaxError
-from stax.matmul import _SOURCE, parallel_matmul
-from stax.runtime import build, load, native_isa
+from stax.kernels.matmul import _SOURCE, parallel_matmul
+from stax.runtime.build import build, load, native_isa
 
 
 def test_an_unknown_provider_is_refused_with_the_choices(monkeypatch):

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import stax
-from stax import kernel_cache, runtime
+from stax.runtime import kernel_cache
+from stax.runtime import build as runtime
 from stax.errors import CacheError
 
 _X = np.arange(96, dtype=np.float32).reshape(8, 12)

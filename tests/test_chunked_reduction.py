@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import stax
-from stax import runtime
-from stax.runtime import ISA_LEVELS, runs_here
+from stax.runtime import build as runtime
+from stax.runtime.build import ISA_LEVELS, runs_here
 from tests.conftest import run_check
 from tests.test_parallel_handback import repeat_until
 

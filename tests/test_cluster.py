@@ -21,11 +21,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.cells import plan
-from experiments.cluster import ClusterError, connect
-from experiments.config import load_config
-from experiments.results import load_results
-from experiments.sweep import run_sweep
+from experiments.sweep.cells import plan
+from experiments.sweep.cluster import ClusterError, connect
+from experiments.sweep.config import load_config
+from experiments.sweep.results import load_results
+from experiments.sweep.run import run_sweep
 
 distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed")
 
@@ -200,8 +200,8 @@ def test_lost_scheduler_keeps_finished_rows_and_resumes(tmp_path):
 
 
 def test_workers_of_another_version_are_refused(cluster, monkeypatch):
-    import experiments.sweep
-    monkeypatch.setattr(experiments.sweep, "versions", lambda: {"stax": "0.0.0-other", "python": "2.7.18"})
+    import experiments.sweep.run
+    monkeypatch.setattr(experiments.sweep.run, "versions", lambda: {"stax": "0.0.0-other", "python": "2.7.18"})
     with pytest.raises(ClusterError, match=r"refusing the cluster: worker .* stax .* on Python .*, the sweep's "
                                            r"client stax 0\.0\.0-other on Python 2\.7\.18"):
         connect(cluster)

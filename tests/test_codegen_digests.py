@@ -1,6 +1,6 @@
 """The C++ of the suite, a seeded fuzz sample and the model zoo is byte-identical to the digests
 saved in tests/data/cpp_digests.json; a change that means to alter code generation writes them
-again (``python -m experiments.codegen_digests --write tests/data/cpp_digests.json``) and says so."""
+again (``python -m experiments.studies.codegen_digests --write tests/data/cpp_digests.json``) and says so."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.codegen_digests import digests
+from experiments.studies.codegen_digests import digests
 
 SAVED = json.loads((Path(__file__).parent / "data" / "cpp_digests.json").read_text())
 

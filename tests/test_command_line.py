@@ -9,10 +9,10 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import stax
-from stax.catalog import entries
+from stax.scheduler.catalog import entries
 from experiments.cli import main
-from stax.strategy import fusion_strategies, order_strategies
-from stax.textable import text_table
+from stax.scheduler.strategies import fusion_strategies, order_strategies
+from experiments.textable import text_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,6 +65,6 @@ def test_experiment_scripts_describe_themselves_in_whole_sentences():
         first = ast.get_docstring(ast.parse(source), clean=False).split("\n\n")[0].strip()
         assert 'ArgumentParser(description=__doc__.split("\\n\\n")[0])' in source, path.name
         assert first.endswith((".", ")")), (path.name, first[-30:])
-    help_text = subprocess.run([sys.executable, "-m", "experiments.order_table", "--help"], capture_output=True,
+    help_text = subprocess.run([sys.executable, "-m", "experiments.studies.order_table", "--help"], capture_output=True,
                                text=True, cwd=ROOT, check=True).stdout
     assert "how often each wins." in " ".join(help_text.split())

@@ -1,11 +1,11 @@
 """`stax compare A B`: timed cells matched by what they run, ratios B / A, significance from the
-recorded intervals (experiments/compare.py)."""
+recorded intervals (experiments/report/compare.py)."""
 import math
 
 import pandas as pd
 from click.testing import CliRunner
 
-from experiments.compare import compare, format_comparison
+from experiments.report.compare import compare, format_comparison
 from experiments.cli import main
 
 

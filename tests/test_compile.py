@@ -22,16 +22,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import stax
-from stax import nn
-from stax.codegen.cpp import without_final_barrier
-from stax.conv_gemm import ConvForm
+from stax.frontend.ops import nn
+from stax.codegen.kernel import without_final_barrier
+from stax.frontend.ops.conv_forms import ConvForm
 from stax.codegen.tuning import Tuning
 from stax.compiler import Options, compile_graph
 from stax.errors import BuildError, CallError, KernelError, ShapeError, StaxError, UnsupportedError
-from stax.examples import example_7_1
+from stax.measure.demo import example_7_1
 from stax.reference import evaluate
-from stax import runtime
-from stax.runtime import ISA_LEVELS, _cpu_flags, compile_flags
+from stax.runtime import build as runtime
+from stax.runtime.build import ISA_LEVELS, _cpu_flags, compile_flags
 
 from conftest import run_check, run_cpp
 
@@ -231,8 +231,8 @@ def test_a_value_invariant_along_the_vector_loop_is_computed_before_it(isa, chec
 def test_a_select_between_one_value_is_that_value():
     """``where(c, v, v)`` prints as ``v`` (a gather's index clamped where it is in bounds)."""
     from stax.codegen.exprs import BodyPrinter, PrintState
-    from stax.ir import Load, Op
-    from stax.indexing import Index
+    from stax.ir.loops import Load, Op
+    from stax.ir.indexing import Index
     lines: list[str] = []
     printer = BodyPrinter(True, lambda ld: f"stax::vload({ld.buffer} + y0)", lines, "", PrintState())
     value, condition = Load("x", Index.var("y0"), "float32"), Load("c", Index.var("y0"), "bool")
@@ -544,10 +544,10 @@ def test_matmul(isa, dtype, check):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_on_the_openmp_team_equals_numpy(dtype, monkeypatch):
-    """stax.matmul.parallel_matmul calls the BLAS gemm from every thread of an OpenMP loop (rows of
+    """stax.kernels.matmul.parallel_matmul calls the BLAS gemm from every thread of an OpenMP loop (rows of
     one matrix, or of its columns when it is wider than tall, or the batch), also with operands
     stored transposed; shapes it does not cover (a broadcast batch, small products) are np.matmul's."""
-    from stax import matmul
+    from stax.kernels import matmul
 
     rng = np.random.default_rng(40)
     cases = [((300, 70), (70, 90)), ((3, 50, 64), (64, 40)), ((5, 64, 33), (5, 33, 48)), ((1, 130, 64), (1, 64, 7)),
@@ -574,7 +574,7 @@ def test_matmul_on_the_openmp_team_equals_numpy(dtype, monkeypatch):
 
 def test_a_transpose_that_several_products_take_on_the_right_is_stored_once(check):
     """``x_t @ w.t()`` at every step of a recurrence: BLAS runs a few rows times an operand stored
-    transposed well below its rate (experiments.bench_gemm_layouts), so ``w.t()`` is stored once
+    transposed well below its rate (experiments.bench.gemm_layouts), so ``w.t()`` is stored once
     and every product reads it as it is; one product keeps reading ``w`` in place, transposed."""
     xs, w = sample((4, 8, 16), seed=41), sample((24, 16), seed=42)
     shared = check(lambda xs, w: sum((xs[t] @ w.t()).tanh() for t in range(4)), xs, w)
@@ -590,9 +590,9 @@ def test_extern_matmuls_run_blas_on_one_thread_and_restore_it():
     caller's setting comes back after the call, also when calls nest."""
     from threadpoolctl import ThreadpoolController, threadpool_limits
 
-    from stax.blas_threads import one_blas_thread
+    from stax.kernels.blas_threads import one_blas_thread
 
-    def blas_threads() -> set[int]:  # a sequential MKL (stax.blas's, when installed) has no threads to set
+    def blas_threads() -> set[int]:  # a sequential MKL (stax.kernels.blas's, when installed) has no threads to set
         return {lib["num_threads"] for lib in ThreadpoolController().info()
                 if lib["user_api"] == "blas" and lib.get("threading_layer") != "sequential"}
 
@@ -753,7 +753,7 @@ def test_vectors_read_the_heads_of_attention_through_their_divisions(isa, check)
     heads = check(lambda q: q.permute(1, 0, 2).reshape(32, 256) * 2, q)
     assert _forms(heads) == vector
     assert bool(re.search(r"stax::vload\(in_ptr0 \+ [^;]*% 64", heads.source)) == (isa != "none")
-    both = check(lambda q, k: stax.nn.cat([q.permute(1, 0, 2).reshape(32, 256),
+    both = check(lambda q, k: stax.frontend.ops.nn.cat([q.permute(1, 0, 2).reshape(32, 256),
                                            k.permute(1, 0, 2).reshape(32, 128)], 1), q, k)
     assert _forms(both) == vector
 
@@ -1345,7 +1345,7 @@ def test_a_reshaped_matmul_operand_is_stored_before_its_other_readers(check):
     compiled = check(fn, a, b, w, rtol=1e-5, atol=1e-5)
     program = stax.lowering.lower(compiled.graph)
     total = next(buf for buf in program.buffers if getattr(buf, "reduction", None) == "sum")
-    (read,) = {ld.buffer for ld in stax.ir.loads(total.body)}
+    (read,) = {ld.buffer for ld in stax.ir.loops.loads(total.body)}
     assert next(buf for buf in program.buffers if buf.name == read).shape == (64, 2, 32), total.body
 
 

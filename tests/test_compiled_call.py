@@ -12,14 +12,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import stax
-from stax import conv_gemm, narrow_gemm, nn
+from stax.frontend.ops import conv_forms as conv_gemm
+from stax.kernels import narrow_gemm
+from stax.frontend.ops import nn
 from stax.compiler import compile_graph
 from stax.errors import CallError, KernelError, StaxError
-from stax.frontend import parameter_names
+from stax.frontend.tensor import parameter_names
 from stax.codegen.wrapper import MemoryTracker, bind_arguments
-from stax.memory.allocator import allocator
+from stax.runtime.allocator import allocator
 from stax.reference import evaluate
-from stax.runtime import native_isa
+from stax.runtime.build import native_isa
 
 
 def _x(*shape) -> np.ndarray:
@@ -284,12 +286,12 @@ def test_the_compiled_call_reads_empty_and_read_only_arrays_as_numpy_lays_them_o
                                   "empty", "float64", "blocked_conv", "blocked_conv_flat_weight",
                                   "blocked_conv_weight_grad"])
 def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
-    """Every route of stax.matmul's plan_product is called from C++ (none through Python), with
+    """Every route of stax.kernels.matmul's plan_product is called from C++ (none through Python), with
     the results of the Python wrapper's calls of the same plan and of numpy: a small product on
     the team gemm; a weight times a batch of columns and a weight gradient (narrow_gemm's
     kernel on a CPU with 16 lanes, else the team gemm); batches, a weight broadcast over a batch,
     a sum of products accumulating into one output, an empty product and float64; and a 3x3
-    convolution on stax.direct_conv's blocked kernel (on a CPU with vector instructions), also
+    convolution on stax.kernels.direct_conv's blocked kernel (on a CPU with vector instructions), also
     of a weight read in place as a reshape of a flat input, and its weight gradient."""
     rng = np.random.default_rng(3)
     programs = {

@@ -1,4 +1,4 @@
-"""Padding, windows, concatenation and 2-D convolution (``stax.nn``), compiled and run at ISA levels avx2 and
+"""Padding, windows, concatenation and 2-D convolution (``stax.frontend.ops.nn``), compiled and run at ISA levels avx2 and
 none: against the numpy reference evaluator (``check``) and against explicit loops written here,
 which share no code with the graph's composition of pad, unfold and sum."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 from test_compile import isa, sample  # noqa: F401 (isa is a fixture)
 
 import stax
-from stax import nn
-from stax.conv_gemm import ConvForm
+from stax.frontend.ops import nn
+from stax.frontend.ops.conv_forms import ConvForm
 from stax.errors import ShapeError, UnsupportedError
-from stax.traffic import count_traffic
+from stax.measure.traffic import count_traffic
 
 # (input shape, weight shape, stride, padding, dilation): odd sizes, strides 1-3, padding beyond
 # the kernel's reach (the input gradient's padding is then negative), dilation, 1x1 kernels

@@ -7,7 +7,7 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
 import stax
-from stax.conv3d import conv3d, conv3d_input_grad, conv3d_weight_grad
+from stax.frontend.ops.conv3d import conv3d, conv3d_input_grad, conv3d_weight_grad
 
 
 def numpy_conv3d(x: np.ndarray, w: np.ndarray, stride, padding, dilation, groups: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The per-channel epilogues folded into blocked convolutions (stax.conv_epilogues): which chains
+"""The per-channel epilogues folded into blocked convolutions (stax.passes.conv_epilogues): which chains
 fold, into what scale, shift and ReLU; the compiled programs against the numpy reference of the
 traced (unfolded) graph under every fusion strategy; an eval-mode Conv2d + BatchNorm2d + ReLU from
 torch against torch."""
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import stax
-from stax import nn
-from stax.conv_epilogues import fold_conv_epilogues
-from stax.conv_gemm import ConvForm, blocked_applies
-from stax.frontend import trace
+from stax.frontend.ops import nn
+from stax.passes.conv_epilogues import fold_conv_epilogues
+from stax.frontend.ops.conv_forms import ConvForm, blocked_applies
+from stax.frontend.tensor import trace
 
 pytestmark = pytest.mark.skipif(not blocked_applies((1, 1), (1, 1), 1, "float32"),
                                 reason="the blocked form needs vector instructions, which this CPU lacks")
@@ -116,7 +116,7 @@ def test_whole_vector_rows_and_threads(check):
 
 def test_an_eval_mode_conv_batch_norm_relu_module_matches_torch():
     torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
-    from stax.torch_frontend import import_module
+    from stax.torch.capture import import_module
     torch.manual_seed(3)
     net = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU())
     with torch.no_grad():  # running statistics that are not the defaults

@@ -1,4 +1,4 @@
-"""The GEMM and blocked forms of a convolution (``stax.conv_gemm``) next to the direct form: all give the
+"""The GEMM and blocked forms of a convolution (``stax.frontend.ops.conv_forms``) next to the direct form: all give the
 explicit loops' convolution and gradients (``test_conv``'s, which share no code with either) on
 strided, padded, dilated and grouped cases, in float32 and float64; the rule's decisions; the
 columns materialized once for the forward and the weight gradient; a ResNet basic block
@@ -11,8 +11,8 @@ from test_compile import sample
 from test_conv import loops_conv, loops_grads, pairs
 
 import stax
-from stax import nn
-from stax.conv_gemm import ConvForm, ConvPlan, blocked_applies, plan_conv
+from stax.frontend.ops import nn
+from stax.frontend.ops.conv_forms import ConvForm, ConvPlan, blocked_applies, plan_conv
 from stax.errors import UnsupportedError
 
 # (input shape, weight shape, groups, stride, padding, dilation)
@@ -116,8 +116,8 @@ def test_a_resnet_block_in_the_rules_forms_agrees_with_torch():
     """A ResNet basic block wide enough for the rule's blocked and GEMM forms, imported from torch:
     its forward and training step match eager torch, in the forms the rule picks."""
     torch = pytest.importorskip("torch", reason="the torch import needs torch: pip install 'stax[torch]'")
-    from experiments.compare_inductor import _largest_error
-    from experiments.torch_zoo import ZooModel, _mse
+    from experiments.models.compare_inductor import _largest_error
+    from experiments.models.zoo import ZooModel, _mse
     torch.manual_seed(0)
     nn_ = torch.nn
     c, shape = 32, (2, 32, 16, 16)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.cells import plan
-from experiments.config import load_config
-from experiments.results import load_results
-from stax import runtime
+from experiments.sweep.cells import plan
+from experiments.sweep.config import load_config
+from experiments.sweep.results import load_results
+from stax.runtime import build as runtime
 from test_sweep import sweep, write_config
 
 _COMPILE = """

@@ -1,4 +1,4 @@
-"""The compiler's own dependency graph (stax/dag.py) against networkx on random directed graphs:
+"""The compiler's own dependency graph (stax/ir/dag.py) against networkx on random directed graphs:
 the same nodes, edges and neighbour orders, networkx's lexicographic topological order, and a
 cycle exactly when networkx finds one."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stax.dag import Dag
+from stax.ir.dag import Dag
 
 EDGES = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=20)
 

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from experiments.cells import plan
-from experiments.config import ConfigError, load_config
-from experiments.sweep import run_sweep
+from experiments.sweep.cells import plan
+from experiments.sweep.config import ConfigError, load_config
+from experiments.sweep.run import run_sweep
 
 TINY = """
 name = "tiny-dependence"

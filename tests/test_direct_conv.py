@@ -1,4 +1,4 @@
-"""The blocked direct convolution (stax.direct_conv) and its weight gradient against numpy in
+"""The blocked direct convolution (stax.kernels.direct_conv) and its weight gradient against numpy in
 float64 (every window of the padded input times the weight, or the output gradient, summed), at
 every ISA level this CPU runs, on one and two threads, with channel, width and row tails; an input
 that ends at a page the process may not read."""
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
-from stax.direct_conv import direct_conv, direct_conv2d, direct_conv2d_weight_grad
+from stax.kernels.direct_conv import direct_conv, direct_conv2d, direct_conv2d_weight_grad
 from stax.errors import ShapeError
-from stax.runtime import ISA_LEVELS, runs_here
+from stax.runtime.build import ISA_LEVELS, runs_here
 
 LEVELS = [name for name in ("none", "avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 
@@ -157,8 +157,8 @@ def test_an_empty_batch_reads_nothing():
     """The kernels' entries with no image (as a compiled call makes them for an empty batch) read
     nothing (their operands here start right after a page the process may not read): the
     convolution writes nothing, the weight gradient zeros."""
-    from stax.direct_conv import _entry
-    from stax.runtime import native_isa
+    from stax.kernels.direct_conv import _entry
+    from stax.runtime.build import native_isa
     page = mmap.PAGESIZE
     memory = mmap.mmap(-1, 2 * page)
     libc = ctypes.CDLL(None)
@@ -199,8 +199,8 @@ def test_a_forced_blocked_convolution_and_weight_gradient_of_an_empty_batch_or_n
     """The compiled call calls the kernels whatever the sizes: an empty batch gives an empty output
     and a zero weight gradient (the kernels read nothing), no input channels give zeros."""
     import stax
-    from stax import nn
-    from stax.conv_gemm import ConvForm, blocked_applies
+    from stax.frontend.ops import nn
+    from stax.frontend.ops.conv_forms import ConvForm, blocked_applies
     if not blocked_applies((1, 1), (1, 1), 1, "float32"):
         pytest.skip("the blocked form needs vector instructions, which this CPU lacks")
     for x_shape, w_shape in (((0, 3, 5, 5), (4, 3, 3, 3)), ((2, 0, 5, 5), (4, 0, 3, 3))):

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import stax
 from experiments.cli import main
-from experiments.config import ConfigError, parse_config
+from experiments.sweep.config import ConfigError, parse_config
 
 MODEL = '''\
 def add_mismatched(x, y):

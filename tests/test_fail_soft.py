@@ -13,7 +13,7 @@ import pytest
 
 import stax
 from stax.errors import UnsupportedError
-from stax.runtime import ISA_LEVELS, runs_here
+from stax.runtime.build import ISA_LEVELS, runs_here
 
 LEVELS = [name for name, isa in ISA_LEVELS.items() if runs_here(isa)]
 ON_THE_HEAP = stax.Tuning(stack_array_max_bytes=64)  # every local array past 16 floats
@@ -101,8 +101,8 @@ _EXTERN_UNDER_A_LIMIT = """
 import resource
 import numpy as np, stax
 from stax import nn
-from stax.conv_gemm import ConvForm
-from stax.direct_conv import direct_conv2d_weight_grad
+from stax.frontend.ops.conv_forms import ConvForm
+from stax.kernels.direct_conv import direct_conv2d_weight_grad
 x, g = np.ones((1, 1, 2048, 2048), np.float32), np.ones((1, 1, 2048, 2048), np.float32)
 padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
 conv = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1, form=ConvForm.BLOCKED)
@@ -119,7 +119,7 @@ print("whole")
 
 
 def test_an_extern_kernels_scratch_that_cannot_be_allocated_raises_memory_error():
-    """The blocked convolution's weight gradient (stax.direct_conv) under an address-space limit."""
+    """The blocked convolution's weight gradient (stax.kernels.direct_conv) under an address-space limit."""
     done = subprocess.run([sys.executable, "-c", _EXTERN_UNDER_A_LIMIT], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     lines = done.stdout.split("\n")

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import stax
 from stax.reference import evaluate
 from stax.scheduler.random_fusion import RandomFusion
-from stax.traffic import count_traffic
+from stax.measure.traffic import count_traffic
 
 
 def softmax(x):

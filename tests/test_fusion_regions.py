@@ -1,4 +1,4 @@
-"""Fusion by regions (solvers/fusion_decompose.py): the cost is additive over regions, and the
+"""Fusion by regions (solvers/fusion/decompose.py): the cost is additive over regions, and the
 strategy "cpsat", which solves pieces, equals its undecomposed model (``decompose=False``) and
 brute force on hundreds of seeded graphs."""
 import random
@@ -9,11 +9,11 @@ import pytest
 
 from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, set_partitions
-from solvers.fusion_bounds import compulsory_traffic
-from solvers.fusion_decompose import piece_problems, pieces, region_problem, regions
+from solvers.fusion.bounds import compulsory_traffic
+from solvers.fusion.decompose import piece_problems, pieces, region_problem, regions
 from stax.errors import InvalidScheduleError
-from stax.problems import ForbiddenPair, FusionProblem
-from stax.strategy import run_fusion
+from stax.scheduler.problems import ForbiddenPair, FusionProblem
+from stax.scheduler.strategies import run_fusion
 
 
 def with_externs(seed: int) -> FusionProblem:

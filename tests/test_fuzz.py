@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import stax
-from experiments import fuzz_check
-from experiments.fuzz import Tally, combos_for, fuzz_one, main
-from experiments.fuzz_check import FUSIONS, ORDERS, Combo, cross_check, run_case
+from experiments.fuzz import check as fuzz_check
+from experiments.fuzz.run import Tally, combos_for, fuzz_one, main
+from experiments.fuzz.check import FUSIONS, ORDERS, Combo, cross_check, run_case
 from instances.random_programs import OPS, FuzzProgram, generate
-from experiments.fuzz_shrink import shrink
+from experiments.fuzz.shrink import shrink
 from stax.reference import ROUNDING_UNITS, evaluate
 
 

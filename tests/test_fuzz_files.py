@@ -1,9 +1,9 @@
-"""A short seeded sample of ``experiments.fuzz_files``: saved schedules and problem files
+"""A short seeded sample of ``experiments.fuzz.files``: saved schedules and problem files
 mutated at random either load and give correct results or are refused with a one-line
 StaxError; never another exception, a hang or the hostile name's marker file."""
 from __future__ import annotations
 
-from experiments.fuzz_files import HOSTILE, MARKER, fuzz
+from experiments.fuzz.files import HOSTILE, MARKER, fuzz
 
 
 def test_mutated_files_load_correctly_or_are_refused_in_one_line():

@@ -1,4 +1,4 @@
-"""gather, scatter, scatter_add, index_select and slice_scatter (``stax.gather``): compiled (at ISA
+"""gather, scatter, scatter_add, index_select and slice_scatter (``stax.frontend.ops.gather``): compiled (at ISA
 levels avx2 and none where a test takes ``isa``) against the graph's numpy reference (``check``), and both against numpy
 written here (take_along_axis, explicit loops), which shares nothing with the one-hot
 composition; against torch where it is installed.  Out-of-range indices raise KernelError."""
@@ -88,7 +88,7 @@ def test_externs_copy_inputs_of_other_strides(check):
 
     def fn(f, s, t, rows, w, image, k):
         return (f.index_select(0, rows), s.index_select(0, rows), t.index_select(0, rows), f @ w, t @ w,
-                stax.nn.conv2d(image, k, padding=1))
+                stax.frontend.ops.nn.conv2d(image, k, padding=1))
     check(fn, flipped, sliced, transposed, rows, weight, image, kernel, rtol=1e-5, atol=1e-5)
 
 
@@ -214,7 +214,7 @@ def test_agrees_with_torch():
     def fn(x, index, src):
         return x.gather(1, index), x.scatter(1, index, src), x.scatter_add(0, index.clamp(max=4), src), \
             x.index_select(1, index[0]), x.slice_scatter(src[:, :2], 1, 1, 5, 2), \
-            *(x.scatter_reduce(1, index, src, r, include_self=s) for r in stax.gather.SCATTER_REDUCTIONS
+            *(x.scatter_reduce(1, index, src, r, include_self=s) for r in stax.frontend.ops.gather.SCATTER_REDUCTIONS
               for s in (True, False)), x.scatter(0, index.clamp(max=4), src, reduce="multiply")
     got, _ = outputs(fn, x, index, src)
     want = fn(*map(torch.tensor, (x, index, src)))

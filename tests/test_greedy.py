@@ -7,21 +7,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from experiments.solver_scaling import greedy_row
+from experiments.studies.solver_scaling import greedy_row
 from instances.dags import fusion_problem, layered_dag, local_dag, series_parallel_dag
 from instances.programs import PROGRAMS
 from instances.store import load
-from stax import examples as stax_examples
+from stax.measure import demo as stax_examples
 from stax.compiler import fusion_problem_of
 from stax.errors import InvalidScheduleError, StaxError
-from stax.frontend import trace
+from stax.frontend.tensor import trace
 from stax.memory.orders import original_order
-from stax.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem, quotient_graph
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem, quotient_graph
 from stax.scheduler import greedy as greedy_module
 from stax.scheduler.greedy import WINDOW, FusionGroups, GreedyFusion, best_first, compare_scores, score
 from stax.scheduler.events import Fused, FusionKind, NotFused, Round, WhyNoFuse
-from stax.scheduler.report import fusion_log
-from stax.strategy import run_fusion
+from stax.scheduler.fusion_log import fusion_log
+from stax.scheduler.strategies import run_fusion
 
 FAMILIES = {"layered": layered_dag, "series-parallel": series_parallel_dag}
 
@@ -330,7 +330,7 @@ def test_the_window_keeps_whole_model_partitions(name):
 
 
 def test_a_two_thousand_node_local_graph_is_the_unbounded_greedy():
-    """A seeded sample of experiments.solver_scaling's wider family (its timings are there)."""
+    """A seeded sample of experiments.studies.solver_scaling's wider family (its timings are there)."""
     problem = fusion_problem(local_dag(2000, 3), 3, forbidden_span=16)
     windowed = run_fusion("greedy", problem)
     assert len(windowed.partition) < len(problem.nodes) / 4
@@ -368,7 +368,7 @@ def test_the_recorded_bits_answer_every_pair_within_the_window(problem, picks, w
 
 @pytest.mark.parametrize("family, same", [("local", True), ("chain+shared", None)])
 def test_the_scaling_rows_report_each_family(family, same):
-    """experiments.solver_scaling's greedy row on a small size (its figures come from the script)."""
+    """experiments.studies.solver_scaling's greedy row on a small size (its figures come from the script)."""
     row = greedy_row(family, 300)
     assert row["nodes"] == 300 and 0 < row["kernels"] < 300 and row["= unbounded"] is same
     assert row["buffers"] == 301 + (family == "chain+shared") and row["peak RSS MB"] > 0

@@ -5,9 +5,9 @@ import pytest
 from click.testing import CliRunner
 
 import stax
-from experiments.config import ConfigError, parse_config
+from experiments.sweep.config import ConfigError, parse_config
 from experiments.cli import main
-from stax.suggest import closest, did_you_mean
+from stax.util.suggest import closest, did_you_mean
 
 X = np.random.default_rng(0).random((4, 8)).astype(np.float32)
 

@@ -15,11 +15,11 @@ from click.testing import CliRunner
 
 import stax
 from experiments.cli import main
-from stax.codegen.cpp import Kernel
+from stax.codegen.kernel import Kernel
 from stax.codegen.entry import python_entry_points
 from stax.codegen.names import comment_label, comment_text, source_name
 from stax.errors import InstanceFormatError, StaxError
-from stax.graph import Graph, Node
+from stax.ir.graph import Graph, Node
 from stax.reference import evaluate
 
 PROGRAM = "def scaled(x):\n    return (x * 2.5).exp().sum(-1)\n"

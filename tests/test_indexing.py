@@ -1,4 +1,4 @@
-"""Index simplification (stax/indexing.py): floor division and modulo by a constant, against
+"""Index simplification (stax/ir/indexing.py): floor division and modulo by a constant, against
 evaluation at every point of random affine expressions, and the reshape pattern they must fold."""
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from hypothesis import strategies as st
 import numpy as np
 
 import stax
-import stax.indexing
-from stax.indexing import FloorDiv, Index, Mod, contiguous_strides, floordiv, linear_index, mod
-from stax.ir import ComputedBuffer, Load, Op, loads
+import stax.ir.indexing
+from stax.ir.indexing import FloorDiv, Index, Mod, contiguous_strides, floordiv, linear_index, mod
+from stax.ir.loops import ComputedBuffer, Load, Op, loads
 from stax.lowering import lower, simplify_loops
 
 COEFFICIENTS = st.sampled_from([0, 1, 2, 3, 4, 6, 8, 12, 16, 64, -1, -4])
 
 
 def test_doctests():
-    assert doctest.testmod(stax.indexing).failed == 0
+    assert doctest.testmod(stax.ir.indexing).failed == 0
 
 
 @settings(max_examples=300, deadline=None)
@@ -227,7 +227,7 @@ def _lane_expressions(depth: int):
 def test_lane_step_holds_at_every_lane_of_an_aligned_vector(expr, width, start, u):
     """``lane_step``'s claim, checked by evaluation: from any first lane that is a multiple of the
     width, and any value of the other variable, every lane is the first plus step times the lane."""
-    step = stax.indexing.lane_step(expr, "v", width)
+    step = stax.ir.indexing.lane_step(expr, "v", width)
     if step is None:
         return
     v0 = start * width
@@ -241,7 +241,7 @@ def test_lane_step_of_a_multi_head_reshape():
     coefficient."""
     v, ranges = Index.var("v"), {"v": 768}
     heads = mod(mod(v, 256, ranges), 64, ranges) + floordiv(mod(v, 256, ranges), 64, ranges) * 4096
-    assert stax.indexing.lane_step(heads, "v", 16) == 1
-    assert stax.indexing.lane_step(heads * 3 + floordiv(v, 256, ranges) * 7, "v", 16) == 3
-    assert stax.indexing.lane_step(mod(v, 8, ranges), "v", 16) is None
-    assert stax.indexing.lane_step(v * 5 + 2, "v", 16) == 5
+    assert stax.ir.indexing.lane_step(heads, "v", 16) == 1
+    assert stax.ir.indexing.lane_step(heads * 3 + floordiv(v, 256, ranges) * 7, "v", 16) == 3
+    assert stax.ir.indexing.lane_step(mod(v, 8, ranges), "v", 16) is None
+    assert stax.ir.indexing.lane_step(v * 5 + 2, "v", 16) == 5

@@ -9,16 +9,16 @@ import pytest
 from click.testing import CliRunner
 
 from experiments.cli import main
-from experiments.config import ReferenceSpec
-from experiments.instance_status import regenerate
-from experiments.measure import ReferenceTask, solve_reference, unsolved_reference
+from experiments.sweep.config import ReferenceSpec
+from experiments.studies.instance_status import regenerate
+from experiments.sweep.measure import ReferenceTask, solve_reference, unsolved_reference
 from instances import store
 from instances.status import Solved, StatusConflict, StatusTable, problem_key, problems_of, shipped_table
 from solvers.brute_force import min_fusion_cost, min_peak
-from solvers.order_dp import bounded_order
+from solvers.order.dp import bounded_order
 from stax.errors import InstanceFormatError
-from stax.problems import FusionProblem
-from stax.strategy import Status, run_fusion
+from stax.scheduler.problems import FusionProblem
+from stax.scheduler.strategies import Status, run_fusion
 
 SMALL = 30  # rows up to this many nodes are solved afresh
 BRUTE = 8  # and up to this many by brute force too
@@ -31,7 +31,7 @@ def test_every_shipped_problem_has_a_row_of_its_current_content():
         for kind, problem in problems_of(store.load(name)):
             expected.add((name, kind))
             row = table.row(name, kind)
-            assert row is not None, f"{name} ({kind}) has no row: run python -m experiments.instance_status"
+            assert row is not None, f"{name} ({kind}) has no row: run python -m experiments.studies.instance_status"
             assert row.key == problem_key(problem), f"{name} ({kind}) changed since its row was solved"
             assert (row.nodes, row.buffers) == (len(problem.nodes if kind == "fusion" else problem.tasks),
                                                 len(problem.buffers))

@@ -10,8 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from experiments.isolate import call_with_limit
-from experiments.machine_lock import machine_share
+from experiments.sweep.isolate import call_with_limit
+from experiments.sweep.machine_lock import machine_share
 
 
 def running(argument: str) -> list[str]:
@@ -43,7 +43,7 @@ def wait_until(condition, seconds: float) -> bool:
 def test_a_cell_dies_with_the_process_that_asked_for_it():
     # a Dask worker or a sweep killed with SIGKILL leaves no cell running
     marker = f"{time.time() % 1000 + 1100:.6f}"
-    asker = subprocess.Popen([sys.executable, "-c", "import subprocess\nfrom experiments.isolate import call_with_limit\n"
+    asker = subprocess.Popen([sys.executable, "-c", "import subprocess\nfrom experiments.sweep.isolate import call_with_limit\n"
                               f"call_with_limit(subprocess.run, (['sleep', '{marker}'],), 600)"],
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
                              start_new_session=True)

@@ -1,4 +1,4 @@
-"""STAX_LOGS (stax.logs) and the user's op names (stax.scheduler.labels): the README's softmax
+"""STAX_LOGS (stax.util.logs) and the user's op names (stax.scheduler.labels): the README's softmax
 logs its fusion decisions and order naming amax, exp and sum with their source lines; the same
 names reach f.fusion_log, kernel comments and saved schedules; a wrong channel is one line."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import stax
 from stax.errors import InstanceFormatError, StaxError
 from stax.scheduler.labels import LABEL, op_label
-from stax.schedules import Schedule
+from stax.decisions import Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Sums of matmuls as one accumulating extern (stax.matmul_sums): which adds fold, and that the
+"""Sums of matmuls as one accumulating extern (stax.passes.matmul_sums): which adds fold, and that the
 compiled sums equal the reference evaluation of the traced program."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import stax
 from conftest import run_check
-from stax.matmul_sums import fold_matmul_sums
+from stax.passes.matmul_sums import fold_matmul_sums
 
 
 def ops(fn, *arrays) -> list[str]:
@@ -102,9 +102,9 @@ def test_random_sums_of_products_equal_the_reference(data):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_sum_accumulates_on_the_openmp_team(dtype, monkeypatch):
-    """stax.matmul.matmul_sum: the first gemm writes the output, the next ones add to it (beta = 1),
+    """stax.kernels.matmul.matmul_sum: the first gemm writes the output, the next ones add to it (beta = 1),
     with operands stored transposed too, wide and tall products alike, on one thread too."""
-    from stax import matmul
+    from stax.kernels import matmul
 
     if matmul._team_gemm(dtype) is None:
         pytest.skip("numpy's BLAS has no CBLAS gemm that threadpoolctl finds; np.matmul is used")

@@ -1,4 +1,4 @@
-"""The narrow GEMM (stax.narrow_gemm) against numpy's product in float64: both its forms (a few
+"""The narrow GEMM (stax.kernels.narrow_gemm) against numpy's product in float64: both its forms (a few
 rows times a long matrix; a weight gradient, the long matrix read transposed), accumulating or
 not, batched, on one and two threads, at each vector width this CPU runs, with row, column and
 depth tails."""
@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from stax import blas, matmul, narrow_gemm
-from stax.matmul import parallel_matmul
-from stax.runtime import ISA_LEVELS, native_isa, runs_here
+from stax.kernels import blas
+from stax.kernels import matmul
+from stax.kernels import narrow_gemm
+from stax.kernels.matmul import parallel_matmul
+from stax.runtime.build import ISA_LEVELS, native_isa, runs_here
 
 WIDTHS = [name for name in ("avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 

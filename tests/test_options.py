@@ -11,7 +11,7 @@ import stax
 from instances.programs import PROGRAMS
 from stax.compiler import Options, schedule_graph
 from stax.errors import InstanceFormatError, StaxError
-from stax.schedules import Schedule
+from stax.decisions import Schedule
 
 
 def test_unset_options_take_the_environment_when_made(monkeypatch):

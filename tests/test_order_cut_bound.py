@@ -1,5 +1,5 @@
-"""The minimum-cut step bound and the last-step bound (solvers/order_cut_bound.py) and window
-improvement (solvers/order_window.py) against brute force on hundreds of seeded small graphs,
+"""The minimum-cut step bound and the last-step bound (solvers/order/cut_bound.py) and window
+improvement (solvers/order/window.py) against brute force on hundreds of seeded small graphs,
 also with sizes of 2^40 bytes and more; the cut bound against a CP-SAT closure model on a
 whole-model graph."""
 import random
@@ -7,11 +7,11 @@ import random
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from solvers.order_cut_bound import cut_lower_bound, group_bound, last_step_bound, output_sinks, step_bound
-from solvers.order_decompose import Closure
-from solvers.order_dp import bounded_order
-from solvers.order_window import improve, solve_window
-from stax.problems import OrderProblem
+from solvers.order.cut_bound import cut_lower_bound, group_bound, last_step_bound, output_sinks, step_bound
+from solvers.order.decompose import Closure
+from solvers.order.dp import bounded_order
+from solvers.order.window import improve, solve_window
+from stax.scheduler.problems import OrderProblem
 from test_order_exact import small_problems
 from test_solver_bounds import huge_sizes
 

@@ -1,4 +1,4 @@
-"""The series decomposition of orders (solvers/order_decompose.py) and the pruned down-set DP
+"""The series decomposition of orders (solvers/order/decompose.py) and the pruned down-set DP
 against brute force, the undecomposed DP and CP-SAT on hundreds of seeded small graphs."""
 import random
 
@@ -7,10 +7,10 @@ import networkx as nx
 from instances.dags import layered_dag, order_problem, series_parallel_dag
 from instances.training import training_order
 from solvers.brute_force import min_peak
-from solvers.order_decompose import join, live_set_lower_bound, segment_problems, segments
-from solvers.order_dp import bounded_order, least_peak
-from stax.problems import Buffer, OrderProblem
-from stax.strategy import run_order
+from solvers.order.decompose import join, live_set_lower_bound, segment_problems, segments
+from solvers.order.dp import bounded_order, least_peak
+from stax.scheduler.problems import Buffer, OrderProblem
+from stax.scheduler.strategies import run_order
 
 
 def chained(seed: int) -> OrderProblem:

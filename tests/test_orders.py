@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from instances.dags import layered_dag, order_problem, series_parallel_dag
 from stax.memory.orders import breadth_first, depth_first, least_peak_memory_first, original_order
-from stax.problems import Buffer, OrderProblem
-from stax.strategy import run_order
+from stax.scheduler.problems import Buffer, OrderProblem
+from stax.scheduler.strategies import run_order
 
 STRATEGIES = ("original", "lpmf", "bfs", "dfs", "best")
 FAMILIES = {"layered": layered_dag, "series-parallel": series_parallel_dag}

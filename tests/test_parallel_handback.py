@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import stax
-from stax import runtime
+from stax.runtime import build as runtime
 from stax.reference import evaluate
 
 LOOP, LOOP_NOWAIT, SINGLE, BARRIER = range(4)
@@ -339,7 +339,7 @@ def test_a_straggler_is_a_member_slower_than_the_caller_a_chunk(waited, worked, 
     threads that ran their chunks more than STRAGGLER_SLOWDOWN (4) times slower than it ran its own;
     an uneven split of chunks run at the same pace is no straggler (it sent two-thread code solo on
     a quiet machine)."""
-    from stax.runtime import load_runtime
+    from stax.runtime.build import load_runtime
 
     test = load_runtime().stax_parallel_test_is_straggler
     test.argtypes = [ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int64, ctypes.c_double]
@@ -366,7 +366,7 @@ def test_the_solo_window_follows_the_wait_and_grows_while_stragglers_recur(last_
     the pool run for a while between its stalls the windows grow (10, 40, 160, 500 ms) rather than
     fall back whenever the pool outlasted one; with no more runnable tasks than CPUs they neither
     grow nor exceed 10 ms."""
-    from stax.runtime import load_runtime
+    from stax.runtime.build import load_runtime
     solo_window = load_runtime().stax_parallel_test_solo_window
     solo_window.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_int]
     solo_window.restype = ctypes.c_int64
@@ -380,7 +380,7 @@ def test_the_straggler_rule_reads_the_machines_runnable_tasks():
     import os
     import subprocess
     import sys
-    from stax.runtime import load_runtime
+    from stax.runtime.build import load_runtime
     runnable = load_runtime().stax_parallel_test_runnable_tasks
     runnable.restype = ctypes.c_long
     with open("/proc/loadavg") as f:
@@ -398,7 +398,7 @@ def test_the_straggler_rule_reads_the_machines_runnable_tasks():
 
 WARM_512 = """
 import numpy as np, stax
-from stax.runtime import ISA_LEVELS, load_runtime, runs_here
+from stax.runtime.build import ISA_LEVELS, load_runtime, runs_here
 warm = load_runtime().stax_parallel_test_warm_512
 x = np.ones((64, 64), np.float32)
 seen = [warm()]
@@ -416,6 +416,6 @@ def test_waits_keep_the_512_bit_units_busy_once_512_bit_kernels_are_loaded():
     is loaded (where the CPU has them); an AVX2 library does not turn them on."""
     import subprocess
     import sys
-    from stax.runtime import ISA_LEVELS, runs_here
+    from stax.runtime.build import ISA_LEVELS, runs_here
     out = subprocess.run([sys.executable, "-c", WARM_512], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ("[0, 0, 1]" if runs_here(ISA_LEVELS["avx512"]) else "[0, 0]")

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import stax
-from stax import runtime
-from stax.examples import example_7_2
+from stax.runtime import build as runtime
+from stax.measure.demo import example_7_2
 from stax.reference import evaluate
 
 pytestmark = pytest.mark.usefixtures("no_straggler_rule")  # the tests count pooled regions

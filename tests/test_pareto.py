@@ -5,7 +5,7 @@ from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from solvers.brute_force import min_peak, set_partitions
 from solvers.pareto import pareto_front
 from stax.errors import InvalidScheduleError
-from stax.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem
 
 
 def brute_front(problem):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 from itertools import combinations
 
-from solvers.fusion_decompose import regions
+from solvers.fusion.decompose import regions
 from solvers.pareto import pareto_front
 from solvers.pareto_regions import regional_pareto_front
-from stax.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem
 
 
 def chained_problem(seed: int, parts: int = 3, size: int = 4) -> FusionProblem:

@@ -1,4 +1,4 @@
-"""The measured peak of one call (experiments.peak_memory): the resident set's growth while it runs,
+"""The measured peak of one call (experiments.models.peak_memory): the resident set's growth while it runs,
 in a fresh process as the real zoo measures it (in a long-lived one, memory freed earlier and still
 resident can serve the call without the resident set growing)."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Vm
 MIB = 1 << 20
 CHILD = """
 import numpy as np
-from experiments.peak_memory import call_peak
+from experiments.models.peak_memory import call_peak
 
 def touch_and_free():
     buffer = np.ones(64 << 20, np.uint8)

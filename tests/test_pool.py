@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 import stax.memory.pool
 from instances.dags import layered_dag, order_problem, series_parallel_dag
 from stax.memory.pool import address_conflicts, max_live_bytes, plan_order_pool, plan_pool
-from stax.strategy import run_order
+from stax.scheduler.strategies import run_order
 
 
 def test_doctests():

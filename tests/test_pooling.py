@@ -1,4 +1,4 @@
-"""2-D pooling (stax.pooling): max_pool2d with its indices, avg_pool2d and both gradients, against
+"""2-D pooling (stax.frontend.ops.pooling): max_pool2d with its indices, avg_pool2d and both gradients, against
 loops over numpy written here (every window, every tap) and, where torch is installed, against
 torch's own functions and modules (forward and training step, through the torch front end)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import stax
-from stax import pooling
+from stax.frontend.ops import pooling
 from stax.errors import ShapeError, UnsupportedError
 
 from conftest import assert_matches_torch
@@ -156,7 +156,7 @@ torch_cases = [("max", g) for g in GEOMETRIES] + [("avg", g) for g in AVG_GEOMET
 @pytest.mark.parametrize("kind, geometry", torch_cases)
 def test_torch_modules_forward_and_training_step_match_torch(kind, geometry):
     torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
-    from stax.torch_frontend import import_module, import_training_step
+    from stax.torch.capture import import_module, import_training_step
     kernel, stride, padding, dilation, ceil_mode = geometry
     pool = torch.nn.MaxPool2d(kernel, stride, padding, dilation, ceil_mode=ceil_mode) if kind == "max" else \
         torch.nn.AvgPool2d(kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=False)
@@ -171,7 +171,7 @@ def test_torch_modules_forward_and_training_step_match_torch(kind, geometry):
 
 def test_torch_max_pool_indices_match_torch():
     torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
-    from stax.torch_frontend import import_function
+    from stax.torch.capture import import_function
     x = torch.from_numpy(X.copy())
     program = import_function(lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1, return_indices=True), x)
     values, indices = program.compile()(*program.arguments())
@@ -212,7 +212,7 @@ def test_unfold_takes_every_window_and_fold_is_its_adjoint(kernel, dilation, pad
 
 def test_torch_unfold_and_fold_match_torch():
     torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
-    from stax.torch_frontend import import_module, import_training_step
+    from stax.torch.capture import import_module, import_training_step
     torch.manual_seed(6)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.Unfold(3, padding=1, stride=2),
                               torch.nn.Fold((6, 7), 2))

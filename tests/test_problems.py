@@ -3,13 +3,13 @@ import json
 
 import pytest
 
-import stax.problems
+import stax.scheduler.problems
 from stax.errors import InstanceFormatError, InvalidScheduleError
-from stax.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem, kernel_order_problem
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem, kernel_order_problem
 
 
 def test_doctests():
-    assert doctest.testmod(stax.problems).failed == 0
+    assert doctest.testmod(stax.scheduler.problems).failed == 0
 
 
 def chain():

@@ -11,7 +11,7 @@ from instances import store
 from instances.programs import PROGRAMS, get_program
 from instances.random_programs import random_program
 from stax.reference import evaluate
-from stax.strategy import run_fusion
+from stax.scheduler.strategies import run_fusion
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

@@ -1,4 +1,4 @@
-"""Random draws (stax.random_draws): masks, dropout (stax.nn.dropout), uniform and normal noise
+"""Random draws (stax.kernels.random_draws): masks, dropout (stax.frontend.ops.nn.dropout), uniform and normal noise
 (stax.rand, stax.randn). The kernels against the numpy bits at every ISA level and thread count,
 the draws' statistics, and programs that draw them against the reference of the traced program
 under three fusions, through the compiled call and through the wrapper."""
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stax
-from stax import nn
-from stax.random_draws import bernoulli, bernoulli_mask, uniform, uniform_values
+from stax.frontend.ops import nn
+from stax.kernels.random_draws import bernoulli, bernoulli_mask, uniform, uniform_values
 from stax.errors import ShapeError, UnsupportedError
 from stax.reference import evaluate
-from stax.runtime import ISA_LEVELS, runs_here
+from stax.runtime.build import ISA_LEVELS, runs_here
 
 LEVELS = [name for name in ("none", "avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 

@@ -1,4 +1,4 @@
-"""Kendall tau between modeled traffic and measured time (experiments/rank_correlation.py):
+"""Kendall tau between modeled traffic and measured time (experiments/report/rank_correlation.py):
 tau-b against a count of pairs written from its definition, the per-family summary, and the sweep
 measure: each timed row's ``time_tau`` in the results table, and the report's figure and table."""
 import itertools
@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 from hypothesis import given, strategies as st
 
-from experiments.rank_correlation import kendall_tau, per_family, per_instance, with_time_tau
-from experiments.report import write_report
-from experiments.results import ResultDir, load_results
+from experiments.report.rank_correlation import kendall_tau, per_family, per_instance, with_time_tau
+from experiments.report.html import write_report
+from experiments.sweep.results import ResultDir, load_results
 
 
 def tau_b_by_definition(x, y):

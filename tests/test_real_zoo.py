@@ -1,4 +1,4 @@
-"""The real-model zoo's Hugging Face decoders (experiments.real_zoo): GPT-2 and Llama at 2-layer
+"""The real-model zoo's Hugging Face decoders (experiments.models.real_zoo): GPT-2 and Llama at 2-layer
 tiny configs with random weights import through ``import_module`` and ``import_training_step``
 (their attention masks read a tensor's value under real tracing, so the capture traces them on
 fake tensors) and the compiled programs match eager torch and a float64 run of the model."""
@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch", reason="the real zoo needs torch: pip install -e '.[models]'")
 pytest.importorskip("transformers", reason="the real zoo needs transformers: pip install -e '.[models]'")
 
-from experiments.real_zoo import REAL_ZOO, float64_outputs  # noqa: E402
+from experiments.models.real_zoo import REAL_ZOO, float64_outputs  # noqa: E402
 
 
 @pytest.mark.parametrize("mode", ["forward", "training"])

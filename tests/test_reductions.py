@@ -8,19 +8,19 @@ import itertools
 import networkx as nx
 import pytest
 
-import solvers.multiway_cut
-import solvers.vertex_separation
+import solvers.fusion.multiway_cut
+import solvers.theory.vertex_separation
 from instances.dags import fusion_problem, layered_dag, series_parallel_dag
 from instances.graphs import FAMILIES, choose_terminals, grid_graph, planar_graph, random_graph, tree_graph
-from solvers.fusion_repair import repair_labels
-from solvers.multiway_cut import (brute_force_multiway_cut, exact_multiway_cut, is_multiway_cut,
+from solvers.fusion.repair import repair_labels
+from solvers.fusion.multiway_cut import (brute_force_multiway_cut, exact_multiway_cut, is_multiway_cut,
                                   isolating_multiway_cut)
-from solvers.mwc_fusion import cut_graph
-from solvers.reductions import (cut_from_partition, fusion_from_multiway_cut, order_from_separation,
+from solvers.fusion.mwc import cut_graph
+from solvers.theory.reductions import (cut_from_partition, fusion_from_multiway_cut, order_from_separation,
                                 order_from_vertex_separation, order_threshold, partition_from_cut)
-from solvers.vertex_separation import vs_cpsat, vs_dp, vs_of_order
-from stax.problems import Buffer, ForbiddenPair, FusionProblem
-from stax.strategy import run_fusion, run_order
+from solvers.theory.vertex_separation import vs_cpsat, vs_dp, vs_of_order
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem
+from stax.scheduler.strategies import run_fusion, run_order
 
 
 
@@ -47,8 +47,8 @@ def optimal_peak(problem) -> int:
 
 
 def test_doctests():
-    assert doctest.testmod(solvers.multiway_cut).failed == 0
-    assert doctest.testmod(solvers.vertex_separation).failed == 0
+    assert doctest.testmod(solvers.fusion.multiway_cut).failed == 0
+    assert doctest.testmod(solvers.theory.vertex_separation).failed == 0
 
 
 # --- generators --------------------------------------------------------------------------------

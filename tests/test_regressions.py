@@ -1,4 +1,4 @@
-"""Replays every shrunk fuzz failure in ``tests/regressions/`` (written by ``experiments.fuzz``):
+"""Replays every shrunk fuzz failure in ``tests/regressions/`` (written by ``experiments.fuzz.run``):
 each must now compile, run and match the reference (or pass the solver cross-checks)."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.fuzz_check import Combo, cross_check, run_case
+from experiments.fuzz.check import Combo, cross_check, run_case
 from instances.random_programs import FuzzProgram
-from stax.runtime import ISA_LEVELS, native_isa, runs_here
+from stax.runtime.build import ISA_LEVELS, native_isa, runs_here
 
 FILES = sorted((Path(__file__).parent / "regressions").glob("*.json"))
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 import stax
-from experiments.config import load_config
-from experiments.results import ResultDir, load_results
-from experiments.sweep import run_sweep
+from experiments.sweep.config import load_config
+from experiments.sweep.results import ResultDir, load_results
+from experiments.sweep.run import run_sweep
 from instances import store
 from stax.reference import evaluate
-from stax.schedules import Schedule
+from stax.decisions import Schedule
 
 CONFIG = """
 name = "replayable"

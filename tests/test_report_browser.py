@@ -21,10 +21,10 @@ import pandas as pd
 import pytest
 from matplotlib import image
 
-from experiments.config import load_config
-from experiments.plots import CAPTIONS, clip_limit, coinciding, colour
-from experiments.report import write_report
-from experiments.sweep import run_sweep
+from experiments.sweep.config import load_config
+from experiments.report.plots import CAPTIONS, clip_limit, coinciding, colour
+from experiments.report.html import write_report
+from experiments.sweep.run import run_sweep
 
 CONFIG = """
 name = "browser-check"

@@ -1,4 +1,4 @@
-"""Separable resampling (stax.resample): adaptive average and max pooling and nearest and
+"""Separable resampling (stax.frontend.ops.resample): adaptive average and max pooling and nearest and
 bilinear upsampling with their gradients, against loops over numpy written here and the reference of the
 traced program, and, where torch is installed, against torch's interpolate and adaptive pooling
 (forward and training step through the torch front end)."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import stax
-from stax import resample
+from stax.frontend.ops import resample
 from stax.errors import ShapeError, UnsupportedError
 
 from conftest import assert_matches_torch
@@ -157,7 +157,7 @@ TORCH_CASES = {
 @pytest.mark.parametrize("name", sorted(TORCH_CASES))
 def test_torch_forward_and_training_step_match_torch(name):
     torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
-    from stax.torch_frontend import import_module, import_training_step
+    from stax.torch.capture import import_module, import_training_step
     import torch.nn.functional as F
 
     class Net(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""Rows of a table by address (stax.row_index): the take_rows and add_rows kernels against numpy
+"""Rows of a table by address (stax.kernels.row_index): the take_rows and add_rows kernels against numpy
 at every ISA level, and the lookups and gradients that use them (index_select along the first dim
 of a table of 16 rows or more, ``x[i]``, an embedding and its gradient) against the reference of
 the traced program and, where torch is installed, against torch."""
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import stax
-from stax import gather
+from stax.frontend.ops import gather
 from stax.errors import KernelError, ShapeError
-from stax.row_index import add_rows, take_rows
-from stax.runtime import ISA_LEVELS, runs_here
+from stax.kernels.row_index import add_rows, take_rows
+from stax.runtime.build import ISA_LEVELS, runs_here
 
 LEVELS = [name for name in ("none", "avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 RNG = np.random.default_rng(41)
@@ -95,7 +95,7 @@ def test_an_index_out_of_range_raises_as_torch_does(bad):
 
 def test_embedding_and_its_gradient_agree_with_torch():
     torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
-    from stax.torch_frontend import import_training_step
+    from stax.torch.capture import import_training_step
     torch.manual_seed(2)
 
     class Net(torch.nn.Module):
@@ -118,8 +118,8 @@ def test_embedding_and_its_gradient_agree_with_torch():
 def test_the_gradient_of_a_zero_table_is_the_sums_themselves(zero, added):
     """A +0.0 table (an embedding's gradient) takes the sums as they are, whose rows start at +0.0:
     no pass adds it, and every sign of zero is the add's; a -0.0 table keeps the add (where nothing
-    is added it becomes +0.0, as stax.gather's scatter_add documents)."""
-    from stax.frontend import trace
+    is added it becomes +0.0, as stax.frontend.ops.gather's scatter_add documents)."""
+    from stax.frontend.tensor import trace
     values = RNG.standard_normal((6, 12), dtype=np.float32)
 
     def program(v, i):

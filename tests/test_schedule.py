@@ -15,7 +15,7 @@ import stax
 from instances.programs import PROGRAMS
 from instances.random_programs import random_program
 from stax.errors import InstanceFormatError, InvalidScheduleError
-from stax.schedules import Schedule, diff
+from stax.decisions import Schedule, diff
 from tests.conftest import strided_copy
 
 ROOT = Path(__file__).resolve().parent.parent

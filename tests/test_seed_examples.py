@@ -7,8 +7,8 @@ import pytest
 
 import stax
 from stax.codegen.tuning import Tuning
-from stax.examples import example_7_1, example_7_2
-from stax.scheduler.report import fusion_log
+from stax.measure.demo import example_7_1, example_7_2
+from stax.scheduler.fusion_log import fusion_log
 
 X = np.random.default_rng(0).standard_normal((64, 128)).astype(np.float32)
 
@@ -27,7 +27,7 @@ def test_example_7_1_nodes_fusion_and_kernel():
     log = fusion_log(f.fusion_problem, f.fusion).splitlines()  # in the seed's words: op names
     assert "round 1: found 1 possible fusions" in log
     assert "fusing op0 with op1 (vertical, shared data 33024 bytes)" in log
-    line = 13  # stax.examples.example_7_1's return line, which makes both ops
+    line = 13  # stax.measure.demo.example_7_1's return line, which makes both ops
     assert f"fusing sum@examples.py:{line} with div@examples.py:{line} (vertical, shared data 33024 bytes)" \
         in f.fusion_log.splitlines()  # in the user's: each op's kind and source line
     assert "round 2: found 0 possible fusions" in log

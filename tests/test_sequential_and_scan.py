@@ -5,7 +5,7 @@ import pytest
 import stax
 from stax.reference import evaluate
 from stax.scheduler.random_fusion import RandomFusion
-from stax.traffic import count_traffic
+from stax.measure.traffic import count_traffic
 
 MATERIALIZE = stax.CostModel(max_inline_ops=0)  # every elementwise node is a buffer: real producer/consumer pairs
 

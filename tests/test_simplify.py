@@ -1,4 +1,4 @@
-"""The algebraic simplification pass (stax.simplify): constant powers become multiplications,
+"""The algebraic simplification pass (stax.passes.simplify): constant powers become multiplications,
 sqrt, rsqrt and reciprocal, with torch's values at the special inputs; a permute of a permute
 becomes one permute, or none when they cancel."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import stax
 from instances.programs import PROGRAMS
 from stax.reference import evaluate
-from stax.simplify import MAX_MULTIPLIED_EXPONENT, simplify
+from stax.passes.simplify import MAX_MULTIPLIED_EXPONENT, simplify
 
 try:
     import torch

@@ -8,9 +8,9 @@ import pytest
 
 from instances.dags import fusion_problem, layered_dag, order_problem, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, min_peak
-from solvers.fusion_bounds import compulsory_traffic
-from stax.problems import Buffer, FusionProblem, kernel_names, kernel_order_problem
-from stax.strategy import run_fusion, run_order
+from solvers.fusion.bounds import compulsory_traffic
+from stax.scheduler.problems import Buffer, FusionProblem, kernel_names, kernel_order_problem
+from stax.scheduler.strategies import run_fusion, run_order
 
 HUGE = (2 ** 40 + 8, 2 ** 41 + 3, 2 ** 50 + 1, 2 ** 40, 3 * 2 ** 44 + 5)
 

@@ -5,16 +5,16 @@ import random
 
 import pytest
 
-import solvers.pool_cpsat
+import solvers.order.pool_cpsat
 from instances.dags import fusion_problem, layered_dag, order_problem, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, min_peak, min_pool_size
-from solvers.fusion_cpsat import CpSatFusion
-from solvers.order_cpsat import CpSatOrder
-from solvers.order_dp import DownSetOrder
-from solvers.pool_cpsat import solve_order_pool, solve_pool
+from solvers.fusion.cpsat import CpSatFusion
+from solvers.order.cpsat import CpSatOrder
+from solvers.order.dp import DownSetOrder
+from solvers.order.pool_cpsat import solve_order_pool, solve_pool
 from stax.errors import StaxError
 from stax.memory.pool import address_conflicts, max_live_bytes, plan_pool
-from stax.strategy import run_fusion, run_order
+from stax.scheduler.strategies import run_fusion, run_order
 
 FAMILIES = {"layered": layered_dag, "sp": series_parallel_dag}
 
@@ -27,7 +27,7 @@ def small_dags(count: int, low: int = 3, high: int = 9):
 
 
 def test_doctests():
-    assert doctest.testmod(solvers.pool_cpsat).failed == 0
+    assert doctest.testmod(solvers.order.pool_cpsat).failed == 0
 
 
 @pytest.mark.parametrize("forbidden_fraction", [0.0, 0.15, 0.4])

@@ -1,4 +1,4 @@
-"""Sorting by counting (stax.sorting): sort, argsort and topk against an order written in the
+"""Sorting by counting (stax.frontend.ops.sorting): sort, argsort and topk against an order written in the
 test (Python's ``sorted`` with torch's keys: NaN greatest, ties by position), for every dtype,
 NaN, signed zeros, 0-d and empty inputs, under three fusions; a law (hypothesis); and, where
 torch is installed, modules that sort and take the top k, forward and training step, against
@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 import stax
 from stax.errors import ShapeError, UnsupportedError
-from stax.sorting import MAX_SELECTED, MAX_SORTED
+from stax.frontend.ops.sorting import MAX_SELECTED, MAX_SORTED
 
 from conftest import assert_matches_torch
 
@@ -130,7 +130,7 @@ def test_sorted_values_are_the_input_at_its_indices_in_order(x):
 
 def test_modules_that_sort_and_take_the_top_k_match_torch():
     torch = pytest.importorskip("torch", reason="the comparison with torch needs torch")
-    from stax.torch_frontend import import_module, import_training_step
+    from stax.torch.capture import import_module, import_training_step
 
     class Router(torch.nn.Module):
         """A mixture of experts' top-2 gate, and a sorted-value head."""

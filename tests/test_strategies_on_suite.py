@@ -7,7 +7,7 @@ import pytest
 import stax
 from instances.programs import PROGRAMS
 from stax.reference import evaluate
-from stax.strategy import run_order
+from stax.scheduler.strategies import run_order
 
 COMBINATIONS = [
     ("cpsat", "cpsat", {"fusion_params": {"time_limit": 5.0}, "order_params": {"time_limit": 5.0}}),

@@ -7,8 +7,8 @@ import pytest
 import stax
 from instances import store
 from stax.errors import StaxError
-from stax.problems import kernel_order_problem
-from stax.strategy import (FusionInfo, FusionResult, FusionStrategy, OrderInfo, OrderStrategy, Status, fusion_strategies,
+from stax.scheduler.problems import kernel_order_problem
+from stax.scheduler.strategies import (FusionInfo, FusionResult, FusionStrategy, OrderInfo, OrderStrategy, Status, fusion_strategies,
                            order_strategies, run_fusion, run_order)
 
 

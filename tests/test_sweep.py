@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.cells import plan
-from experiments.config import ConfigError, load_config
-from experiments.results import ResultDir, load_results
-from experiments.sweep import run_sweep
+from experiments.sweep.cells import plan
+from experiments.sweep.config import ConfigError, load_config
+from experiments.sweep.results import ResultDir, load_results
+from experiments.sweep.run import run_sweep
 
 CHEAP = """
 name = "cheap"

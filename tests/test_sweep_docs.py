@@ -1,4 +1,4 @@
-"""docs/config.md documents every key the sweep config reader accepts (experiments.config.KEYS),
+"""docs/config.md documents every key the sweep config reader accepts (experiments.sweep.config.KEYS),
 with defaults that are the reader's, and an example it accepts; docs/results.md documents every
 column a sweep writes, and no other, taken from a small sweep with every kind of cell and every
 measure (an abstract fusion family, an order-only family, a program, a fusion file, an order
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config import KEYS, MEASURES, load_config, parse_config
-from experiments.sweep import run_sweep
+from experiments.sweep.config import KEYS, MEASURES, load_config, parse_config
+from experiments.sweep.run import run_sweep
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

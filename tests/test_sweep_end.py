@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from experiments import provenance
-from experiments.config import load_config
-from experiments.results import load_results
-from experiments.summary import format_summary, strategy_summary
+from experiments.sweep import provenance
+from experiments.sweep.config import load_config
+from experiments.sweep.results import load_results
+from experiments.report.summary import format_summary, strategy_summary
 from experiments.cli import main
 
 CONFIG = """

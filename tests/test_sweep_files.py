@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.cells import plan
-from experiments.config import ConfigError, load_config
-from experiments.sweep import run_sweep
+from experiments.sweep.cells import plan
+from experiments.sweep.config import ConfigError, load_config
+from experiments.sweep.run import run_sweep
 from instances.store import DATA_DIR
 
 FILES = """

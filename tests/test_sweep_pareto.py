@@ -1,14 +1,14 @@
 """Sweep references with the stronger solvers and bounds, and the traffic-peak Pareto front as a
-sweep measure (experiments/measure.py, plots.py, report.py)."""
+sweep measure (experiments/sweep/measure.py, plots.py, report.py)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from experiments.config import load_config
-from experiments.measure import problem_bound
-from experiments.report import write_report
-from experiments.sweep import run_sweep
+from experiments.sweep.config import load_config
+from experiments.sweep.measure import problem_bound
+from experiments.report.html import write_report
+from experiments.sweep.run import run_sweep
 from instances import store
 
 CONFIG = """

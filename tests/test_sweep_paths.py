@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from experiments.cli import main
-from experiments.cluster import insecure
-from experiments.config import ConfigError, load_config
-from experiments.results import ResultDir, ResultsDirError
+from experiments.sweep.cluster import insecure
+from experiments.sweep.config import ConfigError, load_config
+from experiments.sweep.results import ResultDir, ResultsDirError
 
 BODY = "fusion = ['none']\norder = ['original']\nmeasures = ['traffic']\n[[families]]\nname = 'layered'\nsizes = [6]\n"
 

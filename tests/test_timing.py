@@ -1,4 +1,4 @@
-"""The sweeps' timing protocol (stax.timing.measure): the median's confidence interval covers the
+"""The sweeps' timing protocol (stax.measure.timing.measure): the median's confidence interval covers the
 true median as often as it claims, a steady call stops early with a narrow interval, and an
 erratic one is flagged noisy at the time cap."""
 import itertools
@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from stax.timing import measure, median_interval
+from stax.measure.timing import measure, median_interval
 
 
 def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time():
@@ -39,8 +39,8 @@ def test_an_erratic_call_is_flagged_noisy_at_the_time_cap():
 def test_a_sweeps_timed_cell_records_the_protocols_columns(tmp_path):
     """A program cell measuring kernel time carries the median with its interval and spread, the
     repeats, threads, ISA, load average and the noisy flag."""
-    from experiments.config import load_config
-    from experiments.sweep import run_sweep
+    from experiments.sweep.config import load_config
+    from experiments.sweep.run import run_sweep
     config = tmp_path / "timed.toml"
     config.write_text('name = "timed"\nseed = 1\nseeds = 1\nmeasures = ["traffic", "kernel_time"]\n'
                       'fusion = ["greedy"]\norder = ["original"]\n[timing]\nrepeat = 5\nthreads = 1\n'

@@ -1,4 +1,4 @@
-"""``torch.compile(model, backend="stax")`` (stax.torch_backend): outputs, gradients and
+"""``torch.compile(model, backend="stax")`` (stax.torch.backend): outputs, gradients and
 optimizer steps agree with eager torch across graph breaks, new shapes recompile, options reach
 stax, an op stax lacks runs eagerly with its warning, and the backend is found by name."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the torch.compile backend needs torch: pip install 'stax[torch]'")
 
-from stax import torch_backend  # noqa: E402
-from stax.schedules import Schedule  # noqa: E402
-from stax.torch_backend import StaxFallbackWarning  # noqa: E402
+from stax.torch import backend as torch_backend  # noqa: E402
+from stax.decisions import Schedule  # noqa: E402
+from stax.torch.backend import StaxFallbackWarning  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -302,7 +302,7 @@ def test_the_backend_is_found_by_name_without_importing_stax(tmp_path):
         import torch
         before = "stax" in sys.modules
         out = torch.compile(lambda x: (x.sin() * 2).sum(), backend="stax")(torch.ones(3))
-        graphs = sys.modules["stax.torch_backend"].compiled_graphs()
+        graphs = sys.modules["stax.torch.backend"].compiled_graphs()
         print(before, float(out), len(graphs), graphs[0].compiled is not None)
         """)
     env = {**os.environ, "PYTHONPATH": ""}

@@ -15,7 +15,7 @@ from conftest import assert_matches_torch
 torch = pytest.importorskip("torch", reason="the PyTorch front end needs torch: pip install 'stax[torch]'")
 import torch.nn.functional as F  # noqa: E402
 
-from stax.torch_frontend import import_function, import_module, import_training_step  # noqa: E402
+from stax.torch.capture import import_function, import_module, import_training_step  # noqa: E402
 
 nn = torch.nn
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import stax
-import stax.nn
+import stax.frontend.ops.nn
 from conftest import run_check
 
 try:
@@ -20,8 +20,8 @@ try:
 except ImportError:
     torch = None
 
-STAX = SimpleNamespace(pad=stax.nn.pad, normalize=stax.nn.normalize, var_mean=stax.var_mean,
-                       std_mean=stax.std_mean, vector_norm=stax.vector_norm, cdist=stax.nn.cdist)
+STAX = SimpleNamespace(pad=stax.frontend.ops.nn.pad, normalize=stax.frontend.ops.nn.normalize, var_mean=stax.var_mean,
+                       std_mean=stax.std_mean, vector_norm=stax.vector_norm, cdist=stax.frontend.ops.nn.cdist)
 TORCH = None if torch is None else SimpleNamespace(
     pad=F.pad, normalize=F.normalize, var_mean=torch.var_mean, std_mean=torch.std_mean,
     vector_norm=torch.linalg.vector_norm, cdist=torch.cdist)
@@ -154,13 +154,13 @@ def test_corner_errors_name_the_problem():
     with pytest.raises(stax.UnsupportedError, match="vector_norm: expected a float tensor"):
         stax.trace(lambda t: t.norm(), np.ones(3, np.int32))
     with pytest.raises(stax.UnsupportedError, match="mode 'reflect' takes no value"):
-        stax.trace(lambda t: stax.nn.pad(t, (1, 1), mode="reflect", value=1.0), np.ones((2, 3), np.float32))
+        stax.trace(lambda t: stax.frontend.ops.nn.pad(t, (1, 1), mode="reflect", value=1.0), np.ones((2, 3), np.float32))
     with pytest.raises(stax.UnsupportedError, match="argmin\\(\\) does not support bool"):
         stax.trace(lambda t: t.argmin(), np.ones(3, bool))
     with pytest.raises(stax.ShapeError, match="k \\+ 1 or k \\+ 2 dims"):
-        stax.trace(lambda t: stax.nn.pad(t, (1, 1), mode="replicate"), np.ones((2, 3, 4, 5), np.float32))
+        stax.trace(lambda t: stax.frontend.ops.nn.pad(t, (1, 1), mode="replicate"), np.ones((2, 3, 4, 5), np.float32))
     with pytest.raises(stax.ShapeError, match="circular padding \\(4, 0\\) .* at most 3"):
-        stax.trace(lambda t: stax.nn.pad(t, (4, 0), mode="circular"), np.ones((2, 3), np.float32))
+        stax.trace(lambda t: stax.frontend.ops.nn.pad(t, (4, 0), mode="circular"), np.ones((2, 3), np.float32))
 
 
 def test_integer_division_by_zero_in_trunc_mode_raises():

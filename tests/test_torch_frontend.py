@@ -11,10 +11,10 @@ torch = pytest.importorskip("torch", reason="the PyTorch front end needs torch: 
 
 import numpy as np  # noqa: E402
 
-from experiments.torch_models import MODELS, adam_step  # noqa: E402
-from experiments.torch_zoo import TRAINING  # noqa: E402
+from experiments.models.suite import MODELS, adam_step  # noqa: E402
+from experiments.models.zoo import TRAINING  # noqa: E402
 from stax.errors import UnsupportedError  # noqa: E402
-from stax.torch_frontend import TorchProgram, import_function, import_module, import_training_step  # noqa: E402
+from stax.torch.capture import TorchProgram, import_function, import_module, import_training_step  # noqa: E402
 
 FUSIONS = {"greedy": {}, "cpsat": {"time_limit": 2.0}, "mwc": {"time_limit": 2.0}}
 ORDERS = {"original": {}, "lpmf": {}, "bfs": {}, "dfs": {}, "best": {}, "dp": {}, "cpsat": {"time_limit": 2.0}}
@@ -214,8 +214,8 @@ def test_update_of_a_tensor_that_is_not_an_input_is_refused():
 @pytest.mark.parametrize("model", [*MODELS, *(pytest.param(name, marks=pytest.mark.slow) for name in TRAINING)])
 def test_shipped_files_are_what_the_exporter_writes(model, tmp_path):
     """instances/data/torch/ matches the front end and the default fusion rule today (rebuild with
-    ``python -m experiments.export_torch_instances``); skipped under another torch version."""
-    from experiments.export_torch_instances import OUT, export
+    ``python -m experiments.models.export``); skipped under another torch version."""
+    from experiments.models.export import OUT, export
     made_with = json.loads((OUT / f"{model}.fusion.json").read_text())["provenance"]["torch"]
     if made_with != torch.__version__:
         pytest.skip(f"shipped files made with torch {made_with}, this is {torch.__version__}")

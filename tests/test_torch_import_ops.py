@@ -16,7 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from stax.errors import UnsupportedError  # noqa: E402
 from stax.reference import evaluate  # noqa: E402
-from stax.torch_frontend import import_function  # noqa: E402
+from stax.torch.capture import import_function  # noqa: E402
 
 GEN = torch.Generator().manual_seed(28)
 

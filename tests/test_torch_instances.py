@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from experiments.real_zoo import REAL_TRAINING
-from experiments.torch_zoo import TRAINING
+from experiments.models.real_zoo import REAL_TRAINING
+from experiments.models.zoo import TRAINING
 from instances.store import load
 from stax.errors import StaxError
-from stax.problems import FusionProblem, OrderProblem
-from stax.strategy import run_fusion, run_order
+from stax.scheduler.problems import FusionProblem, OrderProblem
+from stax.scheduler.strategies import run_fusion, run_order
 
 DATA = Path(__file__).resolve().parent.parent / "instances" / "data" / "torch"
 MODELS = ("transformer_forward", "transformer_train", "mlp_forward", "mlp_train", "norm_net_train", "conv_net_train",
-          "adam", *TRAINING)  # the zoo's names only: experiments.torch_zoo imports torch when it builds a model
+          "adam", *TRAINING)  # the zoo's names only: experiments.models.zoo imports torch when it builds a model
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -39,7 +39,7 @@ def test_order_problem_loads_and_solves(model):
     assert best == min(peaks.values()) > 0
 
 
-#: the real zoo's shipped training steps (experiments.real_zoo; gzip-compressed)
+#: the real zoo's shipped training steps (experiments.models.real_zoo; gzip-compressed)
 REAL = sorted(path.name.removesuffix(".order.json.gz") for path in (DATA / "real").glob("*.order.json.gz"))
 
 
@@ -68,6 +68,6 @@ def test_training_graphs_are_large():
 
 def test_front_end_without_torch_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes ``import torch`` fail, installed or not
-    from stax.torch_frontend import require_torch
+    from stax.torch.capture import require_torch
     with pytest.raises(StaxError, match=r"pip install 'stax\[torch\]'"):
         require_torch()

@@ -1,6 +1,6 @@
 """Random numbers in training, imported from torch: dropout's ``aten.bernoulli.p`` becomes stax's
 random mask, and ``rand``, ``randn`` (a VAE's reparameterization), ``normal_``, ``uniform_`` and
-``exponential_`` (Gumbel-softmax's noise) and ``randint`` stax's draws (stax.random_draws), from the program's seed
+``exponential_`` (Gumbel-softmax's noise) and ``randint`` stax's draws (stax.kernels.random_draws), from the program's seed
 input.  Two generators cannot agree, so the programs are checked against torch's results under
 the same draws: torch runs the captured graph with stax's draws in place of its own
 (``expected``), and, independently of that, hand-written torch steps apply stax's mask where
@@ -16,9 +16,9 @@ torch = pytest.importorskip("torch", reason="the PyTorch front end needs torch: 
 
 import stax  # noqa: E402
 from stax.errors import StaxError, UnsupportedError  # noqa: E402
-from stax.random_draws import bernoulli_mask  # noqa: E402
+from stax.kernels.random_draws import bernoulli_mask  # noqa: E402
 from stax.reference import evaluate  # noqa: E402
-from stax.torch_frontend import import_function, import_module, import_training_step  # noqa: E402
+from stax.torch.capture import import_function, import_module, import_training_step  # noqa: E402
 
 nn = torch.nn
 

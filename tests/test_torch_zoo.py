@@ -1,4 +1,4 @@
-"""The model zoo (experiments.torch_zoo): every module's forward pass and training step compiles
+"""The model zoo (experiments.models.zoo): every module's forward pass and training step compiles
 and agrees with eager torch, batch norms' running statistics included (the whole zoo is slow;
 a GRU and a ResNet block, one of each kind, run by default)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("torch", reason="the model zoo needs torch: pip install 'stax[torch]'")
 
-from experiments.compare_inductor import _largest_error  # noqa: E402
-from experiments.torch_zoo import ZOO  # noqa: E402
+from experiments.models.compare_inductor import _largest_error  # noqa: E402
+from experiments.models.zoo import ZOO  # noqa: E402
 
 QUICK = ("gru_cell", "resnet_block")
 

@@ -1,4 +1,4 @@
-"""One-pass variances (``stax.variance``): the two-pass form of a program becomes an m2
+"""One-pass variances (``stax.passes.variance``): the two-pass form of a program becomes an m2
 reduction where its second pass would re-read memory, and only the exact pattern does; the
 result equals the reference evaluation of the program as written."""
 import numpy as np

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import stax
-from stax import nn, pooling
+from stax.frontend.ops import nn
+from stax.frontend.ops import pooling
 from stax.codegen.tuning import Tuning
-from stax.runtime import ISA_LEVELS
+from stax.runtime.build import ISA_LEVELS
 
 from conftest import run_check, run_cpp
 from test_compile import RUNNABLE_ISAS, sample

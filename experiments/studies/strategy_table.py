@@ -1,4 +1,4 @@
-"""The registered strategies on every shipped whole-model graph, through ``stax.strategy``.
+"""The registered strategies on every shipped whole-model graph, through ``stax.scheduler.strategies``.
 
 For each graph of ``instances/data/models`` and ``instances/data/large`` and each strategy a user
 reaches by name, one row: its status, value (fusion traffic, Definition 7.3; order peak,
@@ -22,9 +22,9 @@ from typing import Any
 
 from instances.store import load, shipped
 from stax.errors import StaxError
-from stax.problems import FusionProblem, OrderProblem
-from stax.strategy import run_fusion, run_order
-from stax.textable import text_table
+from stax.scheduler.problems import FusionProblem, OrderProblem
+from stax.scheduler.strategies import run_fusion, run_order
+from experiments.textable import text_table
 
 FUSION_STRATEGIES = ("cpsat", "greedy", "mwc")
 ORDER_STRATEGIES = ("cpsat", "dp")

@@ -11,14 +11,14 @@ Pure Python (no OR-Tools); the scheduler and the experiments may call it.  One m
 - ``fusion``: Proposition 7.3 for a producer/consumer pair in a common loop frame.
 
 The one-dimensional affine schedules of Proposition 7.5 (a linear program) live in
-``solvers.affine_schedule``.
+``solvers.theory.affine_schedule``.
 """
-from .dependence import (Access, DependenceProblem, DependenceResult, Domain, LevelResult, Outcome, banerjee_test,
+from stax.affine.dependence import (Access, DependenceProblem, DependenceResult, Domain, LevelResult, Outcome, banerjee_test,
                          dependence_pairs, enumeration_test, exact_test, gcd_test)
-from .fusion import FusionVerdict, pair_fusion
-from .lattice import integer_solutions, lll_reduce
-from .polyhedron import WORK_LIMIT, Budget, LatticeForm, Polyhedron, WorkLimitReached, eliminate
-from .transforms import (apply, carrying_level, determinant, fully_permutable, interchange, is_unimodular,
+from stax.affine.fusion import FusionVerdict, pair_fusion
+from stax.affine.lattice import integer_solutions, lll_reduce
+from stax.affine.polyhedron import WORK_LIMIT, Budget, LatticeForm, Polyhedron, WorkLimitReached, eliminate
+from stax.affine.transforms import (apply, carrying_level, determinant, fully_permutable, interchange, is_unimodular,
                          lex_sign, parallelepiped_tiling_legal, rectangular_tiling_legal, reversal, skew,
                          transformation_legal, transformation_preserves)
 

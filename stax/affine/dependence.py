@@ -37,8 +37,8 @@ from itertools import combinations, product
 from math import ceil, floor
 from typing import Iterator, Sequence
 
-from ..indexing import Index
-from .polyhedron import WORK_LIMIT, Budget, LatticeForm, Polyhedron, Row, WorkLimitReached
+from stax.ir.indexing import Index
+from stax.affine.polyhedron import WORK_LIMIT, Budget, LatticeForm, Polyhedron, Row, WorkLimitReached
 
 Matrix = tuple[tuple[int, ...], ...]
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .dependence import Access, DependenceProblem, Domain, Outcome, exact_test
-from .transforms import Matrix, apply, lex_sign
+from stax.affine.dependence import Access, DependenceProblem, Domain, Outcome, exact_test
+from stax.affine.transforms import Matrix, apply, lex_sign
 
 
 @dataclass(frozen=True)

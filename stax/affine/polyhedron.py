@@ -36,7 +36,7 @@ from fractions import Fraction
 from math import gcd
 from typing import Sequence
 
-from .lattice import integer_solutions
+from stax.affine.lattice import integer_solutions
 
 Row = tuple[int, ...]
 WORK_LIMIT = 50_000

@@ -15,8 +15,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
-from .dependence import DependenceProblem
-from .polyhedron import WORK_LIMIT, Budget, WorkLimitReached
+from stax.affine.dependence import DependenceProblem
+from stax.affine.polyhedron import WORK_LIMIT, Budget, WorkLimitReached
 
 Matrix = Sequence[Sequence[int]]
 

@@ -4,7 +4,7 @@ function per kernel, taking the kernel's arrays and returning whether the error 
 When the wrapper (seed 8.5) only checks inputs, allocates from the caching allocator or reuses
 storage, calls kernels and makes products on a gemm (``CallPlan``), the unit also has
 ``graph_set_up``, which makes the graph's compiled call: the wrapper's work, line for line,
-without the interpreter.  A product's route (stax.matmul's ``plan_product``) is decided when
+without the interpreter.  A product's route (stax.kernels.matmul's ``plan_product``) is decided when
 the call is generated, from the shapes, dtypes and layouts it is compiled for.  It takes
 an input only if it is exactly a numpy array of the compiled dtype, shape and strides (writable
 when the graph updates it), passed by position; any other call, whatever the reason (arrays
@@ -16,19 +16,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import blas
-from ..dtypes import CPP_TYPE, nbytes
-from ..indexing import contiguous_strides
-from ..random_draws import RandomDraw
-from ..direct_conv import DirectConv
-from ..row_index import RowIndex
-from ..externs import EXTERN_CALLS, KERNEL_PLANS
-from .names import check_kernel_names, comment_label, comment_labels
-from ..matmul import GEMM_DTYPES, Product, Route, plan_product, product_terms
-from ..memory.plan import MemoryPlan
-from ..runtime import MODULE_NAME
-from .cpp import Kernel
-from .wrapper import WrapperPlan, check_plan_names
+from stax.kernels import blas
+from stax.dtypes import CPP_TYPE, nbytes
+from stax.ir.indexing import contiguous_strides
+from stax.kernels.random_draws import RandomDraw
+from stax.kernels.direct_conv import DirectConv
+from stax.kernels.row_index import RowIndex
+from stax.kernels.registry import EXTERN_CALLS, KERNEL_PLANS
+from stax.codegen.names import check_kernel_names, comment_label, comment_labels
+from stax.kernels.matmul import GEMM_DTYPES, Product, Route, plan_product, product_terms
+from stax.memory.plan import MemoryPlan
+from stax.runtime.build import MODULE_NAME
+from stax.codegen.kernel import Kernel
+from stax.codegen.wrapper import WrapperPlan, check_plan_names
 
 # the compiled call's state tuple: these, then each input's dtype, then one allocator site per kind
 # (CachingAllocator.compiled_site), then the entry points of its products (CallPlan.addresses)
@@ -81,15 +81,15 @@ class CallPlan:
 
     @property
     def limits_blas_threads(self) -> bool:
-        """Whether a call must hold numpy's OpenBLAS at one thread (stax.blas_threads): a team
+        """Whether a call must hold numpy's OpenBLAS at one thread (stax.kernels.blas_threads): a team
         gemm calls OpenBLAS, which would start threads of its own on the team's cores."""
         return any(isinstance(t.product, Product) and t.product.route is Route.TEAM and
                    blas.gemm(t.product.dtype).provider == "openblas" for terms in self.terms.values() for t in terms)
 
 
 def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
-    """The products (or the hand-written kernel: stax.externs.KERNEL_PLANS) of an extern step as the
-    compiled call makes them, or None when one of them needs numpy (stax.matmul's Route.NUMPY) or
+    """The products (or the hand-written kernel: stax.kernels.registry.KERNEL_PLANS) of an extern step as the
+    compiled call makes them, or None when one of them needs numpy (stax.kernels.matmul's Route.NUMPY) or
     the step is a numpy call."""
     ext = kernel.extern
     if ext["op"] not in EXTERN_CALLS:
@@ -159,11 +159,11 @@ def _return_lines(returned: list[str]) -> list[str]:
 
 
 def _product_lines(term: Term, state: int, slot: dict[str, int]) -> list[str]:
-    """The call of one product (stax.matmul's ``run_product`` in C++) or hand-written kernel (a
+    """The call of one product (stax.kernels.matmul's ``run_product`` in C++) or hand-written kernel (a
     blocked convolution or weight gradient, a row lookup or its gradient, a random draw: the plan's own call
     line), its entry points at ``s[state]`` and after."""
     p = term.product
-    if not isinstance(p, Product):  # a hand-written kernel's extern (stax.externs.KERNEL_PLANS)
+    if not isinstance(p, Product):  # a hand-written kernel's extern (stax.kernels.registry.KERNEL_PLANS)
         call = p.call_line([f"views.buf({slot[n]})" for n in term.operands], f"views.buf({slot[term.out]})")
         return _extern_call_lines([f"        void* entry = PyLong_AsVoidPtr(s[{state}]);"], call)
     t = CPP_TYPE[p.dtype] if p.dtype else "float"

@@ -13,9 +13,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..dtypes import CPP_TYPE, is_floating
-from ..errors import UnsupportedError
-from ..ir import Const, Expr, Load, Op, reduction_identity
+from stax.dtypes import CPP_TYPE, is_floating
+from stax.errors import UnsupportedError
+from stax.ir.loops import Const, Expr, Load, Op, reduction_identity
 
 _UNARY = {"exp": "stax::v_exp", "log": "stax::v_log", "tanh": "stax::v_tanh", "erf": "stax::v_erf",
           "log1p": "stax::v_log1p", "expm1": "stax::v_expm1", "sin": "stax::v_sin", "cos": "stax::v_cos",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from math import prod
 
-from ..errors import UnsupportedError
-from ..ir import ComputedBuffer, LoweredProgram
+from stax.errors import UnsupportedError
+from stax.ir.loops import ComputedBuffer, LoweredProgram
 
 INDEX_LIMIT = 2 ** 63  # int64_t holds 0 .. 2^63 - 1
 

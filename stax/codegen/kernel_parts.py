@@ -6,10 +6,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-from ..dtypes import CPP_TYPE, ITEMSIZE
-from ..indexing import Index, lane_step
-from ..ir import ComputedBuffer, Expr, Load
-from .exprs import PrintState, literal, reduction_identity
+from stax.dtypes import CPP_TYPE, ITEMSIZE
+from stax.ir.indexing import Index, lane_step
+from stax.ir.loops import ComputedBuffer, Expr, Load
+from stax.codegen.exprs import PrintState, literal, reduction_identity
 
 
 @dataclass

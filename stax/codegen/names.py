@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from ..errors import StaxError
+from stax.errors import StaxError
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 #: a label in a comment: an identifier or an op label such as ``exp@model.py:12``

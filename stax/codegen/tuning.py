@@ -1,6 +1,6 @@
 """The kernel generator's thresholds (``Tuning``) and Algorithm 8.1's parallel depth.
 
-Each threshold says what it trades off; ``python -m experiments.bench_tuning`` times the ones
+Each threshold says what it trades off; ``python -m experiments.bench.tuning`` times the ones
 that trade speed against neighbouring values.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from math import prod
 from typing import Sequence
 
-from ..errors import StaxError
+from stax.errors import StaxError
 
 
 TUNING_MAX = (1 << 62) - 1  # no input reaches this threshold (bench_tuning's NEVER); sums stay in int64

@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from ..blas_threads import one_blas_thread
-from ..dtypes import nbytes
-from ..errors import CallError, KernelError
-from ..externs import EXTERN_CALLS, NUMPY_SCANS
-from ..ir import InputBuffer
-from ..memory.allocator import CachingAllocator, allocator
-from ..memory.plan import MemoryPlan
-from .cpp import Kernel
-from .names import check_kernel_names, comment_labels, source_name
+from stax.kernels.blas_threads import one_blas_thread
+from stax.dtypes import nbytes
+from stax.errors import CallError, KernelError
+from stax.kernels.registry import EXTERN_CALLS, NUMPY_SCANS
+from stax.ir.loops import InputBuffer
+from stax.runtime.allocator import CachingAllocator, allocator
+from stax.memory.plan import MemoryPlan
+from stax.codegen.kernel import Kernel
+from stax.codegen.names import check_kernel_names, comment_labels, source_name
 
 if TYPE_CHECKING:
-    from .entry import CallPlan
+    from stax.codegen.entry import CallPlan
 
 
 class MemoryTracker:

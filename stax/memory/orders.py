@@ -22,9 +22,9 @@ from __future__ import annotations
 import heapq
 from typing import Callable
 
-from ..dag import Dag
-from ..problems import Buffer, OrderProblem
-from ..strategy import OrderInfo, OrderResult, Status
+from stax.ir.dag import Dag
+from stax.scheduler.problems import Buffer, OrderProblem
+from stax.scheduler.strategies import OrderInfo, OrderResult, Status
 
 Order = tuple[str, ...]
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..errors import StaxError
-from ..problems import OrderProblem
-from .pool import plan_pool
+from stax.errors import StaxError
+from stax.scheduler.problems import OrderProblem
+from stax.memory.pool import plan_pool
 
 POOL_ALIGNMENT = 64
 

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
-from ..problems import OrderProblem
+from stax.scheduler.problems import OrderProblem
 
 Lifetimes = Mapping[str, tuple[int, int]]
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..problems import OrderProblem
-from ..strategy import OrderResult
-from .plan import MemoryPlan
-from .pool import plan_order_pool
+from stax.scheduler.problems import OrderProblem
+from stax.scheduler.strategies import OrderResult
+from stax.memory.plan import MemoryPlan
+from stax.memory.pool import plan_order_pool
 
 
 @dataclass

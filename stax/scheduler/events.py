@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from typing import Any, Iterable, Mapping, Union
 
-from ..problems import Buffer, FusionProblem
+from stax.scheduler.problems import Buffer, FusionProblem
 
 Group = tuple[str, ...]
 Score = tuple[int, int, int, int]

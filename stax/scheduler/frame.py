@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Sequence
 
-from ..indexing import Index, contiguous_strides, floordiv, linear_index, mod
-from ..ir import ComputedBuffer
+from stax.ir.indexing import Index, contiguous_strides, floordiv, linear_index, mod
+from stax.ir.loops import ComputedBuffer
 
 
 def boundaries(ranges: Sequence[int]) -> list[int]:

@@ -33,11 +33,11 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any, Iterator
 
-from ..errors import StaxError
-from ..memory.orders import original_order
-from ..problems import FusionProblem, Partition, kernel_order_problem
-from ..strategy import FusionInfo, FusionResult, Status, ordered_blocks
-from .events import Event, Fused, FusionKind, Group, NotFused, Round, Score, WhyNoFuse, fusion_kind, group_name
+from stax.errors import StaxError
+from stax.memory.orders import original_order
+from stax.scheduler.problems import FusionProblem, Partition, kernel_order_problem
+from stax.scheduler.strategies import FusionInfo, FusionResult, Status, ordered_blocks
+from stax.scheduler.events import Event, Fused, FusionKind, Group, NotFused, Round, Score, WhyNoFuse, fusion_kind, group_name
 
 
 #: Seed 7.3: when two candidates' saved bytes differ by more than this factor, only they count.

@@ -13,8 +13,8 @@ import os
 import re
 from typing import Mapping
 
-from ..graph import Graph
-from .nodes import Scheduler
+from stax.ir.graph import Graph
+from stax.scheduler.nodes import Scheduler
 
 LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(@[A-Za-z0-9_.-]+:[0-9]+)?")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

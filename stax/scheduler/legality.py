@@ -6,7 +6,7 @@
   (``DEFAULT_FUSION_RULE``), also lets a pointwise node's loop be split where a reduction's
   outer loops end (TorchInductor's CPU backend re-splits such loops): example 7.2's flat ``exp``
   over (8192,) then joins the row reductions over (64 | 128), one pass over the input where the
-  seed's rule materializes ``exp`` (``experiments/bench_suite.py`` times both).
+  seed's rule materializes ``exp`` (``experiments/bench/suite.py`` times both).
 - Propositions 7.2/7.3: a consumer may join its producer only when, in the common loop frame,
   every read of the producer's buffer uses exactly the producer's write index (distance 0: the
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old
@@ -47,9 +47,9 @@ from __future__ import annotations
 from math import prod
 from typing import TYPE_CHECKING
 
-from ..affine import Access, Domain, pair_fusion
-from ..ir import ComputedBuffer
-from .frame import Frame, boundaries, make_frame, refinement, shape_frame, shape_groups
+from stax.affine import Access, Domain, pair_fusion
+from stax.ir.loops import ComputedBuffer
+from stax.scheduler.frame import Frame, boundaries, make_frame, refinement, shape_frame, shape_groups
 
 DEPENDENCE_RULES = ("parallel", "sequential")
 FUSION_RULES = ("cpu", "cpu-split", "gpu")
@@ -58,7 +58,7 @@ DEFAULT_FUSION_RULE = "cpu-split"  # what stax.compile, Scheduler.fusion_problem
 VECTOR_LOOP_MIN = 16
 
 if TYPE_CHECKING:
-    from .nodes import Scheduler, SchedulerNode
+    from stax.scheduler.nodes import Scheduler, SchedulerNode
 
 
 def _counts(buf: ComputedBuffer) -> tuple[int, int]:

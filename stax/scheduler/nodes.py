@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from ..dependencies import Dep, WeakDep, read_writes
-from ..dtypes import nbytes
-from ..ir import Buffer, ComputedBuffer, LoweredProgram
-from ..problems import Buffer as ProblemBuffer
-from ..problems import ForbiddenPair, FusionProblem
-from .legality import DEFAULT_FUSION_RULE, why_no_fuse
+from stax.scheduler.dependencies import Dep, WeakDep, read_writes
+from stax.dtypes import nbytes
+from stax.ir.loops import Buffer, ComputedBuffer, LoweredProgram
+from stax.scheduler.problems import Buffer as ProblemBuffer
+from stax.scheduler.problems import ForbiddenPair, FusionProblem
+from stax.scheduler.legality import DEFAULT_FUSION_RULE, why_no_fuse
 
 
 @dataclass

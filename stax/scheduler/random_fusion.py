@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from ..errors import InvalidScheduleError
-from ..problems import FusionProblem
-from ..strategy import FusionInfo, FusionResult, Status, ordered_blocks
+from stax.errors import InvalidScheduleError
+from stax.scheduler.problems import FusionProblem
+from stax.scheduler.strategies import FusionInfo, FusionResult, Status, ordered_blocks
 
 
 class RandomFusion:

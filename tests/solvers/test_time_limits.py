@@ -8,7 +8,7 @@ import pytest
 
 from instances.dags import fusion_problem, layered_dag, order_problem, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, min_peak
-from stax.strategy import run_fusion, run_order
+from stax.scheduler.strategies import run_fusion, run_order
 
 LIMIT, SLACK = 1.0, 1.25
 FUSION = [("cpsat", {"workers": 1}), ("cpsat", {"workers": 1, "decompose": False}), ("mwc", {})]

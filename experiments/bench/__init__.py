@@ -1,0 +1,1 @@
+"""Benchmarks that print figures: bandwidth, contention, convolutions, GEMM layouts, the suite, tuning."""

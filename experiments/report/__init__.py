@@ -1,0 +1,1 @@
+"""Reports of sweeps: the HTML report, plots, summaries, comparisons and rank correlations."""

@@ -1,0 +1,1 @@
+"""The spec's theorems checked numerically: the NP-hardness reductions, vertex separation, affine schedules."""

@@ -1,0 +1,1 @@
+"""Extern kernels: hand-written C++ that the generated code calls (matmul, narrow GEMM, direct convolution, row indexing, random draws, BLAS), and their registry (the spec's extern calls, section 8.3)."""

@@ -1,0 +1,58 @@
+"""Read/write extraction (seed 7.1, Definition 7.1).
+
+- ``MemoryDep``: a buffer, the normalized index it is accessed at, and the variable ranges;
+- ``StarDep``: the whole buffer (extern calls, whose indexing cannot be analysed);
+- ``WeakDep``: ordering only: a reader of a buffer runs before the node that updates it in place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from stax.ir.indexing import Index, normalize_dependency
+from stax.ir.loops import Buffer, ComputedBuffer, ExternBuffer
+
+
+@dataclass(frozen=True)
+class MemoryDep:
+    name: str
+    index: Index
+    ranges: tuple[tuple[str, int], ...]
+
+    def __str__(self) -> str:
+        ranges = ", ".join(f"{v}: {s}" for v, s in self.ranges)
+        return f"MemoryDep('{self.name}', {self.index}, {{{ranges}}})"
+
+
+@dataclass(frozen=True)
+class StarDep:
+    name: str
+
+    def __str__(self) -> str:
+        return f"StarDep('{self.name}')"
+
+
+@dataclass(frozen=True)
+class WeakDep:
+    name: str
+
+    def __str__(self) -> str:
+        return f"WeakDep('{self.name}')"
+
+
+Dep = Union[MemoryDep, StarDep, WeakDep]
+
+
+def _memory_dep(name: str, index: Index, buf: ComputedBuffer) -> MemoryDep:
+    order = buf.pointwise_vars + buf.reduction_vars
+    normalized, ranges = normalize_dependency(index, order, buf.var_ranges)
+    return MemoryDep(name, normalized, tuple(ranges.items()))
+
+
+def read_writes(buf: Buffer) -> tuple[list[Dep], list[Dep]]:
+    """The reads and writes of a buffer's computation, deduplicated, in first-use order."""
+    if isinstance(buf, ExternBuffer):
+        return [StarDep(n) for n in dict.fromkeys(buf.inputs)], [StarDep(buf.name)]
+    reads = list(dict.fromkeys(_memory_dep(ld.buffer, ld.index, buf) for ld in buf.reads()))
+    write_name = buf.aliases or buf.name
+    return reads, [_memory_dep(write_name, buf.store_index, buf)]

@@ -29,7 +29,8 @@ import numpy as np
 from stax.codegen.kernel import BlockKernel, Kernel, generate_extern, merge_kernels
 from stax.codegen.index_range import check_index_range
 from stax.codegen.entry import compiled_call_plan, compiled_call_source, python_entry_points
-from stax.codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
+from stax.codegen.plans import WrapperPlan
+from stax.codegen.wrapper import MemoryTracker, build_wrapper
 from stax.codegen.tuning import Tuning
 from stax.environment import caching_allocator_from_env, isa_from_env, threads_from_env
 from stax.explain import Stopwatch, block_names, kernel_lines, memory_lines, order_lines

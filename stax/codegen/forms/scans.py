@@ -36,7 +36,7 @@ class BlockedScan:
 
     def body(self) -> list[str]:
         """Reduce each chunk, scan the chunk totals (exclusive) on one thread, scan each chunk
-        from its offset: associativity parallelizes the carried dim (seed 7.7)."""
+        from its offset: associativity parallelizes the carried dim (spec 7.7)."""
         n, chunks = self.kernel.frame.inner[0], self.kernel.threads
         last = max(i for i, m in enumerate(self.kernel.members) if m.buf.scan)
         bounds = [f"    int64_t lo = c * {n} / {chunks}, hi = (c + 1) * {n} / {chunks};"]

@@ -14,7 +14,7 @@ RECORDED = {
     'T': 'property',
     '__abs__': 'self',
     '__add__': 'self other',
-    '__and__': 'self *other',
+    '__and__': 'self other',  # was 'self *other' (a generated method), one operand as torch
     '__array_function__': 'self func types args kwargs',
     '__array_ufunc__': 'self ufunc method *inputs **kwargs',
     '__bool__': 'self *args',
@@ -34,7 +34,7 @@ RECORDED = {
     '__index__': 'self *args',
     '__init__': 'self tracer name kw:input_name=None kw:base=None',
     '__int__': 'self *args',
-    '__invert__': 'self *other',
+    '__invert__': 'self',  # was 'self *other' (a generated method), no operand as torch
     '__ior__': 'self *args **kwargs',
     '__ipow__': 'self *args **kwargs',
     '__isub__': 'self *args **kwargs',
@@ -49,24 +49,24 @@ RECORDED = {
     '__mul__': 'self other',
     '__ne__': 'self other',
     '__neg__': 'self',
-    '__or__': 'self *other',
+    '__or__': 'self other',  # was 'self *other' (a generated method), one operand as torch
     '__pow__': 'self exponent',
     '__radd__': 'self other',
-    '__rand__': 'self *other',
+    '__rand__': 'self other',  # was 'self *other' (a generated method), one operand as torch
     '__repr__': 'self',
     '__rfloordiv__': 'self other',
     '__rmatmul__': 'self other',
     '__rmod__': 'self other',
     '__rmul__': 'self other',
-    '__ror__': 'self *other',
+    '__ror__': 'self other',  # was 'self *other' (a generated method), one operand as torch
     '__rpow__': 'self base',
     '__rsub__': 'self other',
     '__rtruediv__': 'self other',
-    '__rxor__': 'self *other',
+    '__rxor__': 'self other',  # was 'self *other' (a generated method), one operand as torch
     '__setitem__': 'self index value',
     '__sub__': 'self other',
     '__truediv__': 'self other',
-    '__xor__': 'self *other',
+    '__xor__': 'self other',  # was 'self *other' (a generated method), one operand as torch
     'abs': 'self',
     'abs_': 'self *args **kwargs',
     'add': 'self other kw:alpha=1',
@@ -78,13 +78,13 @@ RECORDED = {
     'argmax': 'self dim=None keepdim=False',
     'argmin': 'self dim=None keepdim=False',
     'argsort': 'self dim=-1 descending=False stable=False',
-    'bitwise_and': 'self *other',
+    'bitwise_and': 'self other',  # was 'self *other' (a generated method), one operand as torch
     'bitwise_and_': 'self *args **kwargs',
-    'bitwise_not': 'self *other',
+    'bitwise_not': 'self',  # was 'self *other' (a generated method), no operand as torch
     'bitwise_not_': 'self *args **kwargs',
-    'bitwise_or': 'self *other',
+    'bitwise_or': 'self other',  # was 'self *other' (a generated method), one operand as torch
     'bitwise_or_': 'self *args **kwargs',
-    'bitwise_xor': 'self *other',
+    'bitwise_xor': 'self other',  # was 'self *other' (a generated method), one operand as torch
     'bitwise_xor_': 'self *args **kwargs',
     'bmm': 'self other',
     'bool': 'self',

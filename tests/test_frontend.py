@@ -1,4 +1,4 @@
-"""Front end (stax.frontend.tensor.trace) and reference evaluator (stax.reference.evaluate).
+"""Front end (stax.frontend.tracing.trace) and reference evaluator (stax.reference.evaluate).
 
 torch is not installed: values are checked against numpy versions of the same functions written
 independently here (with the dtype torch documents cast explicitly, since numpy promotes Python

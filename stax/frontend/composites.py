@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from stax.frontend.ops import gather as _gather
-from stax.frontend.ops import sorting as _sorting
+from stax.frontend.ops import gather as gather_ops
+from stax.frontend.ops import sorting as sorting_ops
 from stax.frontend.reductions import ValuesIndices
 from stax.frontend.tracer import TensorBase
 
@@ -18,39 +18,39 @@ class CompositeMixin(TensorBase):
 
     def gather(self, dim: int, index: TensorBase) -> Self:
         """torch.Tensor.gather (:func:`stax.frontend.ops.gather.gather`)."""
-        return _gather.gather(self, dim, index)
+        return gather_ops.gather(self, dim, index)
 
     def index_select(self, dim: int, index: TensorBase) -> Self:
         """torch.Tensor.index_select (:func:`stax.frontend.ops.gather.index_select`)."""
-        return _gather.index_select(self, dim, index)
+        return gather_ops.index_select(self, dim, index)
 
     def scatter(self, dim: int, index: TensorBase, src: TensorBase | None = None, *, value: Any = None,
                 reduce: str | None = None) -> Self:
         """torch.Tensor.scatter (out of place) of a tensor ``src`` or a scalar ``value``."""
-        return _gather.scatter(self, dim, index, value if src is None else src, reduce)
+        return gather_ops.scatter(self, dim, index, value if src is None else src, reduce)
 
     def scatter_reduce(self, dim: int, index: TensorBase, src: TensorBase, reduce: str, *,
                        include_self: bool = True) -> Self:
         """torch.Tensor.scatter_reduce (out of place)."""
-        return _gather.scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
+        return gather_ops.scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
 
     def scatter_add(self, dim: int, index: TensorBase, src: TensorBase) -> Self:
         """torch.Tensor.scatter_add (out of place)."""
-        return _gather.scatter_add(self, dim, index, src)
+        return gather_ops.scatter_add(self, dim, index, src)
 
     def slice_scatter(self, src: TensorBase, dim: int = 0, start: int | None = None, end: int | None = None,
                       step: int = 1) -> Self:
         """torch.Tensor.slice_scatter: ``self`` with ``self[..., start:end:step, ...]`` replaced by ``src``."""
-        return _gather.slice_scatter(self, src, dim, start, end, step)
+        return gather_ops.slice_scatter(self, src, dim, start, end, step)
 
     def sort(self, dim: Any = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
         """torch.Tensor.sort (:func:`stax.frontend.ops.sorting.sort`)."""
-        return _sorting.sort(self, dim, descending, stable)
+        return sorting_ops.sort(self, dim, descending, stable)
 
     def argsort(self, dim: Any = -1, descending: bool = False, stable: bool = False) -> Self:
         """torch.Tensor.argsort: the positions of :meth:`sort`."""
-        return _sorting.argsort(self, dim, descending, stable)
+        return sorting_ops.argsort(self, dim, descending, stable)
 
     def topk(self, k: int, dim: Any = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:
         """torch.Tensor.topk (:func:`stax.frontend.ops.sorting.topk`)."""
-        return _sorting.topk(self, k, dim, largest, sorted)
+        return sorting_ops.topk(self, k, dim, largest, sorted)

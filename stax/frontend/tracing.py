@@ -69,7 +69,6 @@ def _spec_of(spec: Any, index: int) -> TensorSpec:
                            f"{hint}")
 
 
-
 def _outputs(result: Any, tracer: Tracer) -> list[Tensor]:
     items = list(result) if isinstance(result, (tuple, list)) else [result]
     if not items:

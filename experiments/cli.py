@@ -433,7 +433,7 @@ def _build_saved(fn, path: str, rng: np.random.Generator):
     """A saved schedule of ``fn`` built, and random inputs of its graph's shapes; the options that
     make a schedule are refused, as the file holds every decision."""
     from stax.compiler import build
-    from stax.frontend.tensor import TensorSpec, trace
+    from stax.frontend.tracing import TensorSpec, trace
     from stax.decisions import graph_to_dict
     ctx = click.get_current_context()
     given = [f"--{name.replace('_', '-')}" for name in ("shapes", "dtype", "fusion", "order", "fusion_params",
@@ -465,7 +465,7 @@ def schedule_command(target: str, shapes: str | None, dtype: str, fusion: str, o
     """Schedule FILE.py:FN for the given shapes (every pass up to gcc; no compiler needed) and save
     the schedule; `stax compile FILE.py:FN --schedule FILE.json` builds it."""
     from stax.compiler import schedule
-    from stax.frontend.tensor import TensorSpec
+    from stax.frontend.tracing import TensorSpec
     fn = _load_function(target)
     specs = [TensorSpec(s, _check_dtype(dtype)) for s in _required_shapes(fn, shapes)]
     try:

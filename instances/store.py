@@ -79,7 +79,7 @@ def program_fusion_problem(program: Program, size: int, seed: int = 0, name: str
     """The FusionProblem ``stax.compile`` solves for ``program`` with its default options (rule
     ``DEFAULT_FUSION_RULE``), without building C++; its content keys a sweep's program cells."""
     from stax.compiler import Options, fusion_problem_of
-    from stax.frontend.tensor import trace
+    from stax.frontend.tracing import trace
     graph = trace(program.fn, *program.inputs(size, seed))
     return fusion_problem_of(graph, Options(cost_model=program.cost_model), name=name)
 

@@ -6,7 +6,11 @@ from stax.errors import (BuildError, CallError, InstanceFormatError, InvalidSche
 from stax.errors import CacheError
 from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, OrderProblem
 from stax.scheduler.strategies import FusionResult, OrderResult, fusion_strategies, order_strategies, run_fusion, run_order
-from stax.frontend.tensor import Tensor, TensorSpec, bernoulli, rand, randn, std_mean, trace, var_mean, vector_norm, where
+from stax.frontend.elementwise import where
+from stax.frontend.ops.random import bernoulli, rand, randn
+from stax.frontend.reductions import std_mean, var_mean, vector_norm
+from stax.frontend.tensor import Tensor
+from stax.frontend.tracing import TensorSpec, trace
 from stax.lowering import CostModel
 from stax.codegen.tuning import Tuning
 from stax.compiler import CompiledFunction, Options, build, compile, compile_graph, schedule, schedule_graph

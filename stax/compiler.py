@@ -41,7 +41,7 @@ from stax.util.suggest import did_you_mean
 from stax.runtime.allocator import NO_CACHING, allocator
 from stax.memory.plan import MemoryPlan, grouped_live, plan_memory
 from stax.memory.report import MemoryReport
-from stax.frontend.tensor import parameter_names, trace
+from stax.frontend.tracing import parameter_names, trace
 from stax.ir.graph import Graph
 from stax.ir.loops import ComputedBuffer, LoweredProgram
 from stax.lowering import CostModel, lower

@@ -17,7 +17,7 @@ from stax.kernels import narrow_gemm
 from stax.frontend.ops import nn
 from stax.compiler import compile_graph
 from stax.errors import CallError, KernelError, StaxError
-from stax.frontend.tensor import parameter_names
+from stax.frontend.tracing import parameter_names
 from stax.codegen.wrapper import MemoryTracker, bind_arguments
 from stax.runtime.allocator import allocator
 from stax.reference import evaluate

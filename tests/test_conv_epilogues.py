@@ -11,7 +11,7 @@ import stax
 from stax.frontend.ops import nn
 from stax.passes.conv_epilogues import fold_conv_epilogues
 from stax.frontend.ops.conv_forms import ConvForm, blocked_applies
-from stax.frontend.tensor import trace
+from stax.frontend.tracing import trace
 
 pytestmark = pytest.mark.skipif(not blocked_applies((1, 1), (1, 1), 1, "float32"),
                                 reason="the blocked form needs vector instructions, which this CPU lacks")

@@ -1,4 +1,4 @@
-"""Front end (stax.frontend.tensor.trace) and reference evaluator (stax.reference.evaluate).
+"""Front end (stax.frontend.tracing.trace) and reference evaluator (stax.reference.evaluate).
 
 torch is not installed: values are checked against numpy versions of the same functions written
 independently here (with the dtype torch documents cast explicitly, since numpy promotes Python
@@ -14,7 +14,9 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from stax.errors import CallError, KernelError, ShapeError, StaxError, UnsupportedError
-from stax.frontend.tensor import Tensor, TensorSpec, trace, where
+from stax.frontend.elementwise import where
+from stax.frontend.tensor import Tensor
+from stax.frontend.tracing import TensorSpec, trace
 from stax.ir.graph import BINARY_OPS, COMPARE_OPS, ELEMENTWISE_OPS, REDUCTION_OPS
 from stax.reference import evaluate
 

@@ -119,7 +119,7 @@ def test_the_gradient_of_a_zero_table_is_the_sums_themselves(zero, added):
     """A +0.0 table (an embedding's gradient) takes the sums as they are, whose rows start at +0.0:
     no pass adds it, and every sign of zero is the add's; a -0.0 table keeps the add (where nothing
     is added it becomes +0.0, as stax.frontend.ops.gather's scatter_add documents)."""
-    from stax.frontend.tensor import trace
+    from stax.frontend.tracing import trace
     values = RNG.standard_normal((6, 12), dtype=np.float32)
 
     def program(v, i):

@@ -26,7 +26,7 @@ from instances.programs import Program
 from instances.shifted_programs import SHIFTED_PROGRAMS, random_shifted
 from stax.compiler import fusion_problem_of
 from stax.environment import threads_from_env
-from stax.frontend.tensor import trace
+from stax.frontend.tracing import trace
 from stax.reference import evaluate
 from stax.scheduler.strategies import run_fusion
 from stax.measure.timing import time_call

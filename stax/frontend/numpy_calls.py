@@ -58,4 +58,4 @@ def replacement(tensor_type: type, name: str, arity: int) -> str:
     methods = [n for n in dir(tensor_type) if not n.startswith("_")]
     near = closest(name, methods)
     return (f"stax has no {name}; " + (f"the closest tensor methods are {', '.join(near)}" if near else
-                                       "write it with tensor methods (see `Tensor` in stax/frontend/tensor.py)"))
+                                       "write it with tensor methods (see the methods of stax.Tensor)"))

@@ -118,7 +118,7 @@ class Graph:
     mutations: dict[str, str] = field(default_factory=dict)
     #: each convolution's result node -> its ``stax.frontend.ops.conv_forms.ConvPlan`` (the form it was traced in)
     conv_plans: dict[str, Any] = field(default_factory=dict)
-    #: each traced node -> the user's (file, line) that made it (``stax.frontend.tensor.user_location``);
+    #: each traced node -> the user's (file, line) that made it (``stax.frontend.user_frames.user_location``);
     #: where the code is written, not what it computes, so graphs compare without it
     sources: dict[str, tuple[str, int]] = field(default_factory=dict, compare=False)
 

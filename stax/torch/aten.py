@@ -21,7 +21,10 @@ from stax.frontend.ops import resample
 from stax.frontend.ops import sorting
 from stax.torch import strided_views
 from stax.errors import UnsupportedError
-from stax.frontend.tensor import Tensor, bernoulli, rand, randn, vector_norm, where
+from stax.frontend.elementwise import where
+from stax.frontend.ops.random import bernoulli, rand, randn
+from stax.frontend.reductions import vector_norm
+from stax.frontend.tensor import Tensor
 
 Handler = Callable[..., Any]
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from stax.compiler import CompiledFunction, Options, build, compile_graph
 from stax.errors import StaxError, UnsupportedError
-from stax.frontend.tensor import TensorSpec, trace
+from stax.frontend.tracing import TensorSpec, trace
 from stax.ir.graph import Graph
 from stax.decisions import Schedule
 from stax.torch.capture import _decompositions, _streams, _to_numpy, _without_onednn, require_torch, translate

@@ -47,7 +47,8 @@ import numpy as np
 
 from stax.compiler import CompiledFunction, compile
 from stax.errors import StaxError, UnsupportedError
-from stax.frontend.tensor import Tensor, trace, write_back
+from stax.frontend.tensor import Tensor
+from stax.frontend.tracing import trace, write_back
 from stax.ir.graph import Graph
 from stax.reference import evaluate
 from stax.torch.strided_views import Layout

@@ -29,9 +29,10 @@ from typing import Sequence
 import numpy as np
 
 from stax.errors import UnsupportedError
-from stax.frontend.tensor import Tensor, contiguous_strides
+from stax.frontend.tensor import Tensor
 from stax.frontend.ops.gather import box_scatter, slice_scatter
 from stax.frontend.ops.nn import pad
+from stax.ir.indexing import contiguous_strides
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from stax.errors import ShapeError
+from stax.frontend.ops.nn import Triple, as_triple, conv2d, conv2d_input_grad, conv2d_weight_grad
+from stax.frontend.ops.padding import pad_graph
 from stax.frontend.tensor import Tensor
-from stax.frontend.ops.nn import Triple, _pad_graph, _triple, conv2d, conv2d_input_grad, conv2d_weight_grad
 
 
 def _geometry(stride: Any, padding: Any, dilation: Any) -> tuple[Triple, Triple, Triple]:
-    return (_triple(stride, "stride", "conv3d"), _triple(padding, "padding", "conv3d"),
-            _triple(dilation, "dilation", "conv3d"))
+    return (as_triple(stride, "stride", "conv3d"), as_triple(padding, "padding", "conv3d"),
+            as_triple(dilation, "dilation", "conv3d"))
 
 
 def _output_depth(depth: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
@@ -38,7 +39,7 @@ def _stacked_planes(x: Tensor, kernel_depth: int, out_depth: int, stride: Triple
     """The planes each depth tap reads at every output depth, stacked along the channels (each
     group's taps, tap-major, then its channels), as a batch of images (N * D_out, kD * C, H, W)."""
     n, c, _, h, w = x.shape
-    padded = _pad_graph(x, (0, 0, padding[0], 0, 0), (0, 0, padding[0], 0, 0), (0,) * 5, 0)
+    padded = pad_graph(x, (0, 0, padding[0], 0, 0), (0, 0, padding[0], 0, 0), (0,) * 5, 0)
     reach = dilation[0] * (kernel_depth - 1) + 1
     taps = padded.unfold(2, reach, stride[0])[..., ::dilation[0]]  # (N, C, D_out, H, W, kD)
     grouped = taps.reshape(n, groups, c // groups, out_depth, h, w, kernel_depth)
@@ -106,7 +107,7 @@ def conv3d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], 
         tap = by_tap[:, :, :, t].permute(0, 2, 3, 1, 4, 5).reshape(n, c, out_depth, h, w)
         low = t * dilation[0]
         high = padded_depth - (low + stride[0] * (out_depth - 1) + 1)
-        spread.append(_pad_graph(tap, (0, 0, low, 0, 0), (0, 0, high, 0, 0), (0, 0, stride[0] - 1, 0, 0), 0))
+        spread.append(pad_graph(tap, (0, 0, low, 0, 0), (0, 0, high, 0, 0), (0, 0, stride[0] - 1, 0, 0), 0))
     return sum(spread[1:], spread[0])[:, :, padding[0]:padding[0] + depth]
 
 
@@ -132,7 +133,7 @@ def conv_transpose3d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
                                 dilation).squeeze(0)
     _check_weight(weight, "conv_transpose3d")
     stride, padding, dilation = _geometry(stride, padding, dilation)
-    extra = _triple(output_padding, "output_padding", "conv_transpose3d")
+    extra = as_triple(output_padding, "output_padding", "conv_transpose3d")
     if x.shape[1] != weight.shape[0] or weight.shape[0] % groups:
         raise ShapeError(f"conv_transpose3d: the input has {x.shape[1]} channels, the weight {weight.shape} "
                          f"(C_in, C_out / groups, kD, kH, kW) with groups={groups} expects {weight.shape[0]}")

@@ -31,8 +31,10 @@ import numpy as np
 
 from stax import dtypes
 from stax.errors import ShapeError, UnsupportedError
-from stax.frontend.tensor import Tensor, _as_int, _check_operand, _wrap_dim, where
-from stax.frontend.ops.nn import _pad_graph
+from stax.frontend.elementwise import check_operand, where
+from stax.frontend.ops.padding import pad_graph
+from stax.frontend.shapes import as_int, wrap_dim
+from stax.frontend.tracer import TensorBase
 
 _INDEX_DTYPES = ("int64", "int32")
 
@@ -45,23 +47,23 @@ def _position_dtype(n: int) -> str:
     return "int32" if n < 2 ** 31 else "int64"
 
 
-def iota(like: Tensor, n: int) -> Tensor:
+def iota(like: TensorBase, n: int) -> TensorBase:
     """The positions ``0, 1, ..., n - 1`` in ``like``'s trace, of ``_position_dtype(n)``."""
     return (like._tracer.constant(1, "int64", (n,)).cumsum(0) - 1).to(_position_dtype(n))
 
 
-def _positions(index: Tensor, n: int) -> Tensor:
+def _positions(index: TensorBase, n: int) -> TensorBase:
     """``index`` in the dtype of ``iota(n)``; an index that wraps is out of range, and raises."""
     return index.to(_position_dtype(n))
 
 
-def _check_index(op: str, x: Tensor, dim: int, index: Tensor, dtypes_: tuple[str, ...] = ("int64",)) -> None:
-    if not isinstance(index, Tensor) or index.dtype not in dtypes_:
-        got = index.dtype if isinstance(index, Tensor) else type(index).__name__
+def _check_index(op: str, x: TensorBase, dim: int, index: TensorBase, dtypes_: tuple[str, ...] = ("int64",)) -> None:
+    if not isinstance(index, TensorBase) or index.dtype not in dtypes_:
+        got = index.dtype if isinstance(index, TensorBase) else type(index).__name__
         raise UnsupportedError(f"{op}: the index must be a traced {' or '.join(dtypes_)} tensor, got {got}")
 
 
-def _checked(out: Tensor, index: Tensor, size: int) -> Tensor:
+def _checked(out: TensorBase, index: TensorBase, size: int) -> TensorBase:
     """``out``, computed only after every element of ``index`` is checked to lie in ``[0, size)``:
     the smallest index divided by its in-range flag, which divides by zero (KernelError) in the
     kernel of that reduction if one is outside, as torch raises."""
@@ -70,7 +72,7 @@ def _checked(out: Tensor, index: Tensor, size: int) -> Tensor:
     return where(smallest >= 0, out, out)
 
 
-def _in_range(index: Tensor, size: int) -> Tensor:
+def _in_range(index: TensorBase, size: int) -> TensorBase:
     """``index`` as int64, divided by its in-range flag: an element outside ``[0, size)`` divides by
     zero, which raises KernelError in the kernel computing it (as torch raises) before an extern of
     :mod:`stax.kernels.row_index` reads it."""
@@ -78,7 +80,7 @@ def _in_range(index: Tensor, size: int) -> Tensor:
     return index // ((index >= 0) & (index < size)).long()
 
 
-def _is_positive_zero(x: Tensor) -> bool:
+def _is_positive_zero(x: TensorBase) -> bool:
     """Whether ``x`` is the constant +0.0 (broadcast or reshaped)."""
     nodes = x._tracer.graph.nodes
     node = nodes[x._name]
@@ -100,18 +102,18 @@ def _lowest(dtype: str) -> Any:
     return -math.inf if dtypes.is_floating(dtype) else int(np.iinfo(dtype).min)
 
 
-def _select(hit: Tensor, values: Tensor, dim: int) -> Tensor:
+def _select(hit: TensorBase, values: TensorBase, dim: int) -> TensorBase:
     """The value where ``hit`` along ``dim``, for one hit: their ``amax`` with every other position
     the smallest value, which gives the value exactly (``-0.0`` and NaN included)."""
     return where(hit, values, _lowest(values.dtype)).amax(dim)
 
 
-def _as_1d(op: str, *tensors: Tensor) -> tuple[Tensor, ...]:
+def _as_1d(op: str, *tensors: TensorBase) -> tuple[TensorBase, ...]:
     """0-d tensors as 1-d (torch treats a 0-d tensor as one of size 1 in these ops)."""
     return tuple(t.reshape(1) if t.ndim == 0 else t for t in tensors)
 
 
-def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+def gather(x: TensorBase, dim: int, index: TensorBase) -> TensorBase:
     """torch.gather: ``out[..., j, ...] = x[..., index[..., j, ...], ...]`` along ``dim``; ``index``
     has ``x``'s rank and at most its sizes in the other dims."""
     _check_index("gather", x, dim, index)
@@ -119,7 +121,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
         raise ShapeError(f"gather: index {index.shape} and input {x.shape} must have the same number of dimensions")
     zero_d = index.ndim == 0
     xs, ix = _as_1d("gather", x, index)
-    d = _wrap_dim(dim, xs.ndim, "gather")
+    d = wrap_dim(dim, xs.ndim, "gather")
     if any(i > s for k, (i, s) in enumerate(zip(ix.shape, xs.shape)) if k != d):
         raise ShapeError(f"gather: index {index.shape} is larger than input {x.shape} outside dimension {d}")
     size = xs.shape[d]
@@ -135,13 +137,13 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return out.reshape(()) if zero_d else out
 
 
-def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+def index_select(x: TensorBase, dim: int, index: TensorBase) -> TensorBase:
     """torch.index_select: the slices ``index[n]`` of ``x`` along ``dim`` (``index`` 1-d or 0-d)."""
     _check_index("index_select", x, dim, index, _INDEX_DTYPES)
     if index.ndim > 1:
         raise ShapeError(f"index_select: the index must be 1-d or 0-d, got shape {index.shape}")
     xs, ix = _as_1d("index_select", x, index)
-    d = _wrap_dim(dim, xs.ndim, "index_select")
+    d = wrap_dim(dim, xs.ndim, "index_select")
     shape = xs.shape[:d] + ix.shape + xs.shape[d + 1:]
     if d == 0 and xs.shape[0] >= ROWS_BY_ADDRESS:
         table = xs.reshape(xs.shape[0], -1)
@@ -173,7 +175,7 @@ def _highest(dtype: str) -> Any:
     return math.inf if dtypes.is_floating(dtype) else int(np.iinfo(dtype).max)
 
 
-def _reduce_hits(hit: Tensor, values: Tensor, dim: int, reduce: str) -> Tensor:
+def _reduce_hits(hit: TensorBase, values: TensorBase, dim: int, reduce: str) -> TensorBase:
     """The ``reduce`` of the values where ``hit`` along ``dim``, in ``values``' dtype."""
     placed = where(hit, values, _identity(reduce, values.dtype))
     method = {"sum": "sum", "mean": "sum", "prod": "prod", "amax": "amax", "amin": "amin"}[reduce]
@@ -182,7 +184,7 @@ def _reduce_hits(hit: Tensor, values: Tensor, dim: int, reduce: str) -> Tensor:
     return getattr(placed, method)(dim).to(values.dtype)
 
 
-def _combine(x: Tensor, placed: Tensor, reduce: str) -> Tensor:
+def _combine(x: TensorBase, placed: TensorBase, reduce: str) -> TensorBase:
     """``x`` and the reduction of the values written to each position, combined by ``reduce``."""
     if reduce in ("sum", "mean"):
         return x | placed if x.dtype == "bool" else x + placed
@@ -191,19 +193,19 @@ def _combine(x: Tensor, placed: Tensor, reduce: str) -> Tensor:
     return x.maximum(placed) if reduce == "amax" else x.minimum(placed)
 
 
-def _mean(total: Tensor, count: Tensor) -> Tensor:
+def _mean(total: TensorBase, count: TensorBase) -> TensorBase:
     """``total / count`` in ``total``'s dtype; integers round down, as torch's scatter_reduce."""
     count = count.to(total.dtype)
     return total / count if dtypes.is_floating(total.dtype) else total // count
 
 
-def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None,
-             include_self: bool = True) -> Tensor:
+def _scatter(op: str, x: TensorBase, dim: int, index: TensorBase, src: Any, reduce: str | None,
+             include_self: bool = True) -> TensorBase:
     """``x`` with the values ``src`` written at ``index`` along ``dim``: the last write of a
     position wins (``reduce`` None), or the values written to each position are reduced by
     ``reduce`` (one of SCATTER_REDUCTIONS) together with ``x``'s own value if ``include_self``."""
     _check_index(op, x, dim, index)
-    _check_operand(src, op)
+    check_operand(src, op)
     if reduce is not None and reduce not in SCATTER_REDUCTIONS:
         raise UnsupportedError(f"{op}: reduce={reduce!r} is not supported; use one of {', '.join(SCATTER_REDUCTIONS)}")
     if reduce == "mean" and x.dtype == "bool":
@@ -211,8 +213,8 @@ def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, reduce: str 
     if x.ndim != index.ndim and not (x.ndim <= 1 and index.ndim <= 1):
         raise ShapeError(f"{op}: index {index.shape} and input {x.shape} must have the same number of dimensions")
     xs, ix = _as_1d(op, x, index)
-    d = _wrap_dim(dim, xs.ndim, op)
-    if isinstance(src, Tensor):
+    d = wrap_dim(dim, xs.ndim, op)
+    if isinstance(src, TensorBase):
         (ss,) = _as_1d(op, src)
         if ss.ndim != ix.ndim or any(i > s for i, s in zip(ix.shape, ss.shape)):
             raise ShapeError(f"{op}: index {index.shape} is larger than src {src.shape}")
@@ -237,8 +239,8 @@ def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, reduce: str 
     placed = _select(hit, values, d + 1) if reduce is None else _reduce_hits(hit, values, d + 1, reduce)
     low, high = [0] * xs.ndim, [s - n for s, n in zip(xs.shape, placed.shape)]
 
-    def padded(t: Tensor, value: Any) -> Tensor:
-        return _pad_graph(t, low, high, [0] * xs.ndim, value)
+    def padded(t: TensorBase, value: Any) -> TensorBase:
+        return pad_graph(t, low, high, [0] * xs.ndim, value)
     placed = padded(placed, _zero(x.dtype) if reduce is None else _identity(reduce, x.dtype))
     count = padded(hit.sum(d + 1), 0) if reduce == "mean" else None
     if reduce is not None and include_self:
@@ -252,7 +254,7 @@ def _scatter(op: str, x: Tensor, dim: int, index: Tensor, src: Any, reduce: str 
     return out.reshape(()) if x.ndim == 0 else out
 
 
-def add_rows(x: Tensor, index: Tensor, values: Tensor) -> Tensor:
+def add_rows(x: TensorBase, index: TensorBase, values: TensorBase) -> TensorBase:
     """``x`` plus, at each row ``index[i]`` of its first dim, the slice ``values[i]`` (an
     embedding's and ``x[i]``'s gradient, torch's ``index_put`` with ``accumulate``): by address for
     a table of ``ROWS_BY_ADDRESS`` rows or more of floats, else ``scatter_add``."""
@@ -266,7 +268,7 @@ def add_rows(x: Tensor, index: Tensor, values: Tensor) -> Tensor:
     return scatter_add(x, 0, spread, values.to(x.dtype))
 
 
-def scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
+def scatter(x: TensorBase, dim: int, index: TensorBase, src: Any, reduce: str | None = None) -> TensorBase:
     """torch.scatter (out of place): ``x`` with ``out[..., index[..., j, ...], ...] = src[..., j, ...]``;
     ``src`` a tensor or a scalar; of two writes to one position the last wins.  ``reduce='add'``
     or ``'multiply'`` adds or multiplies the values into ``x`` instead (torch's legacy form of
@@ -278,31 +280,31 @@ def scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = N
     return _scatter("scatter", x, dim, index, src, legacy[reduce])
 
 
-def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+def scatter_add(x: TensorBase, dim: int, index: TensorBase, src: TensorBase) -> TensorBase:
     """torch.scatter_add (out of place): ``x`` plus every ``src[..., j, ...]`` at ``index[..., j, ...]``."""
     return _scatter("scatter_add", x, dim, index, src, "sum")
 
 
-def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
-                   ) -> Tensor:
+def scatter_reduce(x: TensorBase, dim: int, index: TensorBase, src: TensorBase, reduce: str, *, include_self: bool = True
+                   ) -> TensorBase:
     """torch.scatter_reduce (out of place): the values ``src[..., j, ...]`` written to each
     position ``index[..., j, ...]`` reduced by ``reduce`` ('sum', 'prod', 'mean', 'amax',
     'amin'), with ``x``'s value there when ``include_self``; a position nothing is written to
     keeps ``x``'s value.  An integer mean rounds down, as torch."""
-    if not isinstance(src, Tensor):
+    if not isinstance(src, TensorBase):
         raise UnsupportedError(f"scatter_reduce: src must be a traced tensor, got {type(src).__name__}")
     return _scatter("scatter_reduce", x, dim, index, src, reduce, include_self)
 
 
-def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
-                  step: int = 1) -> Tensor:
+def slice_scatter(x: TensorBase, src: TensorBase, dim: int = 0, start: int | None = None, end: int | None = None,
+                  step: int = 1) -> TensorBase:
     """torch.slice_scatter: ``x`` with ``x[..., start:end:step, ...]`` replaced by ``src``."""
-    if not isinstance(src, Tensor):
+    if not isinstance(src, TensorBase):
         raise UnsupportedError(f"slice_scatter: src must be a traced tensor, got {type(src).__name__}")
     if x.ndim == 0:
         raise ShapeError("slice_scatter: the input must have at least one dimension")
-    d = _wrap_dim(dim, x.ndim, "slice_scatter")
-    step = _as_int(step, "slice_scatter: step")
+    d = wrap_dim(dim, x.ndim, "slice_scatter")
+    step = as_int(step, "slice_scatter: step")
     if step <= 0:
         raise UnsupportedError(f"slice_scatter: step must be positive, got {step}")
     first, stop, _ = slice(start, end, step).indices(x.shape[d])
@@ -317,7 +319,7 @@ def slice_scatter(x: Tensor, src: Tensor, dim: int = 0, start: int | None = None
     return box_scatter(x, src, starts, steps)
 
 
-def box_scatter(x: Tensor, src: Tensor, starts: Sequence[int], steps: Sequence[int] | None = None) -> Tensor:
+def box_scatter(x: TensorBase, src: TensorBase, starts: Sequence[int], steps: Sequence[int] | None = None) -> TensorBase:
     """``x`` with the strided box ``x[starts[0]::steps[0], ...]`` of ``src``'s shape replaced by
     ``src`` (a non-empty ``src`` of ``x``'s rank that fits): ``src`` placed by ``pad`` where a
     padded mask is true, ``x`` elsewhere."""
@@ -327,6 +329,6 @@ def box_scatter(x: Tensor, src: Tensor, starts: Sequence[int], steps: Sequence[i
     if src.ndim != x.ndim or min(high + low) < 0 or min(src.shape) < 1:
         raise ShapeError(f"box_scatter: src of shape {src.shape} at {tuple(starts)} (steps {tuple(steps)}) does not "
                          f"fit inside {x.shape}")
-    placed = _pad_graph(src.to(x.dtype), low, high, interior, _zero(x.dtype))
-    written = _pad_graph(x._tracer.constant(True, "bool", src.shape), low, high, interior, False)
+    placed = pad_graph(src.to(x.dtype), low, high, interior, _zero(x.dtype))
+    written = pad_graph(x._tracer.constant(True, "bool", src.shape), low, high, interior, False)
     return where(written, placed, x)

@@ -28,24 +28,18 @@ import itertools
 from typing import Any, Sequence
 
 from stax import dtypes
+from stax.errors import ShapeError, UnsupportedError
+from stax.frontend.elementwise import where
 from stax.frontend.ops.conv_forms import (ConvForm, ConvPlan, blocked_applies, blocked_correlate, blocked_weight_grad, gemm_correlate,
                         gemm_weight_grad, is_pointwise, plan_conv, pointwise_correlate, pointwise_weight_grad)
-from stax.errors import ShapeError, UnsupportedError
-from stax.frontend.tensor import Tensor, _as_int, _constant_value, _wrap_dim, bernoulli, vector_norm, where
+from stax.frontend.ops.padding import cat, pad_graph
+from stax.frontend.ops.random import bernoulli
+from stax.frontend.reductions import vector_norm
+from stax.frontend.shapes import as_int
+from stax.frontend.tensor import Tensor
 
 Pair = tuple[int, int]
 Triple = tuple[int, int, int]
-
-
-def _pad_graph(x: Tensor, low: Sequence[int], high: Sequence[int], interior: Sequence[int], value: Any) -> Tensor:
-    """The graph's ``pad`` node (see :mod:`stax.ir.graph`); a no-op returns ``x``."""
-    if not any(low) and not any(high) and not any(interior):
-        return x
-    shape = tuple(lo + hi + ((n - 1) * (k + 1) + 1 if n else 0) for lo, hi, k, n in zip(low, high, interior, x.shape))
-    if any(s < 0 for s in shape):
-        raise ShapeError(f"pad: padding {list(zip(low, high))} of shape {x.shape} gives a negative size {shape}")
-    return x._tracer.emit("pad", (x,), shape, x.dtype, low=tuple(low), high=tuple(high), interior=tuple(interior),
-                          value=_constant_value(value, x.dtype))
 
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
@@ -55,7 +49,7 @@ def _pad_amounts(op: str, shape: tuple[int, ...], pad: Sequence[int], mode: str)
     """The (low, high) amounts per dim of ``pad``'s (before, after) pairs, last dim first."""
     if mode not in _PAD_MODES:
         raise UnsupportedError(f"{op}: mode {mode!r} is not supported; use one of {', '.join(_PAD_MODES)}")
-    amounts = [_as_int(p, f"{op}: amount") for p in pad]
+    amounts = [as_int(p, f"{op}: amount") for p in pad]
     ndim = len(shape)
     if len(amounts) % 2 or len(amounts) // 2 > ndim:
         raise ShapeError(f"{op}: {list(pad)} must hold (before, after) pairs for at most the {ndim} dims of "
@@ -78,7 +72,7 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: Any = None
     if mode != "constant" and value is not None:
         raise UnsupportedError(f"pad: mode {mode!r} takes no value (as torch); drop value={value!r}")
     if mode == "constant":
-        return _pad_graph(x, low, high, [0] * x.ndim, 0 if value is None else value)
+        return pad_graph(x, low, high, [0] * x.ndim, 0 if value is None else value)
     for d in range(x.ndim):
         if low[d] or high[d]:
             x = _pad_from_edges(x, d, low[d], high[d], mode)
@@ -94,7 +88,7 @@ def pad_backward(grad: Tensor, input_shape: Sequence[int], pad: Sequence[int], m
     if grad.shape != expected:
         raise ShapeError(f"pad_backward: gradient of shape {grad.shape} does not match the padded shape {expected}")
     if mode == "constant":
-        return _pad_graph(grad, [-lo for lo in low], [-hi for hi in high], [0] * grad.ndim, 0)
+        return pad_graph(grad, [-lo for lo in low], [-hi for hi in high], [0] * grad.ndim, 0)
     for d in reversed(range(grad.ndim)):
         if low[d] or high[d]:
             grad = _edge_grad(grad, d, low[d], high[d], mode)
@@ -129,7 +123,7 @@ def _edge_grad(grad: Tensor, d: int, low: int, high: int, mode: str) -> Tensor:
             edges = [0] * grad.ndim
             lows, highs = list(edges), list(edges)
             lows[d], highs[d] = start, n - start - piece.shape[d]
-            total = total + _pad_graph(piece, lows, highs, edges, -0.0)
+            total = total + pad_graph(piece, lows, highs, edges, -0.0)
     return total
 
 
@@ -198,48 +192,23 @@ def dropout(x: Tensor, p: float, seed: Tensor, training: bool = True) -> Tensor:
     return x * bernoulli(seed, x.shape, 1 - p).to(x.dtype) * (1 / (1 - p))
 
 
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """torch.cat: each tensor padded to the result's extent along ``dim`` with the additive identity
-    (``-0.0``, which leaves every float, ``-0.0`` included, unchanged; 0; False), then summed, so
-    every element is one input's value exactly; 1-D empty tensors are skipped, as in torch."""
-    items = [t for t in tensors if t.shape != (0,)] or list(tensors)
-    if not items:
-        raise ShapeError("cat: expected a non-empty list of tensors")
-    ndim = items[0].ndim
-    if ndim == 0:
-        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated (reshape them to 1-d)")
-    d = _wrap_dim(dim, ndim, "cat")
-    for t in items:
-        if t.ndim != ndim or t.shape[:d] + t.shape[d + 1:] != items[0].shape[:d] + items[0].shape[d + 1:]:
-            raise ShapeError(f"cat: shapes {[x.shape for x in items]} must match except in dimension {dim}")
-    dtype = dtypes.result_type(*((t.dtype, t.ndim) for t in items))
-    total, start, result = sum(t.shape[d] for t in items), 0, None
-    for t in items:
-        low, high = [0] * ndim, [0] * ndim
-        low[d], high[d] = start, total - start - t.shape[d]
-        part = _pad_graph(t.to(dtype), low, high, [0] * ndim, -0.0)
-        result = part if result is None else result + part
-        start += t.shape[d]
-    return result if len(items) > 1 else result.clone()
-
-
-def _pair(value: Any, what: str, op: str = "conv2d") -> Pair:
+def as_pair(value: Any, what: str, op: str = "conv2d") -> Pair:
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) == 1:  # ATen's one-element lists
         items = items * 2
     if len(items) != 2:
         raise ShapeError(f"{op}: {what} must be an int or a pair, got {value!r}")
-    return _as_int(items[0], f"{op}: {what}"), _as_int(items[1], f"{op}: {what}")
+    return as_int(items[0], f"{op}: {what}"), as_int(items[1], f"{op}: {what}")
 
 
-def _triple(value: Any, what: str, op: str) -> Triple:
+def as_triple(value: Any, what: str, op: str) -> Triple:
     """``value`` (an int, or a sequence of one or three) as three ints, one per spatial dim of a volume."""
     items = tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
     if len(items) == 1:  # ATen's one-element lists
         items = items * 3
     if len(items) != 3:
         raise ShapeError(f"{op}: {what} must be an int or a triple, got {value!r}")
-    return tuple(_as_int(item, f"{op}: {what}") for item in items)
+    return tuple(as_int(item, f"{op}: {what}") for item in items)
 
 
 def _check(x: Tensor, weight: Tensor, stride: Pair, padding: Pair, dilation: Pair, groups: int) -> None:
@@ -262,7 +231,7 @@ def _check(x: Tensor, weight: Tensor, stride: Pair, padding: Pair, dilation: Pai
                              f"padded input {x.shape[2:]} (padding {padding})")
 
 
-def _windows(x: Tensor, kernel: Pair, stride: Pair, dilation: Pair) -> Tensor:
+def conv_windows(x: Tensor, kernel: Pair, stride: Pair, dilation: Pair) -> Tensor:
     """(N, C, OH, OW, kH, kW): the input element under each kernel tap of each output point."""
     for d in (0, 1):
         x = x.unfold(2 + d, dilation[d] * (kernel[d] - 1) + 1, stride[d])
@@ -285,7 +254,7 @@ def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: 
     """The convolution of an already padded input: a sum over (C / groups, kH, kW) of the windows
     times the weight; group g's outputs read its C / groups input channels only.  The form is
     ``form``, else the one ``plan_conv`` picks."""
-    windows = _windows(x, weight.shape[2:], stride, dilation)
+    windows = conv_windows(x, weight.shape[2:], stride, dilation)
     blocked = blocked_applies(stride, dilation, groups, x.dtype)
     plan = plan_conv(x.shape, weight.shape, windows.shape[2:4], groups, form, blocked)
     if plan.form is ConvForm.BLOCKED and not blocked:
@@ -322,10 +291,10 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
     ``form`` forces the direct or the GEMM form (default: ``stax.frontend.ops.conv_forms.plan_conv``'s rule)."""
     if _unbatched(x, "conv2d"):
         return conv2d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups, form=form).squeeze(0)
-    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
-    groups = _as_int(groups, "conv2d: groups")
+    stride, padding, dilation = as_pair(stride, "stride"), as_pair(padding, "padding"), as_pair(dilation, "dilation")
+    groups = as_int(groups, "conv2d: groups")
     _check(x, weight, stride, padding, dilation, groups)
-    padded = _pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
+    padded = pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
     out = _correlate(padded, weight, stride, dilation, groups, form)
     return out if bias is None else out + bias.reshape(1, -1, 1, 1)
 
@@ -334,9 +303,9 @@ def conv2d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], str
                        dilation: Any = 1, groups: int = 1, *, form: ConvForm | None = None) -> Tensor:
     """d loss / d weight of ``conv2d(x, weight, groups=groups)`` given ``grad`` = d loss / d output;
     the form is the forward convolution's (or ``form``)."""
-    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
-    padded = _pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
-    windows = _windows(padded, tuple(weight_shape[2:]), stride, dilation)
+    stride, padding, dilation = as_pair(stride, "stride"), as_pair(padding, "padding"), as_pair(dilation, "dilation")
+    padded = pad_graph(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0)
+    windows = conv_windows(padded, tuple(weight_shape[2:]), stride, dilation)
     if windows.shape[2:4] != grad.shape[2:]:
         raise ShapeError(f"conv2d_weight_grad: gradient of shape {grad.shape} does not match the output of "
                          f"the convolution of {x.shape} ({windows.shape[2:4]})")
@@ -374,7 +343,7 @@ def conv2d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], 
                       dilation: Any = 1, groups: int = 1, *, form: ConvForm | None = None) -> Tensor:
     """d loss / d x of ``conv2d(x, weight, groups=groups)`` given ``grad`` = d loss / d output (a
     transposed convolution: see the module docstring), each convolution in ``form`` or the rule's."""
-    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    stride, padding, dilation = as_pair(stride, "stride"), as_pair(padding, "padding"), as_pair(dilation, "dilation")
     phased = _input_grad_by_phases(grad, weight, input_shape, stride, padding, groups, form) \
         if stride != (1, 1) and dilation == (1, 1) else None
     if phased is not None:
@@ -382,7 +351,7 @@ def conv2d_input_grad(grad: Tensor, weight: Tensor, input_shape: Sequence[int], 
     reach = [dilation[d] * (weight.shape[2 + d] - 1) for d in (0, 1)]
     low = [reach[d] - padding[d] for d in (0, 1)]
     high = [input_shape[2 + d] - 1 + padding[d] - (grad.shape[2 + d] - 1) * stride[d] for d in (0, 1)]
-    spread = _pad_graph(grad, [0, 0, *low], [0, 0, *high], [0, 0, stride[0] - 1, stride[1] - 1], 0)
+    spread = pad_graph(grad, [0, 0, *low], [0, 0, *high], [0, 0, stride[0] - 1, stride[1] - 1], 0)
     return _correlate(spread, _transposed_kernel(weight, groups), (1, 1), dilation, groups, form)
 
 
@@ -393,9 +362,9 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
     if _unbatched(x, "conv_transpose2d"):
         return conv_transpose2d(x.unsqueeze(0), weight, bias, stride, padding, output_padding, groups,
                                 dilation).squeeze(0)
-    stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
-    dilation, extra = _pair(dilation, "dilation"), _pair(output_padding, "output_padding")
-    groups = _as_int(groups, "conv_transpose2d: groups")
+    stride, padding = as_pair(stride, "stride"), as_pair(padding, "padding")
+    dilation, extra = as_pair(dilation, "dilation"), as_pair(output_padding, "output_padding")
+    groups = as_int(groups, "conv_transpose2d: groups")
     if weight.ndim != 4 or x.shape[1] != weight.shape[0] or weight.shape[0] % groups:
         raise ShapeError(f"conv_transpose2d: the input has {x.shape[1]} channels, the weight {weight.shape} "
                          f"(C_in, C_out / groups, kH, kW) with groups={groups} expects {weight.shape[0]}")
@@ -427,10 +396,10 @@ def _input_grad_by_phases(grad: Tensor, weight: Tensor, input_shape: Sequence[in
         taps = weight[:, :, phase[0]::stride[0], phase[1]::stride[1]]
         low = [taps.shape[2 + d] - 1 - first[d] for d in (0, 1)]
         high = [count[d] + first[d] - grad.shape[2 + d] for d in (0, 1)]
-        shifted = _pad_graph(grad, [0, 0, *low], [0, 0, *high], [0] * 4, 0)
+        shifted = pad_graph(grad, [0, 0, *low], [0, 0, *high], [0] * 4, 0)
         values = _correlate(shifted, _transposed_kernel(taps, groups), (1, 1), (1, 1), groups, form)
         start = [first[d] * stride[d] + phase[d] - padding[d] for d in (0, 1)]
         end = [input_shape[2 + d] - start[d] - (count[d] - 1) * stride[d] - 1 for d in (0, 1)]
-        placed = _pad_graph(values, [0, 0, *start], [0, 0, *end], [0, 0, stride[0] - 1, stride[1] - 1], -0.0)
+        placed = pad_graph(values, [0, 0, *start], [0, 0, *end], [0, 0, stride[0] - 1, stride[1] - 1], -0.0)
         total = placed if total is None else total + placed
     return total

@@ -28,9 +28,11 @@ from typing import Any, Sequence
 
 from stax import dtypes
 from stax.errors import ShapeError, UnsupportedError
-from stax.frontend.tensor import Tensor, where
+from stax.frontend.elementwise import where
 from stax.frontend.ops.gather import iota
-from stax.frontend.ops.nn import Pair, _pad_graph, _pair, _triple, _windows
+from stax.frontend.ops.nn import Pair, as_pair, as_triple, conv_windows
+from stax.frontend.ops.padding import pad_graph
+from stax.frontend.tensor import Tensor
 
 
 def _geometry(op: str, x_shape: Sequence[int], kernel: Any, stride: Any, padding: Any, dilation: Any,
@@ -38,9 +40,9 @@ def _geometry(op: str, x_shape: Sequence[int], kernel: Any, stride: Any, padding
     """(kernel, stride, padding, dilation, output size) of a pooling (or, not ``pooled``, of the
     windows of ``unfold``, which may pad more) of an (N, C, H, W) input, as torch computes them (an
     empty stride is the kernel), or a ShapeError naming what is wrong."""
-    kernel = _pair(kernel, "kernel_size", op)
-    stride = _pair(stride, "stride", op) if stride not in (None, (), []) else kernel
-    padding, dilation = _pair(padding, "padding", op), _pair(dilation, "dilation", op)
+    kernel = as_pair(kernel, "kernel_size", op)
+    stride = as_pair(stride, "stride", op) if stride not in (None, (), []) else kernel
+    padding, dilation = as_pair(padding, "padding", op), as_pair(dilation, "dilation", op)
     if min(kernel + stride + dilation) < 1 or min(padding) < 0:
         raise ShapeError(f"{op}: kernel_size {kernel}, stride {stride} and dilation {dilation} must be positive, "
                          f"padding {padding} non-negative")
@@ -78,8 +80,8 @@ def _padded_windows(x: Tensor, kernel: Pair, stride: Pair, padding: Pair, dilati
     """(N, C, OH, OW, kH * kW): each output point's window of ``x`` padded with ``value``."""
     high = [(size[d] - 1) * stride[d] + dilation[d] * (kernel[d] - 1) + 1 - x.shape[2 + d] - padding[d]
             for d in (0, 1)]
-    padded = _pad_graph(x, [0, 0, *padding], [0, 0, *high], [0] * 4, value)
-    windows = _windows(padded, kernel, stride, dilation)
+    padded = pad_graph(x, [0, 0, *padding], [0, 0, *high], [0] * 4, value)
+    windows = conv_windows(padded, kernel, stride, dilation)
     return windows.reshape(windows.shape[:4] + (kernel[0] * kernel[1],))
 
 
@@ -98,7 +100,7 @@ def _spread(grad: Tensor, input_shape: Sequence[int], kernel: Pair, stride: Pair
     for a, b in itertools.product(range(kernel[0]), range(kernel[1])):
         offset = (a * dilation[0] - padding[0], b * dilation[1] - padding[1])
         high = [input_shape[2 + d] - 1 - (grad.shape[2 + d] - 1) * stride[d] - offset[d] for d in (0, 1)]
-        placed = _pad_graph(tap_gradient(a * kernel[1] + b, offset), [0, 0, *offset], [0, 0, *high],
+        placed = pad_graph(tap_gradient(a * kernel[1] + b, offset), [0, 0, *offset], [0, 0, *high],
                             [0, 0, stride[0] - 1, stride[1] - 1], 0)
         total = placed if total is None else total + placed
     return total
@@ -160,7 +162,7 @@ def _tiled_spread(grad: Tensor, indices: Tensor, input_shape: Sequence[int], ker
         return t.reshape(n, c, oh, 1, ow, 1).expand(n, c, oh, kernel[0], ow, kernel[1]).reshape(n, c, height, width)
     positions = iota(grad, height).to("int64").reshape(height, 1) * input_shape[3] + iota(grad, width).to("int64")
     out = where(spread(indices) == positions, spread(grad), 0.0)
-    return _pad_graph(out, [0] * 4, [0, 0, input_shape[2] - height, input_shape[3] - width], [0] * 4, 0)
+    return pad_graph(out, [0] * 4, [0, 0, input_shape[2] - height, input_shape[3] - width], [0] * 4, 0)
 
 
 def _divisor(like: Tensor, plane: Pair, kernel: Pair, stride: Pair, padding: Pair, size: Pair,
@@ -220,13 +222,13 @@ def _planes_and_depth(op: str, kernel_size: Any, stride: Any, padding: Any, **re
     then along the depth (over (D, OH * OW), windows of width 1).  A max's ``dilation`` splits
     alike; an average's ``divisor_override`` divides once, in the planes' pooling, and the depth's
     pooling then sums."""
-    kernel = _triple(kernel_size, "kernel_size", op)
-    stride = _triple(stride, "stride", op) if stride not in (None, (), []) else kernel
-    padding = _triple(padding, "padding", op)
+    kernel = as_triple(kernel_size, "kernel_size", op)
+    stride = as_triple(stride, "stride", op) if stride not in (None, (), []) else kernel
+    padding = as_triple(padding, "padding", op)
     planes = dict(kernel_size=kernel[1:], stride=stride[1:], padding=padding[1:])
     depth = dict(kernel_size=(kernel[0], 1), stride=(stride[0], 1), padding=(padding[0], 0))
     if "dilation" in rest:
-        dilation = _triple(rest["dilation"], "dilation", op)
+        dilation = as_triple(rest["dilation"], "dilation", op)
         planes["dilation"], depth["dilation"] = dilation[1:], (dilation[0], 1)
     if "divisor_override" in rest:
         override = rest["divisor_override"]
@@ -339,12 +341,12 @@ def fold(columns: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1,
     if columns.ndim not in (2, 3):
         raise ShapeError(f"fold: expected (N, C * kH * kW, L) or (C * kH * kW, L) columns, got shape {columns.shape}")
     batched = columns if columns.ndim == 3 else columns.unsqueeze(0)
-    kernel = _pair(kernel_size, "kernel_size", "fold")
+    kernel = as_pair(kernel_size, "kernel_size", "fold")
     n, rows, count = batched.shape
     if rows % (kernel[0] * kernel[1]):
         raise ShapeError(f"fold: the columns' {rows} rows are not a multiple of the kernel's {kernel[0] * kernel[1]} taps")
     c = rows // (kernel[0] * kernel[1])
-    shape = (n, c, *_pair(output_size, "output_size", "fold"))
+    shape = (n, c, *as_pair(output_size, "output_size", "fold"))
     require_floating("fold", columns.dtype)
     kernel, stride, padding, dilation, size = _geometry("fold", shape, kernel, stride, padding, dilation, False,
                                                         pooled=False)

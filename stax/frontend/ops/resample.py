@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from stax.frontend.ops import pooling
 from stax.errors import ShapeError, UnsupportedError
-from stax.frontend.tensor import Tensor, where
+from stax.frontend.elementwise import where
+from stax.frontend.ops import pooling
 from stax.frontend.ops.gather import iota
+from stax.frontend.tensor import Tensor
 
 
 def _positions(x: Tensor, n: int, dtype: str) -> Tensor:

@@ -21,9 +21,12 @@ import numpy as np
 
 from stax import dtypes
 from stax.errors import ShapeError, UnsupportedError
-from stax.frontend.tensor import Tensor, ValuesIndices, _as_int, _wrap_dim, where
+from stax.frontend.elementwise import where
 from stax.frontend.ops.gather import iota
-from stax.frontend.ops.nn import cat
+from stax.frontend.ops.padding import cat
+from stax.frontend.reductions import ValuesIndices
+from stax.frontend.shapes import as_int, wrap_dim
+from stax.frontend.tracer import TensorBase
 
 #: the longest row sorted by counting (``n * n`` comparisons a row)
 MAX_SORTED = 4096
@@ -31,7 +34,7 @@ MAX_SORTED = 4096
 MAX_SELECTED = 32
 
 
-def _precedes(a: Tensor, b: Tensor, descending: bool) -> Tensor:
+def _precedes(a: TensorBase, b: TensorBase, descending: bool) -> TensorBase:
     """Whether value ``a`` comes strictly before value ``b`` (NaN greatest)."""
     first, second = (b, a) if descending else (a, b)
     less = first < second
@@ -40,19 +43,19 @@ def _precedes(a: Tensor, b: Tensor, descending: bool) -> Tensor:
     return less
 
 
-def _ties(a: Tensor, b: Tensor) -> Tensor:
+def _ties(a: TensorBase, b: TensorBase) -> TensorBase:
     same = a == b
     if dtypes.is_floating(a.dtype):
         same = same | ((a != a) & (b != b))
     return same
 
 
-def _positions(x: Tensor, n: int, axis: int, rank: int) -> Tensor:
+def _positions(x: TensorBase, n: int, axis: int, rank: int) -> TensorBase:
     """0, 1, ..., n - 1 along ``axis`` of a tensor of ``rank`` dims (int64)."""
     return iota(x, n).to("int64").reshape(tuple(n if k == axis else 1 for k in range(rank)))
 
 
-def _ordered(x: Tensor, dim: Any, count: int | None, descending: bool, op: str) -> ValuesIndices:
+def _ordered(x: TensorBase, dim: Any, count: int | None, descending: bool, op: str) -> ValuesIndices:
     """The first ``count`` (all when None) elements of ``x`` along ``dim`` in order, and their
     positions (int64)."""
     if x.dtype == "bool":
@@ -62,7 +65,7 @@ def _ordered(x: Tensor, dim: Any, count: int | None, descending: bool, op: str) 
         if count not in (None, 0, 1):
             raise ShapeError(f"{op}: k ({count}) is out of range for a 0-d tensor")
         return ValuesIndices(*(t.reshape(()) for t in _ordered(x.reshape(1), 0, None, descending, op)))
-    d = _wrap_dim(dim, x.ndim, op)
+    d = wrap_dim(dim, x.ndim, op)
     n = x.shape[d]
     k = n if count is None else count
     if not 0 <= k <= n:
@@ -88,7 +91,7 @@ def _lowest(dtype: str) -> Any:
     return -np.inf if dtypes.is_floating(dtype) else np.iinfo(dtype).min
 
 
-def _counted(last: Tensor, k: int, descending: bool) -> tuple[Tensor, Tensor]:
+def _counted(last: TensorBase, k: int, descending: bool) -> tuple[TensorBase, TensorBase]:
     """The first ``k`` along the last dim by rank (the module docstring)."""
     n, rank = last.shape[-1], last.ndim + 1
     mine, other = last.unsqueeze(-1), last.unsqueeze(-2)  # element i along -2, element j along -1
@@ -99,7 +102,7 @@ def _counted(last: Tensor, k: int, descending: bool) -> tuple[Tensor, Tensor]:
     return where(chosen, last.unsqueeze(-2), _lowest(last.dtype)).amax(-1), where(chosen, there, 0).sum(-1)
 
 
-def _first_value(last: Tensor, candidate: Tensor, descending: bool) -> Tensor:
+def _first_value(last: TensorBase, candidate: TensorBase, descending: bool) -> TensorBase:
     """The first value in order among the ``candidate`` elements of each row (keepdim): NaN is
     the greatest, so a least value is NaN only when nothing else is left."""
     if descending:
@@ -111,7 +114,7 @@ def _first_value(last: Tensor, candidate: Tensor, descending: bool) -> Tensor:
     return where(number.any(-1, keepdim=True), least, np.nan)
 
 
-def _selected(last: Tensor, k: int, descending: bool) -> tuple[Tensor, Tensor]:
+def _selected(last: TensorBase, k: int, descending: bool) -> tuple[TensorBase, TensorBase]:
     """The first ``k`` along the last dim one after another (the module docstring)."""
     n = last.shape[-1]
     positions = _positions(last, n, last.ndim - 1, last.ndim)
@@ -126,18 +129,18 @@ def _selected(last: Tensor, k: int, descending: bool) -> tuple[Tensor, Tensor]:
     return cat(values, -1), cat(indices, -1)
 
 
-def sort(x: Tensor, dim: Any = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
+def sort(x: TensorBase, dim: Any = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
     """torch.sort: the values along ``dim`` in order and their positions (a stable order, which
     torch promises only with ``stable=True``)."""
     return _ordered(x, dim, None, bool(descending), "sort")
 
 
-def argsort(x: Tensor, dim: Any = -1, descending: bool = False, stable: bool = False) -> Tensor:
+def argsort(x: TensorBase, dim: Any = -1, descending: bool = False, stable: bool = False) -> TensorBase:
     """torch.argsort: the positions of :func:`sort`."""
     return sort(x, dim, descending, stable).indices
 
 
-def topk(x: Tensor, k: int, dim: Any = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:
+def topk(x: TensorBase, k: int, dim: Any = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:
     """torch.topk: the ``k`` largest (smallest) values along ``dim`` and their positions, in order
     (torch's order when ``sorted``; any order is torch's otherwise)."""
-    return _ordered(x, dim, _as_int(k, "topk's k"), bool(largest), "topk")
+    return _ordered(x, dim, as_int(k, "topk's k"), bool(largest), "topk")

@@ -88,8 +88,9 @@ class BlockAnalysis:
         self.streamed = self._streamed_outputs(reads)
 
     def reorder_outer(self, order: list[str]) -> None:
-        """Run the outer loops in ``order`` (a permutation of the outer variables): the frame's
-        variables renamed by position, in every member's body and store."""
+        """Run the outer loops in ``order`` (a permutation of the outer variables, the one
+        ``Tiles.loop_order`` asks for): the frame's variables renamed by position, in every
+        member's body and store."""
         f = self.frame
         ranges = f.var_ranges
         self.frame = replace(f, outer=tuple(ranges[x] for x in order))

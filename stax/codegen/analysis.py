@@ -8,7 +8,9 @@ buffer of the block at an index other than the one it is written at (a value of 
 point), that read is a real load of the stored value, never a local, and the block's loops run
 in order (``sequential_reason`` says why).  Such a buffer with no user outside the block lives
 in a kernel-local array (``<buf>_carried``) that Definition 7.3 does not charge, like the
-per-thread rows.
+per-thread rows; one stored for other kernels is re-read from its output, and the counting
+build does not count a load of bytes the kernel itself wrote (they come from cache).  Smaller
+members of a shape frame run under a guard and are read back the same way.
 """
 from __future__ import annotations
 
@@ -88,8 +90,9 @@ class BlockAnalysis:
         self.streamed = self._streamed_outputs(reads)
 
     def reorder_outer(self, order: list[str]) -> None:
-        """Run the outer loops in ``order`` (a permutation of the outer variables): the frame's
-        variables renamed by position, in every member's body and store."""
+        """Run the outer loops in ``order`` (a permutation of the outer variables, the one
+        ``Tiles.loop_order`` asks for): the frame's variables renamed by position, in every
+        member's body and store."""
         f = self.frame
         ranges = f.var_ranges
         self.frame = replace(f, outer=tuple(ranges[x] for x in order))

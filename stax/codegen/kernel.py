@@ -9,10 +9,11 @@ pointwise row another inner loop reads stays in a per-thread row buffer.
 ``BlockKernel`` builds on the block's analysis (``analysis.py``) and the text of its accesses
 (``access.py``): the loop nests, the passes over the inner loops (vector loops strip-mined by W
 along the innermost variable, 8.1, with W accumulators per reduction, Proposition 8.1 (2)), the
-outer-vector loops, the scan pass, and one outer point.  The forms that need more
-(``forms/``: split reductions, blocked scans, tiles, interleaved phases) build on it, and
-``generate.py`` chooses among them; this module imports neither.  Sequential blocks
-(Proposition 7.3 (1)) run with parallel depth 0 and no ``omp for``.
+outer-vector loops, the scan pass (spec 7.7: one pass along the carried dim per outer point, a
+running accumulator per scan, its pointwise producers and consumers in the same pass), and one
+outer point.  The forms that need more (``forms/``: split reductions, blocked scans, tiles,
+interleaved phases) build on it, and ``generate.py`` chooses among them; this module imports
+neither.  Sequential blocks (Proposition 7.3 (1)) run with parallel depth 0 and no ``omp for``.
 """
 from __future__ import annotations
 

@@ -76,6 +76,20 @@ def code_version() -> str:
     return f"{_version('stax')}-{digest}"
 
 
+def versions() -> dict[str, str]:
+    """What a process computing rows must share with the sweep's: the code and Python versions."""
+    return {"stax": code_version(), "python": platform.python_version()}
+
+
+def version_mismatch(expected: dict[str, str]) -> str | None:
+    """Why this process may not compute rows for a sweep run with ``expected``, or None."""
+    mine = versions()
+    if mine == expected:
+        return None
+    return (f"{platform.node()} runs stax {mine['stax']} on Python {mine['python']}, the sweep's client "
+            f"stax {expected['stax']} on Python {expected['python']}: install the client's code and Python there")
+
+
 def settings(cell: Any) -> dict[str, Any]:
     """The settings a cell ran under, as row columns: measures, the reference solver and its limits,
     the cell's time limit, timing repeats and threads, and the code's parts."""

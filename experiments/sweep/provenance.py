@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPUTING = ("stax", "solvers", "instances")
 SOURCES = (".py", ".h", ".cpp")
 #: the experiments module that computes a cell; the experiments modules it imports count too
-CELL_MODULE = "measure"
+CELL_MODULE = "experiments.sweep.measure"
 
 
 def _git(*args: str) -> str:
@@ -32,25 +32,39 @@ def _git(*args: str) -> str:
 
 
 def cell_modules(start: str = CELL_MODULE) -> list[Path]:
-    """``experiments/<start>.py`` and the experiments modules it imports, directly or not (read
-    from the source, so lazy imports inside functions count): plots, reports and the sweep's
-    own machinery are not among them."""
+    """The source of module ``start`` and of the experiments modules it imports, directly or not
+    (read from the source, so lazy imports inside functions count): plots, reports and the
+    sweep's own machinery are not among them."""
     seen: dict[str, Path] = {}
     todo = [start]
     while todo:
         name = todo.pop()
-        path = ROOT / "experiments" / f"{name}.py"
-        if name in seen or not path.exists():
+        path = _source(name)
+        if name in seen or path is None:
             continue
         seen[name] = path
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                todo += [node.module] if node.module else [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("experiments."):
-                todo.append(node.module.split(".")[1])
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                todo += [base] + [f"{base}.{a.name}" for a in node.names]  # a name may be a module
             elif isinstance(node, ast.Import):
-                todo += [a.name.split(".")[1] for a in node.names if a.name.startswith("experiments.")]
+                todo += [a.name for a in node.names]
     return sorted(seen.values())
+
+
+def _source(module: str) -> Path | None:
+    """The file of an experiments module (or package), or None for any other module."""
+    if module.split(".")[0] != "experiments":
+        return None
+    base = ROOT.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return path
+    return None
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from stax.ir.indexing import Index, normalize_dependency
-from stax.ir.loops import Buffer, ComputedBuffer, ExternBuffer
+from stax.ir.loops import ComputedBuffer, ExternBuffer, ProducedBuffer
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _memory_dep(name: str, index: Index, buf: ComputedBuffer) -> MemoryDep:
     return MemoryDep(name, normalized, tuple(ranges.items()))
 
 
-def read_writes(buf: Buffer) -> tuple[list[Dep], list[Dep]]:
+def read_writes(buf: ProducedBuffer) -> tuple[list[Dep], list[Dep]]:
     """The reads and writes of a buffer's computation, deduplicated, in first-use order."""
     if isinstance(buf, ExternBuffer):
         return [StarDep(n) for n in dict.fromkeys(buf.inputs)], [StarDep(buf.name)]
@@ -64,7 +64,7 @@ def read_writes(buf: Buffer) -> tuple[list[Dep], list[Dep]]:
 @dataclass
 class SchedulerNode:
     name: str
-    buffer: Buffer
+    buffer: ProducedBuffer
     reads: list[Dep]
     writes: list[Dep]
     unmet_dependencies: list[Dep] = field(default_factory=list)

@@ -11,8 +11,7 @@ from __future__ import annotations
 from stax.scheduler.dependencies import SchedulerNode, WeakDep, read_writes
 from stax.dtypes import nbytes
 from stax.ir.loops import ComputedBuffer, LoweredProgram
-from stax.scheduler.problems import Buffer as ProblemBuffer
-from stax.scheduler.problems import ForbiddenPair, FusionProblem
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem
 from stax.scheduler.legality import DEFAULT_FUSION_RULE, why_no_fuse
 
 
@@ -66,10 +65,10 @@ class Scheduler:
         """The seam (Definition 7.3): nodes, buffers with sizes, forbidden pairs with reasons, under
         Definition 7.2's ``rule`` and Proposition 7.3's ``dependence`` case (``legality``)."""
         outputs = set(self.program.outputs) | set(self.program.mutations.values())
-        buffers = [ProblemBuffer(i.name, self.buffer_bytes(i.name), None, tuple(self.users_of(i.name)))
+        buffers = [Buffer(i.name, self.buffer_bytes(i.name), None, tuple(self.users_of(i.name)))
                    for i in self.program.inputs]
         for node in self.nodes:
-            buffers.append(ProblemBuffer(node.buffer_name, self.buffer_bytes(node.buffer_name), node.name,
+            buffers.append(Buffer(node.buffer_name, self.buffer_bytes(node.buffer_name), node.name,
                                          tuple(self.users_of(node.buffer_name)), node.buffer_name in outputs))
         forbidden = []
         for i, a in enumerate(self.nodes):

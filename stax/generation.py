@@ -3,10 +3,10 @@ strategies and that a loaded schedule is checked by (``stax.decisions``).
 
 - ``fusion_stage``: lowering, scheduler nodes and the FusionProblem (Definition 7.3);
 - ``kernel_name``: the C++ name of a block's kernel, and of adjacent kernels merged into one call
-  (``merged_kernel_name``, seed 8.5);
+  (``merged_kernel_name``, spec 8.5);
 - ``allocated_order_problem``: the kernels' OrderProblem over the buffers the wrapper allocates
   (Definition 7.5);
-- ``generate_kernels``: the C++ of each block, or its extern call (seed 8.1-8.4);
+- ``generate_kernels``: the C++ of each block, or its extern call (spec 8.1-8.4);
 - ``inplace_check``: Proposition 7.2's test of whether a buffer may take its source's storage.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ def kernel_names(blocks: Partition) -> list[str]:
 
 
 def merged_kernel_name(kernels: list[Kernel]) -> str:
-    """The C++ function of adjacent kernels called as one (seed 8.5)."""
+    """The C++ function of adjacent kernels called as one (spec 8.5)."""
     parts = [k.name.removeprefix("cpp_fused_") for k in kernels]
     return "cpp_fused_" + ("__".join(parts) if len(parts) <= 3 else f"{parts[0]}__to__{parts[-1]}")
 

@@ -35,7 +35,9 @@ TABLE_PATH = DATA_DIR / "status.csv"
 PROBLEM_KINDS = ("fusion", "order")
 
 
-class Solved(StrEnum):
+class Standing(StrEnum):
+    """A problem's standing in the status table."""
+
     SOLVED = "solved"  # the best known value meets the best proven bound
     OPEN = "open"
 
@@ -76,7 +78,7 @@ class StatusRow:
     buffers: int
     value: int  # best known traffic or peak, bytes
     bound: int  # best proven lower bound, bytes
-    status: str  # Solved
+    status: str  # Standing
     value_by: str  # the strategy whose answer has ``value``
     value_seconds: float
     bound_by: str  # the strategy (or problem bound) that proved ``bound``
@@ -130,7 +132,7 @@ def _parse_row(raw: dict[str, str], where: str) -> StatusRow:
         raise InstanceFormatError(f"{where}: column 'problem': expected one of {PROBLEM_KINDS}, found {row.problem!r}")
     if not 0 <= row.bound <= row.value:
         raise InstanceFormatError(f"{where}: bound {row.bound} must lie between 0 and the value {row.value}")
-    want = Solved.SOLVED if row.value == row.bound else Solved.OPEN
+    want = Standing.SOLVED if row.value == row.bound else Standing.OPEN
     if row.status != want:
         raise InstanceFormatError(f"{where}: status {row.status!r} but value {row.value} and bound {row.bound} "
                                   f"make it {want.value!r}")

@@ -15,6 +15,7 @@ from stax.lowering import CostModel
 from stax.codegen.tuning import Tuning
 from stax.compiler import CompiledFunction, Options, build, compile, compile_graph, schedule, schedule_graph
 from stax.decisions import Schedule
+from stax.util.version import installed_version as _installed_version
 
 
 def __getattr__(name: str):
@@ -22,8 +23,4 @@ def __getattr__(name: str):
     first use, as reading package metadata slows the start of a new process."""
     if name != "__version__":
         raise AttributeError(f"module 'stax' has no attribute {name!r}")
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("stax")
-    except PackageNotFoundError:  # imported from a checkout that was never installed
-        return "0+unknown"
+    return _installed_version()

@@ -26,33 +26,35 @@ from typing import Any, Callable
 
 import numpy as np
 
-from stax.codegen.generate import generate, generate_extern, merge_kernels
-from stax.codegen.kernel import BlockKernel, Kernel
-from stax.codegen.index_range import check_index_range
+from stax.codegen.generate import merge_kernels
+from stax.codegen.kernel import Kernel
 from stax.codegen.entry import compiled_call_plan, compiled_call_source, python_entry_points
 from stax.codegen.plans import WrapperPlan
 from stax.codegen.wrapper import MemoryTracker, build_wrapper
 from stax.codegen.tuning import Tuning
 from stax.environment import caching_allocator_from_env, isa_from_env, threads_from_env
+from stax.generation import (Products, aliased_buffers, allocated_order_problem, buffer_meta, fusion_stage,
+                             generate_kernels, inplace_check, kernel_names, merged_kernel_name)
 from stax.explain import Stopwatch, block_names, kernel_lines, memory_lines, order_lines
 from stax.util.logs import configure_from_env, log
-from stax.errors import CallError, InvalidScheduleError, StaxError
+from stax.errors import CallError, StaxError
 from stax.util.suggest import did_you_mean
+from stax.util.version import installed_version
 from stax.runtime.allocator import NO_CACHING, allocator
 from stax.memory.plan import MemoryPlan, grouped_live, plan_memory
 from stax.memory.report import MemoryReport
 from stax.frontend.tracing import parameter_names, trace
 from stax.ir.graph import Graph
-from stax.ir.loops import ComputedBuffer, LoweredProgram
-from stax.lowering import CostModel, lower
-from stax.scheduler.problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
+from stax.ir.loops import LoweredProgram
+from stax.lowering import CostModel
+from stax.scheduler.problems import FusionProblem, OrderProblem
 from stax.runtime.build import ISA_LEVELS, Isa, isa_level, load_module, native_isa, runs_here
 from stax.runtime.build import build as build_library
 from stax.scheduler.labels import node_labels
 from stax.scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from stax.scheduler.nodes import Scheduler
 from stax.scheduler.fusion_log import fusion_decisions, fusion_log
-from stax.decisions import KernelChoice, Schedule, ScheduleOptions
+from stax.decisions import Schedule, ScheduleOptions, kernel_choices, products_of
 from stax.scheduler.strategies import (FusionResult, FusionStrategy, OrderResult, OrderStrategy, fusion_strategies, order_strategies,
                        ordered_blocks, run_fusion, run_order)
 
@@ -216,44 +218,6 @@ class _Bytes(int):
         return int(self)
 
 
-def kernel_name(block: tuple[str, ...]) -> str:
-    return "cpp_fused_" + "_".join(block) if len(block) <= 4 else f"cpp_fused_{block[0]}_to_{block[-1]}_{len(block)}"
-
-
-def allocated_order_problem(problem: FusionProblem, blocks: Partition, names: list[str],
-                            aliased: set[str]) -> OrderProblem:
-    """The kernels' OrderProblem, counting only buffers the wrapper allocates (Definition 7.5)."""
-    full = kernel_order_problem(problem, blocks, names)
-    return OrderProblem(full.tasks, tuple(b for b in full.buffers if b.name not in aliased), full.extra_edges, full.name)
-
-
-def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Partition, order: tuple[str, ...],
-                     names: list[str], isa: Isa, threads: int, tuning: Tuning, counting: bool = False,
-                     dependence: str = "parallel", labels: dict[str, str] | None = None) -> list[Kernel]:
-    """C++ kernels (or extern calls) for the blocks, in execution order; under the ``sequential``
-    rule a block reading its own buffers at earlier points keeps its loops sequential.  ``labels``
-    (``stax.scheduler.labels``) name each node's op in the kernels' comments."""
-    check_index_range(scheduler.program)
-    block_of_name = dict(zip(names, blocks))
-    users = {b.name: set(b.users) for b in problem.buffers}
-    outputs = {b.name for b in problem.buffers if b.is_output}
-    storage = {n.buffer.name: n.buffer.aliases for n in scheduler.nodes
-               if isinstance(n.buffer, ComputedBuffer) and n.buffer.aliases}
-    kernels = []
-    for name in order:
-        block = block_of_name[name]
-        members = [scheduler.by_name[n] for n in block]
-        if members[0].kind == "extern":
-            kernels.append(generate_extern(name, block[0], members[0].buffer, storage, threads))
-            continue
-        internal = {m.buffer_name for m in members
-                    if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}
-        kernels.append(generate(BlockKernel(name, [(m.name, m.buffer) for m in members], internal, storage,
-                                            isa.width, threads, counting, dependence == "sequential", tuning=tuning,
-                                            labels=labels)))
-    return kernels
-
-
 def translation_unit(kernels: list[Kernel], counting: bool = False, graph_call: str | None = None) -> str:
     """One C++ file per graph: the kernels, and their Python entry points with the graph's
     compiled call when there is one (or, for the counting build, plain C functions called
@@ -266,9 +230,7 @@ def translation_unit(kernels: list[Kernel], counting: bool = False, graph_call: 
 
 
 def _fusion_stage(graph: Graph, options: Options, name: str = "") -> tuple[LoweredProgram, Scheduler, FusionProblem]:
-    program = lower(graph, options.cost_model)
-    scheduler = Scheduler(program)
-    return program, scheduler, scheduler.fusion_problem(options.rule, dependence=options.dependence, name=name)
+    return fusion_stage(graph, options.cost_model, options.rule, options.dependence, name)
 
 
 def fusion_problem_of(graph: Graph, options: Options | None = None, name: str = "") -> FusionProblem:
@@ -322,7 +284,7 @@ def schedule_graph(graph: Graph, options: Options | None = None, parameters: tup
                                options.inplace, options.group_kernels, options.memory_plan,
                                dict(options.fusion_params), dict(options.order_params), options.caching_allocator)
     return Schedule(graph, parameters, resolved, problem, fusion, order_problem, order, memory, tuple(spans),
-                    kernel_choices(block_kernels, isa), options.tuning, _stax_version(),
+                    kernel_choices(block_kernels, isa), options.tuning, installed_version(),
                     Products(program, scheduler, block_kernels), labels)
 
 
@@ -338,51 +300,11 @@ def schedule(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "be
     return schedule_graph(graph, options, parameter_names(fn, len(specs)))
 
 
-@dataclass
-class Products:
-    """What a schedule's passes computed on the way: the loop IR, the scheduler nodes, the block kernels."""
-
-    program: LoweredProgram
-    scheduler: Scheduler
-    block_kernels: list[Kernel]
-
-
-def products_of(sched: Schedule) -> Products:
-    """A schedule's products: those kept when it was made, else lowered and generated again from
-    its graph and checked to give the schedule's problems and kernel choices."""
-    if sched.products is not None:
-        return sched.products
-    opts = sched.options
-    program = lower(sched.graph, opts.cost_model)
-    scheduler = Scheduler(program)
-    problem = scheduler.fusion_problem(opts.rule, dependence=opts.dependence)
-    stale = "; make the schedule again with this stax"
-    if problem != sched.fusion_problem:
-        raise InvalidScheduleError(f"the schedule's FusionProblem is not the one its graph gives here{stale}")
-    blocks = sched.partition
-    order_problem = allocated_order_problem(problem, blocks, kernel_names(blocks), aliased_buffers(scheduler))
-    if order_problem != sched.order_problem:
-        raise InvalidScheduleError(f"the schedule's OrderProblem is not the one its partition gives here{stale}")
-    isa = ISA_LEVELS[opts.isa]
-    block_kernels = generate_kernels(scheduler, problem, blocks, sched.order.order, kernel_names(blocks), isa,
-                                     opts.threads, sched.tuning, dependence=opts.dependence, labels=sched.labels)
-    for made, saved in zip(kernel_choices(block_kernels, isa), sched.kernels):
-        if made != saved:
-            raise InvalidScheduleError(f"kernel {saved.name}: the schedule chose {saved}, this stax generates {made}"
-                                       f"{stale}")
-    inplace_ok = inplace_check(block_kernels)
-    for name, where in sched.memory.storage.items():
-        if where.kind == "inplace" and not inplace_ok(name, where.source):
-            raise InvalidScheduleError(f"the schedule stores {name!r} in place of {where.source!r}, but its kernel "
-                                       "reads that buffer elsewhere than where it writes (Proposition 7.2)")
-    return Products(program, scheduler, block_kernels)
-
-
 def _linked(sched: Schedule, made: Products) -> tuple[list[Kernel], WrapperPlan, Any, str]:
     """The kernels as called (each span of steps merged into one function), the wrapper's plan,
     the compiled call's plan and the translation unit that gcc builds (seed 8.5)."""
     program, block_kernels, memory, spans = made.program, made.block_kernels, sched.memory, list(sched.spans)
-    kernels = [block_kernels[a] if a == b else merge_kernels(group_name(block_kernels[a:b + 1]),
+    kernels = [block_kernels[a] if a == b else merge_kernels(merged_kernel_name(block_kernels[a:b + 1]),
                                                              [g for k in block_kernels[a:b + 1] for g in k.generators])
                for a, b in spans]
     meta = buffer_meta(program, sched.order_problem)
@@ -425,33 +347,8 @@ def compile_graph(graph: Graph, options: Options | None = None, parameters: tupl
     return build(schedule_graph(graph, options, parameters))
 
 
-def kernel_names(blocks: Partition) -> list[str]:
-    return [kernel_name(b) for b in blocks]
-
-
-def aliased_buffers(scheduler: Scheduler) -> set[str]:
-    """Buffers stored in another's storage (an input updated in place): the wrapper allocates none."""
-    return {n.buffer_name for n in scheduler.nodes if isinstance(n.buffer, ComputedBuffer) and n.buffer.aliases}
-
-
-def buffer_meta(program: LoweredProgram, order_problem: OrderProblem) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Shape and dtype of every buffer the wrapper allocates."""
-    allocated = {ob.name for ob in order_problem.buffers}
-    return {b.name: (tuple(b.shape), b.dtype) for b in program.buffers if b.name in allocated}
-
-
-def kernel_choices(block_kernels: list[Kernel], isa: Isa) -> tuple[KernelChoice, ...]:
-    return tuple(KernelChoice(k.name, k.form, 1 if k.extern else isa.width, max(k.depths, default=0))
-                 for k in block_kernels)
-
-
 def strategy_name(spec: Any) -> str:
     return spec if isinstance(spec, str) else getattr(spec, "name", getattr(spec, "__name__", type(spec).__name__))
-
-
-def _stax_version() -> str:
-    from stax import __getattr__ as package_attribute  # read lazily: package metadata slows a new process
-    return package_attribute("__version__")
 
 
 def _refusing_call(isa: Isa) -> Callable:
@@ -478,28 +375,12 @@ def group_steps(kernels: list[Kernel], memory: MemoryPlan, order_problem: OrderP
     return spans
 
 
-def group_name(kernels: list[Kernel]) -> str:
-    parts = [k.name.removeprefix("cpp_fused_") for k in kernels]
-    return "cpp_fused_" + ("__".join(parts) if len(parts) <= 3 else f"{parts[0]}__to__{parts[-1]}")
-
-
 def plan_memory_for(kernels: list[Kernel], order_problem: OrderProblem, order: tuple[str, ...],
                     meta: dict[str, tuple[tuple[int, ...], str]], options: Options) -> MemoryPlan:
     """Seed 7.6 step 6: storage for every allocated buffer (reuse, in-place reuse or a pool)."""
     return plan_memory(order_problem, order, reuse=options.reuse, inplace=options.inplace,
                        pool=options.memory_plan == "pool", dtypes={n: m[1] for n, m in meta.items()},
                        inplace_ok=inplace_check(kernels))
-
-
-def inplace_check(kernels: list[Kernel]) -> Callable[[str, str], bool]:
-    """Whether the kernel producing a buffer reads a source only at the index it writes
-    (Proposition 7.2: the buffer may take the source's storage)."""
-    producer = {name: k for k in kernels for name in k.params if name in k.writes_at}
-
-    def inplace_ok(buffer: str, source: str) -> bool:
-        kernel = producer.get(buffer)
-        return kernel is not None and not kernel.extern and kernel.reads_only_at_write_index(buffer, source)
-    return inplace_ok
 
 
 def compile(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "best", **kwargs: Any) -> CompiledFunction:

@@ -7,6 +7,12 @@ their order, the memory plan (seed 7.6 step 6), which kernels share a parallel r
 kernel's code-generation choices (form, vector width, Algorithm 8.1's parallel depth), the code
 generator's tuning values and the options.  It saves to versioned JSON and loads with every field
 checked, so a schedule made in one process builds the same C++ in another.
+
+The replay strategies take a saved schedule's answers: ``fusion="replay", fusion_params={"schedule":
+"s.json"}`` its partition (or ``{"partition": [[...], ...]}`` a given one), ``order="replay"`` its
+kernel order (or ``{"order": [...]}``), so a cell of an experiment, or a schedule edited by hand,
+can be rebuilt and re-timed.  The problem's validator judges the answer as any strategy's; when
+the problem is the one the schedule was made for, the saved status and bound are kept.
 """
 from __future__ import annotations
 
@@ -15,21 +21,24 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from enum import Enum
 from math import prod
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from stax.codegen.kernel import Kernel
 from stax.codegen.tuning import Tuning
 from stax.dtypes import ITEMSIZE, SUPPORTED
 from stax.errors import InstanceFormatError, InvalidScheduleError, StaxError
+from stax.generation import (Products, aliased_buffers, allocated_order_problem, fusion_stage, generate_kernels,
+                             inplace_check, kernel_names)
 from stax.ir.graph import (ELEMENTWISE_OPS, EXTERN_OPS, REDUCTION_OPS, SCAN_OPS, VIEW_OPS, Graph, Node)
 from stax.lowering import CostModel
 from stax.memory.plan import MemoryPlan, Storage, check_plan
 from stax.util.fields import MAX_COUNT, Fields, is_identifier, shortened, sub_fields
 from stax.scheduler.problems import FusionProblem, OrderProblem, read_json
-from stax.runtime.build import ISA_LEVELS
+from stax.runtime.build import ISA_LEVELS, Isa
 from stax.scheduler.events import event_from_dict, event_to_dict
 from stax.scheduler.labels import check_labels
 from stax.scheduler.legality import DEPENDENCE_RULES, FUSION_RULES
-from stax.scheduler.strategies import STATUSES, FusionResult, OrderResult
+from stax.scheduler.strategies import STATUSES, FusionResult, OrderResult, Status
 
 SCHEDULE_FORMAT = "stax.schedule"
 SCHEDULE_VERSION = 1
@@ -87,7 +96,7 @@ class Schedule:
     stax_version: str = ""
     #: what the passes computed on the way (program, scheduler, block kernels), so building a
     #: schedule just made does not lower and generate again; not saved
-    products: Any = field(default=None, compare=False, repr=False)
+    products: Products | None = field(default=None, compare=False, repr=False)
     #: each node's op in the user's words (``exp@model.py:12``, ``stax.scheduler.labels``), for the
     #: fusion log and kernel comments; where the code was written, not a decision, so not compared
     labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -137,7 +146,7 @@ class Schedule:
         order = _result_from_fields(OrderResult, sub_fields(r, "order", r.get("order", dict, "an object")), "order")
         r.check("fusion.partition", lambda: fusion_problem.validate(fusion.partition))
         r.check("order.order", lambda: order_problem.validate(order.order))
-        if order_problem.tasks != tuple(_kernel_names(fusion.partition)):
+        if order_problem.tasks != tuple(kernel_names(fusion.partition)):
             r.fail("order_problem.tasks", "one task per block of fusion.partition, named as stax names kernels",
                    order_problem.tasks)
         memory = _memory_from_fields(sub_fields(r, "memory", r.get("memory", dict, "an object")))
@@ -162,15 +171,43 @@ class Schedule:
         return replace(sched, products=r.check("graph", lambda: _products(sched, source)))
 
 
-def _kernel_names(partition) -> list[str]:
-    from stax.compiler import kernel_name  # the compiler names kernels; it imports this module
-    return [kernel_name(b) for b in partition]
+def kernel_choices(block_kernels: list[Kernel], isa: Isa) -> tuple[KernelChoice, ...]:
+    return tuple(KernelChoice(k.name, k.form, 1 if k.extern else isa.width, max(k.depths, default=0))
+                 for k in block_kernels)
 
 
-def _products(sched: Schedule, source: str):
+def products_of(sched: Schedule) -> Products:
+    """A schedule's products: those kept when it was made, else lowered and generated again from
+    its graph and checked to give the schedule's problems and kernel choices."""
+    if sched.products is not None:
+        return sched.products
+    opts = sched.options
+    program, scheduler, problem = fusion_stage(sched.graph, opts.cost_model, opts.rule, opts.dependence)
+    stale = "; make the schedule again with this stax"
+    if problem != sched.fusion_problem:
+        raise InvalidScheduleError(f"the schedule's FusionProblem is not the one its graph gives here{stale}")
+    blocks = sched.partition
+    order_problem = allocated_order_problem(problem, blocks, kernel_names(blocks), aliased_buffers(scheduler))
+    if order_problem != sched.order_problem:
+        raise InvalidScheduleError(f"the schedule's OrderProblem is not the one its partition gives here{stale}")
+    isa = ISA_LEVELS[opts.isa]
+    block_kernels = generate_kernels(scheduler, problem, blocks, sched.order.order, kernel_names(blocks), isa,
+                                     opts.threads, sched.tuning, dependence=opts.dependence, labels=sched.labels)
+    for made, saved in zip(kernel_choices(block_kernels, isa), sched.kernels):
+        if made != saved:
+            raise InvalidScheduleError(f"kernel {saved.name}: the schedule chose {saved}, this stax generates {made}"
+                                       f"{stale}")
+    inplace_ok = inplace_check(block_kernels)
+    for name, where in sched.memory.storage.items():
+        if where.kind == "inplace" and not inplace_ok(name, where.source):
+            raise InvalidScheduleError(f"the schedule stores {name!r} in place of {where.source!r}, but its kernel "
+                                       "reads that buffer elsewhere than where it writes (Proposition 7.2)")
+    return Products(program, scheduler, block_kernels)
+
+
+def _products(sched: Schedule, source: str) -> Products:
     """The schedule's products, lowered and generated again from its graph; a choice this stax
     would not make is refused naming the file (an error lowering the graph names the graph)."""
-    from stax.compiler import products_of  # the compiler builds schedules; it imports this module
     try:
         return products_of(sched)
     except InvalidScheduleError as exc:
@@ -424,3 +461,42 @@ def diff(a: Schedule, b: Schedule, names: tuple[str, str] = ("A", "B")) -> str:
     if a.memory.peak != b.memory.peak:
         lines.append(f"planned peak: {a.memory.peak} B vs {b.memory.peak} B")
     return "\n".join(lines)
+
+
+# --- replay: a saved schedule's partition or order as a strategy's answer -------------------------
+
+def _saved(kind: str, schedule: str | None, given: Any, given_name: str) -> Schedule | None:
+    if (schedule is None) == (given is None):
+        raise StaxError(f"the replay {kind} strategy takes either schedule=FILE.json or {given_name}=..., "
+                        f"not {'both' if schedule else 'neither'}")
+    return Schedule.load(schedule) if schedule is not None else None
+
+
+class ReplayFusion:
+    """The partition of a saved schedule (``schedule``: its JSON file), or ``partition`` itself."""
+
+    name = "replay"
+
+    def __init__(self, schedule: str | None = None, partition: Sequence[Sequence[str]] | None = None):
+        self.saved = _saved("fusion", schedule, partition, "partition")
+        self.partition = self.saved.partition if self.saved else tuple(tuple(b) for b in partition)
+
+    def solve(self, problem: FusionProblem) -> FusionResult:
+        if self.saved is not None and self.saved.fusion_problem == problem:
+            return FusionResult(self.partition, self.saved.fusion.status, bound=self.saved.fusion.bound)
+        return FusionResult(self.partition, Status.HEURISTIC)
+
+
+class ReplayOrder:
+    """The kernel order of a saved schedule (``schedule``: its JSON file), or ``order`` itself."""
+
+    name = "replay"
+
+    def __init__(self, schedule: str | None = None, order: Sequence[str] | None = None):
+        self.saved = _saved("order", schedule, order, "order")
+        self.order = self.saved.order.order if self.saved else tuple(order)
+
+    def solve(self, problem: OrderProblem) -> OrderResult:
+        if self.saved is not None and self.saved.order_problem == problem:
+            return OrderResult(self.order, self.saved.order.status, bound=self.saved.order.bound)
+        return OrderResult(self.order, Status.HEURISTIC)

@@ -33,8 +33,8 @@ from typing import Callable, Sequence
 from stax.ir import graph as g
 from stax.errors import UnsupportedError
 from stax.ir.indexing import Index, contiguous_strides, floordiv, lane_step, linear_index, mod
-from stax.ir.loops import (Buffer, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op, loads,
-                 reduction_identity, walk)
+from stax.ir.loops import (ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op,
+                           ProducedBuffer, loads, reduction_identity, walk)
 from stax.passes.conv_epilogues import fold_conv_epilogues
 from stax.passes.matmul_sums import fold_matmul_sums
 from stax.scheduler.legality import VECTOR_LOOP_MIN
@@ -81,7 +81,7 @@ class Lowering:
     def __init__(self, graph: g.Graph, cost_model: CostModel = CostModel()):
         self.graph, self.cost_model = graph, cost_model
         self.values: dict[str, TensorValue] = {}
-        self.buffers: list[Buffer] = []
+        self.buffers: list[ProducedBuffer] = []
         self.inputs: list[InputBuffer] = []
         self.var_ranges: dict[str, int] = {}
         self._memo: dict[tuple, Expr] = {}

@@ -168,7 +168,7 @@ def test_the_narrow_gemm_benchmark_times_both_products_ours_and_the_blas():
 
 
 def test_the_zoo_judges_its_goal_by_the_ratios_interval():
-    from experiments.models.compare_inductor import goal_verdict
+    from experiments.models.inductor_timing import goal_verdict
     assert goal_verdict(0.9, (0.85, 0.97)) == "met"
     assert goal_verdict(0.95, (0.9, 1.0)) == "met"  # at most 1.0: the bound counts
     assert goal_verdict(1.1, (1.02, 1.2)) == "missed"

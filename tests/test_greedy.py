@@ -15,7 +15,7 @@ from stax.measure import demo as stax_examples
 from stax.compiler import fusion_problem_of
 from stax.errors import InvalidScheduleError, StaxError
 from stax.frontend.tracing import trace
-from stax.memory.orders import original_order
+from stax.scheduler.orders import original_order
 from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem, kernel_order_problem, quotient_graph
 from stax.scheduler import greedy as greedy_module
 from stax.scheduler.greedy import WINDOW, FusionGroups, GreedyFusion, best_first, compare_scores, score

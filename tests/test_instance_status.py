@@ -13,7 +13,7 @@ from experiments.sweep.config import ReferenceSpec
 from experiments.studies.instance_status import regenerate
 from experiments.sweep.measure import ReferenceTask, solve_reference, unsolved_reference
 from instances import store
-from instances.status import Solved, StatusConflict, StatusTable, problem_key, problems_of, shipped_table
+from instances.status import Standing, StatusConflict, StatusTable, problem_key, problems_of, shipped_table
 from solvers.brute_force import min_fusion_cost, min_peak
 from solvers.order.dp import bounded_order
 from stax.errors import InstanceFormatError
@@ -60,7 +60,7 @@ def test_small_rows_agree_with_a_fresh_solve():
         problem = dict(problems_of(store.load(row.instance)))[row.problem]
         value, bound, optimal = _fresh(problem)
         assert row.conflicts(value, bound, optimal) == [], row.instance
-        if optimal and row.status == Solved.SOLVED:
+        if optimal and row.status == Standing.SOLVED:
             assert value == row.value, row.instance
             proven += 1
     assert proven >= 8
@@ -75,7 +75,7 @@ def layered():
 
 def test_a_solver_claiming_a_bound_above_a_known_optimum_fails(layered):
     _, row = layered
-    assert row.status == Solved.SOLVED
+    assert row.status == Standing.SOLVED
     with pytest.raises(StatusConflict, match=f"lower bound {row.value + 1} above the known value {row.value}"):
         row.check(row.value + 1, row.value + 1, False, "a wrong solver")
     with pytest.raises(StatusConflict, match="optimal, but"):
@@ -115,7 +115,7 @@ def test_regeneration_resumes_and_redoes_on_request(tmp_path):
     assert StatusTable.load(path) == table
     shipped = shipped_table()
     for row in table.rows:
-        assert row.status == Solved.SOLVED and shipped.row(row.instance, row.problem).value == row.value
+        assert row.status == Standing.SOLVED and shipped.row(row.instance, row.problem).value == row.value
     regenerate(5, only="layered-12-0", path=path, isolated=False, echo=said.append)
     assert "0 problems to solve" in said[-1]
     regenerate(5, only="example_7_2", path=path, echo=said.append)  # attempts in their own processes

@@ -15,7 +15,7 @@ import pytest
 
 import stax
 from stax.errors import InstanceFormatError, StaxError
-from stax.scheduler.labels import LABEL, op_label
+from stax.scheduler.labels import OP_LABEL, op_label
 from stax.decisions import Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +128,7 @@ def test_a_label_is_safe_in_a_cpp_comment_whatever_the_file_is_called():
     assert op_label("exp", ("", 0)) == "exp"  # no line of the user's (an output's copy)
     assert op_label("not an op", ("a.py", 1)) == "op@a.py:1"
     for label in ("exp@my_model_.py:12", "exp@we_ird-name.v2.py:3", "exp"):
-        assert LABEL.fullmatch(label) and "*/" not in label
+        assert OP_LABEL.fullmatch(label) and "*/" not in label
 
 
 def updated_in_place(x, y):

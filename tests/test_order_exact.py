@@ -8,7 +8,8 @@ from instances.dags import layered_dag, order_problem, series_parallel_dag
 from instances.training import training_order
 from solvers.brute_force import min_peak
 from solvers.order.decompose import join, live_set_lower_bound, segment_problems, segments
-from solvers.order.dp import bounded_order, least_peak
+from solvers.order.dp import bounded_order
+from solvers.order.downsets import least_peak
 from stax.scheduler.problems import Buffer, OrderProblem
 from stax.scheduler.strategies import run_order
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from instances.dags import layered_dag, order_problem, series_parallel_dag
-from stax.memory.orders import breadth_first, depth_first, least_peak_memory_first, original_order
+from stax.scheduler.orders import breadth_first, depth_first, least_peak_memory_first, original_order
 from stax.scheduler.problems import Buffer, OrderProblem
 from stax.scheduler.strategies import run_order
 

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from hypothesis import given, strategies as st
 
-from experiments.report.rank_correlation import kendall_tau, per_family, per_instance, with_time_tau
+from experiments.report.rank_correlation import per_family
+from experiments.sweep.time_tau import kendall_tau, per_instance, with_time_tau
 from experiments.report.html import write_report
 from experiments.sweep.results import ResultDir, load_results
 

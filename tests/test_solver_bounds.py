@@ -9,7 +9,7 @@ import pytest
 from instances.dags import fusion_problem, layered_dag, order_problem, series_parallel_dag
 from solvers.brute_force import min_fusion_cost, min_peak
 from solvers.fusion.bounds import compulsory_traffic
-from stax.scheduler.problems import Buffer, FusionProblem, kernel_names, kernel_order_problem
+from stax.scheduler.problems import Buffer, FusionProblem, kernel_order_problem, task_names
 from stax.scheduler.strategies import run_fusion, run_order
 
 HUGE = (2 ** 40 + 8, 2 ** 41 + 3, 2 ** 50 + 1, 2 ** 40, 3 * 2 ** 44 + 5)
@@ -86,10 +86,10 @@ def test_compulsory_traffic_is_at_most_the_optimum():
     assert tight > 0
 
 
-def test_kernel_names_never_collide():
+def test_task_names_never_collide():
     p = FusionProblem(nodes=("a", "b", "a_b"), buffers=(
         Buffer("t", 4, "a", ("b",)), Buffer("u", 4, "b", ("a_b",)), Buffer("y", 4, "a_b", (), True)))
     order = kernel_order_problem(p, [("a", "b"), ("a_b",)])
     assert len(set(order.tasks)) == 2 and "a_b" in order.tasks
-    assert kernel_names([("a",), ("b", "c")]) == ["a", "b_c"]
-    assert len(set(kernel_names([("x", "y"), ("x_y",), ("x_y#2",), ("p", "q")]))) == 4
+    assert task_names([("a",), ("b", "c")]) == ["a", "b_c"]
+    assert len(set(task_names([("x", "y"), ("x_y",), ("x_y#2",), ("p", "q")]))) == 4

@@ -123,13 +123,13 @@ def runtime_call(label: str, name: str, arrays: list[np.ndarray]) -> Callable[[]
 def model_call(label: str, name: str, small: bool) -> Callable[[], object]:
     """One training step of zoo model ``name`` (its small size for tests) under runtime ``label``:
     stax's compiled step, or TorchInductor's compilation of the same training graph."""
-    from experiments.models.compare_inductor import _compiled_inductor
+    from experiments.models.inductor_timing import compiled_inductor
     threads = int(label.split()[1])
     program = ZOO[name](small).training()
     if label.startswith("stax"):
         compiled, arguments = program.compile(threads=threads), program.arguments()
         return lambda: compiled(*arguments)
-    return _compiled_inductor(program, threads)
+    return compiled_inductor(program, threads)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import numpy as np
 
 import stax
 from solvers.brute_force import min_fusion_cost, min_peak
-from stax.compiler import Options, fusion_problem_of, kernel_name
+from stax.compiler import Options, fusion_problem_of
+from stax.generation import kernel_name
 from stax.errors import KernelError, StaxError
 from stax.ir.graph import Graph
 from stax.scheduler.problems import kernel_order_problem

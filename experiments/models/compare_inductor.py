@@ -34,19 +34,18 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-import statistics
-import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from experiments.sweep.config import ReferenceSpec
 from experiments.sweep.measure import exact_order
+from experiments.models.inductor_timing import THREADS, alternating_times, compiled_inductor, goal_verdict
 from experiments.models.suite import MODELS
 from experiments.models.zoo import ZOO, ZooModel
 from stax.kernels import blas
 from stax.scheduler.strategies import run_order
-from stax.measure.timing import median_interval, time_call
+from stax.measure.timing import time_call
 from stax.torch.capture import TorchProgram, require_torch
 
 HEURISTICS = ("original", "lpmf", "bfs", "dfs")
@@ -117,32 +116,14 @@ def print_table(rows: list[tuple[str, dict, dict]]) -> None:
               f"{peaks} {'':>14} {theirs['seconds'] * 1e3:8.2f}")
 
 
-THREADS = (1, 2)
 #: alternating timing rounds of stax, Inductor and eager per thread count: with 11 paired ratios,
 #: the median ratio's 95% interval spans the 3rd to the 9th smallest (stax.measure.timing.median_interval)
 ROUNDS = 11
-#: a pause before each timing, longer than the straggler rule's longest solo window (0.2 s): a
-#: straggler that what ran before caused (another runtime's threads finishing, the host taking a
-#: core) does not send the next runtime's timing solo
-SETTLE_SECONDS = 0.25
-
-
 def _largest_error(program: TorchProgram, outputs: Any, arguments: list[np.ndarray]) -> float:
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     updated = [arguments[program.input_names.index(n)] for n in program.updated]
     pairs = list(zip(outputs, program.expected)) + list(zip(updated, program.expected_updates))
     return max(float(np.abs(np.asarray(got, np.float64) - want).max(initial=0)) for got, want in pairs)
-
-
-def _compiled_inductor(program: TorchProgram, threads: int) -> Callable[[], Any]:
-    """TorchInductor's compilation of the training graph for ``threads`` threads, as a call."""
-    torch = require_torch()
-    from torch._inductor import config
-    config.force_disable_caches = True
-    torch.set_num_threads(threads)
-    inputs = [torch.from_numpy(a.copy()) for a in program.arguments()[:len(program.example)]]  # the graph's own
-    compiled = torch._inductor.compile(program.fx_graph, inputs)
-    return lambda: compiled(*inputs)
 
 
 def zoo_row(model: ZooModel, rounds: int = ROUNDS) -> dict[str, Any]:
@@ -175,60 +156,13 @@ def zoo_row(model: ZooModel, rounds: int = ROUNDS) -> dict[str, Any]:
                 exact = exact_order(problem, ReferenceSpec(time_limit=30.0, order="dp"))
                 row["peak_exact"], row["exact_status"] = exact.peak, exact.status
             metrics.reset()
-            calls = {"stax": lambda: compiled(*arguments), "inductor": _compiled_inductor(program, threads),
+            calls = {"stax": lambda: compiled(*arguments), "inductor": compiled_inductor(program, threads),
                      "eager": model.eager_training()}
             row["generated"] = metrics.generated_kernel_count
             row.update({f"{key}_{threads}": value for key, value in alternating_times(calls, rounds).items()})
     finally:
         torch.set_num_threads(before)
     return row
-
-
-def alternating_times(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, Any]:
-    """The median time of each of ``calls`` (stax, inductor, eager) over ``rounds`` alternating
-    rounds, each after a pause of SETTLE_SECONDS; ``ratio`` = the median of the rounds' paired
-    stax / Inductor ratios, ``ratio_ci`` its 95% interval, ``steal`` the hypervisor's share of
-    the CPU time meanwhile."""
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    before_steal = _cpu_ticks()
-    for _ in range(rounds):
-        for name, call in calls.items():
-            time.sleep(SETTLE_SECONDS)
-            samples[name].append(time_call(call, repeat=3))
-    round_ratios = [ours / theirs for ours, theirs in zip(samples["stax"], samples["inductor"])]
-    return {**{name: statistics.median(times) for name, times in samples.items()},
-            "ratio": statistics.median(round_ratios), "ratio_ci": median_interval(round_ratios),
-            "steal": _steal_fraction(before_steal, _cpu_ticks())}
-
-
-def _cpu_ticks() -> tuple[int, int] | None:
-    """The machine's CPU time so far, stolen and in all, in clock ticks (Linux's /proc/stat), or None."""
-    try:
-        with open("/proc/stat") as stat:
-            fields = [int(x) for x in stat.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
-
-
-def _steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
-    """The share of the CPU time between two readings that the hypervisor gave other machines (a
-    virtual machine's noise that no process here causes), NaN where it cannot be read."""
-    if before is None or after is None or after[1] <= before[1]:
-        return float("nan")
-    return (after[0] - before[0]) / (after[1] - before[1])
-
-
-def goal_verdict(ratio: float, interval: tuple[float, float]) -> str:
-    """Whether a row meets the zoo's goal (stax / Inductor at most 1.0), judged by the median
-    ratio's 95% interval: "met" when the whole interval is at or under 1.0, "missed" when it is
-    all above, "open" when it straddles 1.0 (the median says which side it leans to)."""
-    low, high = interval
-    if high <= 1.0:
-        return "met"
-    if low > 1.0:
-        return "missed"
-    return f"open{'<=' if ratio <= 1.0 else '>'}1"
 
 
 def print_zoo(rows: list[tuple[str, dict[str, Any]]]) -> None:
@@ -284,7 +218,7 @@ def main() -> None:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
     if args.zoo or args.real_zoo:
         if args.real_zoo:
-            from experiments.models.compare_real_zoo import run_real_zoo as run  # it imports this module's timing
+            from experiments.models.compare_real_zoo import run_real_zoo as run
             from experiments.models.real_zoo import REAL_ZOO as suite
         else:
             run, suite = run_zoo, ZOO

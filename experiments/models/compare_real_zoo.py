@@ -9,7 +9,7 @@ the same captured graph and of eager float32 torch; each compiler's cold compile
 translation, scheduling, code generation and the C++ build into an empty kernel cache; Inductor:
 ``torch._inductor.compile`` of the FX graph, caches off, into an empty cache directory); the
 median time per call at 1 and 2 threads over alternating rounds with stax / Inductor and its 95%
-interval (:func:`experiments.models.compare_inductor.alternating_times`); and the peak memory of one
+interval (:func:`experiments.models.inductor_timing.alternating_times`); and the peak memory of one
 call measured for stax, Inductor and eager in a child process (:mod:`experiments.models.peak_memory`).
 
     python -m experiments.models.compare_inductor --real-zoo [--small] [--rounds N] [MODEL ...]
@@ -24,7 +24,7 @@ import tempfile
 import time
 from typing import Any, Callable, Iterator
 
-from experiments.models.compare_inductor import THREADS, _compiled_inductor, alternating_times, goal_verdict
+from experiments.models.inductor_timing import THREADS, alternating_times, compiled_inductor, goal_verdict
 from experiments.models.peak_memory import call_peak, in_child
 from experiments.models.real_zoo import REAL_ZOO, RealModel, float64_outputs, relative_error
 from stax.torch.capture import TorchProgram, require_torch
@@ -98,7 +98,7 @@ def real_row(name: str, mode: str, small: bool, rounds: int) -> dict[str, Any]:
         for threads in THREADS:
             with _empty_caches():
                 compiled, stax_seconds = _timed(lambda: program.compile(fusion="greedy", order="best", threads=threads))
-                inductor, inductor_seconds = _timed(lambda: _compiled_inductor(program, threads))
+                inductor, inductor_seconds = _timed(lambda: compiled_inductor(program, threads))
             arguments = program.arguments()
             if threads == THREADS[0]:
                 row["stax_error"] = relative_error(compiled(*program.arguments()), reference)
@@ -126,7 +126,7 @@ def peaks(name: str, mode: str, small: bool) -> dict[str, int]:
     program = program_of(model, mode)
     compiled = program.compile(fusion="greedy", order="best", threads=1)
     arguments = program.arguments()
-    calls = {"stax": lambda: compiled(*arguments), "inductor": _compiled_inductor(program, 1),
+    calls = {"stax": lambda: compiled(*arguments), "inductor": compiled_inductor(program, 1),
              "eager": eager_call(model, mode)}
     torch.set_num_threads(1)
     return {runtime: call_peak(call) for runtime, call in calls.items()}

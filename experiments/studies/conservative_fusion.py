@@ -67,7 +67,7 @@ def stax_verdict(reads: list[list[Subscript]], dims: int) -> str:
     consumer = ComputedBuffer("buf1", shape, "float32", shape, body, store_index=own)
     program = LoweredProgram([InputBuffer("arg0", shape, "float32", strides, 0)], [producer, consumer], ["buf1"], {})
     scheduler = Scheduler(program)
-    reason = why_no_fuse(scheduler.nodes[0], scheduler.nodes[1], scheduler)
+    reason = why_no_fuse(scheduler.nodes[0], scheduler.nodes[1])
     return "fuse" if reason is None else reason.split(":")[0]
 
 

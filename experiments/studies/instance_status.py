@@ -28,7 +28,7 @@ import click
 from tqdm import tqdm
 
 from instances import store
-from instances.status import (TABLE_PATH, Solved, StatusConflict, StatusRow, StatusTable, integral_bound,
+from instances.status import (TABLE_PATH, Standing, StatusConflict, StatusRow, StatusTable, integral_bound,
                               problem_key, problems_of)
 from stax.errors import StaxError
 from stax.scheduler.problems import FusionProblem, OrderProblem
@@ -123,7 +123,7 @@ def solve_row(name: str, kind: str, problem: FusionProblem | OrderProblem, time_
                              f"so one of them is wrong: {json.dumps(attempts)}")
     return StatusRow(instance=name, problem=kind, key=problem_key(problem), nodes=_size(problem),
                      buffers=len(problem.buffers), value=value, bound=bound or 0,
-                     status=(Solved.SOLVED if value == (bound or 0) else Solved.OPEN).value, value_by=value_by,
+                     status=(Standing.SOLVED if value == (bound or 0) else Standing.OPEN).value, value_by=value_by,
                      value_seconds=round(value_seconds, 3), bound_by=bound_by, bound_seconds=round(bound_seconds, 3),
                      time_limit=time_limit, stax_version=provenance.code_version(), date=provenance.now(),
                      load_average=round(load, 2), attempts=json.dumps(attempts, sort_keys=True))
@@ -145,7 +145,7 @@ def regenerate(time_limit: float, only: str = "", redo: bool = False, path: Path
     for name in chosen:
         for kind, problem in problems_of(store.load(name)):
             row = table.row(name, kind)
-            if redo or row is None or row.key != problem_key(problem) or (row.status == Solved.OPEN
+            if redo or row is None or row.key != problem_key(problem) or (row.status == Standing.OPEN
                                                                            and row.time_limit < time_limit):
                 work.append((name, kind, problem))
     echo(f"{len(chosen)} instances match, {len(work)} problems to solve at {time_limit:g} s; table {path}")

@@ -6,7 +6,7 @@ Any cluster Dask runs works: ``dask scheduler`` and ``dask worker ADDRESS`` (nan
 ``LocalCluster``, ``SSHCluster``, dask-jobqueue's ``SLURMCluster``.  A task whose worker dies
 runs again on another (Dask's own rescheduling), and its result arrives once.  A worker whose
 stax code or Python differs from this process's is refused before anything runs (and a worker
-joining later refuses the cells it gets, :func:`.sweep.version_mismatch`).  When the scheduler
+joining later refuses the cells it gets, :func:`.provenance.version_mismatch`).  When the scheduler
 goes away, the rows already recorded stay, and the error says how to resume.
 """
 from __future__ import annotations
@@ -17,6 +17,8 @@ import socket
 from typing import Any, Callable, Iterator
 
 from stax.errors import StaxError
+
+from experiments.sweep.provenance import version_mismatch, versions
 
 CONNECT_SECONDS = 3
 PROBE_SECONDS = 2
@@ -95,7 +97,6 @@ def connect(address: str):
 
 
 def _refuse_mismatched_workers(client) -> None:
-    from experiments.sweep.run import version_mismatch, versions
     expected = versions()
     answers = client.run(version_mismatch, expected, on_error="return")  # an exception where stax is missing
     problems = {worker: why if isinstance(why, str) else f"it cannot run the sweep's code ({why!r}); the client "

@@ -32,27 +32,39 @@ def _git(*args: str) -> str:
 
 
 def cell_modules(start: str = CELL_MODULE) -> list[Path]:
-    """The module ``start`` of experiments and the experiments modules it imports, directly or
-    not (read from the source, so lazy imports inside functions count): plots, reports and the
+    """The source of module ``start`` and of the experiments modules it imports, directly or not
+    (read from the source, so lazy imports inside functions count): plots, reports and the
     sweep's own machinery are not among them."""
-    def path_of(name: str) -> Path | None:
-        base = ROOT.joinpath(*name.split("."))
-        return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
-
     seen: dict[str, Path] = {}
     todo = [start]
     while todo:
         name = todo.pop()
-        path = path_of(name) if name.startswith("experiments.") else None
+        path = _source(name)
         if name in seen or path is None:
             continue
         seen[name] = path
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                todo += [base] + [f"{base}.{a.name}" for a in node.names]  # a name may be a module
             elif isinstance(node, ast.Import):
                 todo += [a.name for a in node.names]
-    return sorted(p for name, p in seen.items() if p.name != "__init__.py" or name == start)
+    return sorted(seen.values())
+
+
+def _source(module: str) -> Path | None:
+    """The file of an experiments module (or package), or None for any other module."""
+    if module.split(".")[0] != "experiments":
+        return None
+    base = ROOT.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return path
+    return None
 
 
 @functools.cache
@@ -76,6 +88,20 @@ def code_version() -> str:
     while an edit elsewhere (a figure, the report, a comment in the sweep runner) keeps them."""
     digest = hashlib.sha256(json.dumps(code_parts(), sort_keys=True).encode()).hexdigest()[:12]
     return f"{_version('stax')}-{digest}"
+
+
+def versions() -> dict[str, str]:
+    """What a process computing rows must share with the sweep's: the code and Python versions."""
+    return {"stax": code_version(), "python": platform.python_version()}
+
+
+def version_mismatch(expected: dict[str, str]) -> str | None:
+    """Why this process may not compute rows for a sweep run with ``expected``, or None."""
+    mine = versions()
+    if mine == expected:
+        return None
+    return (f"{platform.node()} runs stax {mine['stax']} on Python {mine['python']}, the sweep's client "
+            f"stax {expected['stax']} on Python {expected['python']}: install the client's code and Python there")
 
 
 def settings(cell: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ reference reached on the same problem (``*_best``), and every row's relative gap
 (``*_gap_best``) and to the reference's lower bound (``*_gap_bound``), so a row is compared even
 where no optimum is proven; and on every timed row ``time_tau``, the Kendall rank correlation
 between modeled traffic and measured kernel time across the strategies of its instance
-(:mod:`experiments.report.rank_correlation`).
+(:mod:`experiments.sweep.time_tau`).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from stax.errors import StaxError
 from experiments.sweep.cells import content_key
 from experiments.sweep.measure import DECISION_COLUMN, remove_orphaned_writes, write_atomic
 from experiments.sweep.nulls import as_nulls
-from experiments.report.rank_correlation import with_time_tau
+from experiments.sweep.time_tau import with_time_tau
 
 TABLE = "results.parquet"
 

@@ -33,6 +33,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from experiments.sweep import provenance
+from experiments.sweep.provenance import version_mismatch, versions
 from experiments.sweep import status as sweep_status
 from experiments.sweep.cells import Cell, plan
 from experiments.sweep.config import SweepConfig
@@ -49,20 +50,6 @@ class SweepSummary:
     cells: int
     skipped: int
     failed: int
-
-
-def versions() -> dict[str, str]:
-    """What a process computing rows must share with the sweep's: the code and Python versions."""
-    return {"stax": provenance.code_version(), "python": platform.python_version()}
-
-
-def version_mismatch(expected: dict[str, str]) -> str | None:
-    """Why this process may not compute rows for a sweep run with ``expected``, or None."""
-    mine = versions()
-    if mine == expected:
-        return None
-    return (f"{platform.node()} runs stax {mine['stax']} on Python {mine['python']}, the sweep's client "
-            f"stax {expected['stax']} on Python {expected['python']}: install the client's code and Python there")
 
 
 def times_kernels(cell: Cell) -> bool:

@@ -142,7 +142,7 @@ def live_set_lower_bound(problem: OrderProblem) -> int:
     ancestor of v (it has been produced) and it is an output or one of its users is v or a
     descendant of v (it is still needed).  The largest such sum over v, and the sum of all
     outputs (live at the last step), bound the least peak from below.  This includes the bytes
-    a task reads and writes at its own step (``order_cpsat.step_lower_bound``).
+    a task reads and writes at its own step (``model.step_lower_bound``).
     """
     closure = Closure.of(problem)
     n = len(closure.tasks)

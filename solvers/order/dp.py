@@ -1,26 +1,11 @@
-"""Exact ordering by dynamic programming over down-sets (Serenity-style), Definition 7.5.
+"""Exact ordering (Definition 7.5) by the down-set programme (``downsets.least_peak``) on series segments.
 
-The bytes live while task t runs depend only on the set S of tasks run before it (a down-set:
-closed under predecessors): the buffers produced in S that are outputs or still have a user
-outside S, plus t's own buffers.  Hence
+The best heuristic order is the incumbent; when its peak equals a certified lower bound
+(``decompose.live_set_lower_bound``) the search is skipped altogether.
 
-    best(S + t) = min over the last task t of  max(best(S), resident(S) + produced(t)),
-
-and best(all tasks) is the least peak over all topological orders.  The programme walks the
-down-sets layer by layer (by size), memoizing one entry per down-set (the least peak reaching
-it: a down-set's resident bytes do not depend on the order inside it).  Tasks without
-predecessors run only just before their first successor (``least_peak`` proves this loses
-nothing), which keeps their interleavings out of the down-sets.
-
-Pruning (branch and bound): an order of known peak ``upper`` (the best heuristic order) is the
-incumbent, and a state whose peak already reaches ``upper`` is dropped, since every completion
-of it peaks at least as high.  If no complete order survives, the incumbent is optimal.  When
-``upper`` equals a certified lower bound (``order_decompose.live_set_lower_bound``) the search
-is skipped altogether.
-
-``DownSetOrder`` first improves the best heuristic order window by window (``order_window``)
-and bounds the peak from below by minimum cuts (``order_cut_bound``); when the two meet, the
-order is proven.  Otherwise it splits the problem into series segments (``order_decompose``,
+``DownSetOrder`` first improves the best heuristic order window by window (``window``)
+and bounds the peak from below by minimum cuts (``cut_bound``); when the two meet, the
+order is proven.  Otherwise it splits the problem into series segments (``decompose``,
 whose docstring proves the composition) and runs the programme on each segment that can set
 the peak (``bounded_order``).  It refuses, with ``StaxError``, when a layer of some segment would exceed
 ``max_states`` (or the optional ``time_limit`` runs out): the number of down-sets grows
@@ -36,14 +21,13 @@ from stax.errors import StaxError
 from stax.scheduler.problems import OrderProblem
 from stax.scheduler.strategies import OrderInfo, OrderResult, Status, run_order
 
+from solvers.cpsat import SolverParams, run
 from solvers.deadlines import search_deadline
 from solvers.order.cut_bound import cut_lower_bound
 from solvers.order.decompose import join, live_set_lower_bound, segment_problem, segments
+from solvers.order.downsets import SearchStopped, least_peak
+from solvers.order.model import OrderModel
 from solvers.order.window import improve
-
-
-class _Limit(StaxError):
-    """A segment's programme stopped at ``max_states`` or the deadline."""
 
 
 @dataclass(frozen=True)
@@ -61,112 +45,6 @@ class SegmentAnswer:
         return self.bound == self.peak
 
 
-def least_peak(problem: OrderProblem, incumbent: tuple[str, ...], max_states: int,
-               deadline: float | None) -> tuple[tuple[str, ...], int]:
-    """The least-peak order (and the down-sets kept) by the pruned programme of the module doc;
-    raises ``_Limit`` when a layer exceeds ``max_states`` or ``deadline`` (a perf_counter time) passes.
-
-    Late sources.  Call a task *pinned* when it has no predecessor and every buffer it produces
-    is an output or has a user other than itself (it frees nothing and holds nothing only at its
-    own step).  Some optimal order runs every pinned task in a run of pinned tasks that ends at
-    its first successor (or, without successors, at the end of the order); so the programme
-    schedules pinned tasks only as the pending pinned predecessors of the next other task
-    (the rest at the end), which removes their interleavings from the down-sets.  Proof: move a
-    pinned task s from its step to just before its first successor u (to the end if none); the
-    tasks in between move one step earlier.  s reads no allocated buffer, so at each of their
-    steps the live set only loses s's live buffers.  At s's new step the live bytes are
-    resident(D) + produced(s), D the tasks before it; every byte of resident(D + s) =
-    resident(D) + produced(s) (s has no dead buffer, and all its users come at or after u) was
-    live at the step of the task just before u in the old order.  Steps from u on see the same
-    sets.  So the peak does not grow.  Moving pinned tasks one after another keeps the property
-    for those already moved (a moved run shifts as a whole, or gains a member), and in such an
-    order the run before a task t is exactly t's pinned predecessors not yet run.
-    """
-    tasks = problem.tasks
-    n = len(tasks)
-    index = {t: i for i, t in enumerate(tasks)}
-    preds, succs = [0] * n, [[] for _ in range(n)]
-    for a, b in problem.dag().edges:
-        preds[index[b]] |= 1 << index[a]
-        succs[index[a]].append(index[b])
-    produced, kept = [0] * n, [0] * n  # bytes a task allocates; of those, bytes resident after its step
-    freed_by: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # task -> (users mask, size) it may free
-    for buf in problem.buffers:
-        p = index[buf.producer]
-        users = 0
-        for u in buf.users:
-            users |= 1 << index[u]
-        users &= ~(1 << p)
-        produced[p] += buf.size
-        if buf.is_output or users:
-            kept[p] += buf.size
-        if not buf.is_output and users:
-            for u in dict.fromkeys(buf.users):
-                if index[u] != p:
-                    freed_by[index[u]].append((users, buf.size))
-    pinned = sum(1 << i for i in range(n) if not preds[i] and produced[i] == kept[i])
-    at_end = [i for i in range(n) if pinned >> i & 1 and not succs[i]]
-    steps = [i for i in range(n) if not pinned >> i & 1]
-    upper = problem.peak(incumbent)
-    start_ready = sum(1 << i for i in steps if not preds[i] & ~pinned)
-    layer: dict[int, tuple[int, int, int]] = {0: (0, 0, start_ready)}  # S -> (peak, resident, ready mask)
-    history: list[dict[int, tuple[int, int]]] = []  # per layer: S -> (last task, previous S)
-    states = 1
-    for size in range(len(steps)):
-        nxt: dict[int, tuple[int, int, int]] = {}
-        back: dict[int, tuple[int, int]] = {}
-        for expanded, (done, (peak, held, ready)) in enumerate(layer.items()):
-            if expanded % 1024 == 1023 and deadline is not None and time.perf_counter() > deadline:
-                raise _Limit(f"time limit reached in layer {size + 1} of {len(steps)} of down-sets")
-            todo = ready
-            while todo:
-                low = todo & -todo
-                todo ^= low
-                i = low.bit_length() - 1
-                run, before = preds[i] & pinned & ~done, 0
-                bits = run
-                while bits:
-                    b = bits & -bits
-                    bits ^= b
-                    before += produced[b.bit_length() - 1]
-                candidate = max(peak, held + before + produced[i])
-                if candidate >= upper:
-                    continue
-                state = done | run | low
-                if state in nxt and nxt[state][0] <= candidate:
-                    continue
-                after = held + before + kept[i] - sum(s for users, s in freed_by[i] if not users & ~state)
-                grown = ready ^ low
-                for j in succs[i]:
-                    if not preds[j] & ~state & ~pinned:
-                        grown |= 1 << j
-                nxt[state] = (candidate, after, grown)
-                back[state] = (i, done)
-        states += len(nxt)
-        if deadline is not None and time.perf_counter() > deadline:
-            raise _Limit(f"time limit reached after {size + 1} of {len(steps)} layers of down-sets")
-        if len(nxt) > max_states:
-            raise _Limit(f"{len(nxt)} down-sets of size {size + 1} already exceed max_states={max_states} ({n} tasks)")
-        if not nxt:
-            return incumbent, states  # nothing beats the incumbent: it is optimal
-        history.append(back)
-        layer = nxt
-    full = sum(1 << i for i in range(n)) & ~sum(1 << i for i in at_end)
-    if steps:
-        peak, held, _ = layer[full]
-        if max(peak, held + sum(produced[i] for i in at_end)) >= upper:
-            return incumbent, states
-    elif sum(produced[i] for i in at_end) >= upper:
-        return incumbent, states
-    order, state = [], full
-    for back in reversed(history):
-        i, previous = back[state]
-        run = state & ~previous & ~(1 << i)
-        order += [tasks[i]] + [tasks[j] for j in reversed(range(n)) if run >> j & 1]
-        state = previous
-    return tuple(reversed(order)) + tuple(tasks[i] for i in at_end), states
-
-
 def solve_segment(problem: OrderProblem, incumbent: tuple[str, ...], max_states: int,
                   deadline: float | None, cpsat_workers: int = 0) -> SegmentAnswer:
     """One segment: the better of ``incumbent`` and the best heuristic order, then proven or
@@ -182,7 +60,7 @@ def solve_segment(problem: OrderProblem, incumbent: tuple[str, ...], max_states:
         return SegmentAnswer(incumbent, peak, bound, 0, "heuristic order meets the live-set bound")
     try:
         order, states = least_peak(problem, incumbent, max_states, deadline)
-    except _Limit as stop:
+    except SearchStopped as stop:
         if not cpsat_workers or deadline is None or time.perf_counter() >= deadline:
             return SegmentAnswer(incumbent, peak, bound, 0, str(stop))
         return cpsat_segment(problem, incumbent, bound, deadline - time.perf_counter(), cpsat_workers)
@@ -192,11 +70,9 @@ def solve_segment(problem: OrderProblem, incumbent: tuple[str, ...], max_states:
 
 def cpsat_segment(problem: OrderProblem, incumbent: tuple[str, ...], bound: int, seconds: float,
                   workers: int) -> SegmentAnswer:
-    """CP-SAT's order model (``order_cpsat.OrderModel``) on a segment, hinted with ``incumbent``
+    """CP-SAT's order model (``model.OrderModel``) on a segment, hinted with ``incumbent``
     and told the certified ``bound`` (no order peaks lower): its order when better, and the
     larger of its bound and ``bound``."""
-    from solvers.cpsat import SolverParams, run
-    from solvers.order.cpsat import OrderModel
     model = OrderModel(problem)
     model.model.add(model.peak >= bound)
     model.hint(incumbent)
@@ -222,10 +98,10 @@ def bounded_order(problem: OrderProblem, max_states: int = 200_000, time_limit: 
     lower bound ``bound``; never raises for size.  ``cpsat_workers`` > 0 lets CP-SAT finish the
     segments the down-set programme cannot (``solve_segment``).
 
-    The best heuristic order, improved window by window (``order_window``, for at most
+    The best heuristic order, improved window by window (``window``, for at most
     ``IMPROVE_SHARE`` of the time limit), is the incumbent;
     the first lower bound L is the larger of the live-set bound and the cut bounds at the
-    incumbent's highest steps (``order_cut_bound``).
+    incumbent's highest steps (``cut_bound``).
     The incumbent runs the series segments one after another (every order does), so its peak is
     the largest of its segment peaks.  Only a segment whose incumbent peak exceeds L can matter:
     any other has a least peak at most L, which is at most the optimum.  Those segments are

@@ -2,31 +2,30 @@
 
 Cut an order into prefix, window and suffix, three runs of consecutive steps.  Reordering the
 window alone keeps the order topological, and the live bytes at a prefix or suffix step do not
-change: a step's live set depends only on the set of tasks run before it (``order_dp``), and for
+change: a step's live set depends only on the set of tasks run before it (``downsets``), and for
 a prefix or suffix step that set is the same.  The window is then an OrderProblem of its own,
-``order_decompose.segment_problem`` with the three runs as the parts (its composition proof uses
+``decompose.segment_problem`` with the three runs as the parts (its composition proof uses
 only that the parts run one after another), and the least-peak order of that problem gives the
 least peak of the window's steps.  ``improve`` repeatedly solves the window around the first step
 at the peak and keeps the new window order when its peak is lower: the number of steps at or
 above the old peak drops, so it ends.  It lowers the peak or proves no such window can; it
-proves nothing about the whole problem (bounds come from ``order_cut_bound``).
+proves nothing about the whole problem (bounds come from ``cut_bound``).
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from stax.errors import StaxError
 from stax.scheduler.problems import OrderProblem
 
 from solvers.order.decompose import join, segment_problem
+from solvers.order.downsets import least_peak
 
 
 def solve_window(problem: OrderProblem, order: tuple[str, ...], start: int, stop: int,
                  max_states: int, deadline: float | None) -> tuple[str, ...]:
     """``order`` with steps ``start:stop`` replaced by their least-peak reordering (module doc);
     raises ``StaxError`` when the programme stops at ``max_states`` or ``deadline``."""
-    from solvers.order.dp import least_peak
     runs = [order[:start], order[start:stop], order[stop:]]
     parts = [run for run in runs if run]
     k = parts.index(runs[1])

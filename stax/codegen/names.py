@@ -12,10 +12,10 @@ import re
 from typing import Iterable
 
 from stax.errors import StaxError
+from stax.util.fields import IDENTIFIER
 
-IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
-#: a label in a comment: an identifier or an op label such as ``exp@model.py:12``
-LABEL = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
+#: what a comment may hold: an identifier or an op label such as ``exp@model.py:12`` (``scheduler.labels.OP_LABEL``)
+COMMENT_LABEL = re.compile(r"[A-Za-z0-9_.@:-]{1,200}")
 
 
 def source_name(name: str) -> str:
@@ -29,7 +29,7 @@ def source_name(name: str) -> str:
 def comment_label(label: str) -> str:
     """``label``, checked to hold only [A-Za-z0-9_.@:-] before it goes into a comment (no newline,
     quote, backslash or comment delimiter can end the comment)."""
-    if not isinstance(label, str) or LABEL.fullmatch(label) is None:
+    if not isinstance(label, str) or COMMENT_LABEL.fullmatch(label) is None:
         raise StaxError(f"refusing to put {label!r} in a comment of generated code: a label holds only "
                         "letters, digits and _ . @ : -")
     return label

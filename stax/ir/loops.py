@@ -154,7 +154,8 @@ class ExternBuffer:
     reduction_ranges: tuple[int, ...] = ()
 
 
-Buffer = Union[ComputedBuffer, ExternBuffer]
+#: a buffer a node of the program produces (graph inputs are ``InputBuffer``s)
+ProducedBuffer = Union[ComputedBuffer, ExternBuffer]
 
 
 @dataclass(frozen=True)
@@ -174,11 +175,11 @@ class LoweredProgram:
     (contiguous), and for each in-place updated input the buffer that writes its storage."""
 
     inputs: list[InputBuffer]
-    buffers: list[Buffer]
+    buffers: list[ProducedBuffer]
     outputs: list[str]
     mutations: dict[str, str]
 
-    def buffer(self, name: str) -> Buffer:
+    def buffer(self, name: str) -> ProducedBuffer:
         for b in self.buffers:
             if b.name == name:
                 return b

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stax.compiler import CompiledFunction, generate_kernels, translation_unit
+from stax.compiler import CompiledFunction, translation_unit
+from stax.generation import generate_kernels
 from stax.scheduler.problems import block_index
 from stax.kernels.registry import EXTERN_CALLS, NUMPY_SCANS
 from stax.runtime.build import build, load

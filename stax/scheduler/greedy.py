@@ -19,7 +19,7 @@ Choices the seed leaves open:
   Algorithm 7.1; a window at least the number of nodes gives the same answer;
 - ``max_peak_growth`` (the seed's "do not raise peak memory significantly"): when set, a merge
   is illegal if the peak (Definition 7.5) of the kernels, run in the topological order closest
-  to node order (``stax.memory.orders.original_order``), would exceed the current one by more
+  to node order (``stax.scheduler.orders.original_order``), would exceed the current one by more
   than this fraction (0.0: never raise it).  Graph inputs belong to the caller and do not count.
   ``None`` (the default) skips the check, which costs one kernel-order scan per candidate (the
   one part of the strategy whose work grows with the graph per candidate).
@@ -34,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from typing import Any, Iterator
 
 from stax.errors import StaxError
-from stax.memory.orders import original_order
+from stax.scheduler.orders import original_order
 from stax.scheduler.problems import FusionProblem, Partition, kernel_order_problem
 from stax.scheduler.strategies import FusionInfo, FusionResult, Status, ordered_blocks
 from stax.scheduler.events import Event, Fused, FusionKind, Group, NotFused, Round, Score, WhyNoFuse, fusion_kind, group_name

@@ -16,7 +16,7 @@ from typing import Mapping
 from stax.ir.graph import Graph
 from stax.scheduler.nodes import Scheduler
 
-LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(@[A-Za-z0-9_.-]+:[0-9]+)?")
+OP_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(@[A-Za-z0-9_.-]+:[0-9]+)?")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -56,7 +56,7 @@ def check_labels(labels: Mapping[str, str], nodes: tuple[str, ...]) -> None:
     unknown = sorted(set(labels) - set(nodes))
     if unknown:
         raise ValueError(f"labels name nodes the fusion problem does not have: {unknown}")
-    bad = {n: label for n, label in labels.items() if not isinstance(label, str) or not LABEL.fullmatch(label)}
+    bad = {n: label for n, label in labels.items() if not isinstance(label, str) or not OP_LABEL.fullmatch(label)}
     if bad:
         raise ValueError(f"labels must read kind@file:line (letters, digits, _ . -), found {bad}")
 

@@ -45,10 +45,10 @@ fusion log and the experiments read.
 from __future__ import annotations
 
 from math import prod
-from typing import TYPE_CHECKING
 
 from stax.affine import Access, Domain, pair_fusion
 from stax.ir.loops import ComputedBuffer
+from stax.scheduler.dependencies import SchedulerNode
 from stax.scheduler.frame import Frame, boundaries, make_frame, refinement, shape_frame, shape_groups
 
 DEPENDENCE_RULES = ("parallel", "sequential")
@@ -56,9 +56,6 @@ FUSION_RULES = ("cpu", "cpu-split", "gpu")
 DEFAULT_FUSION_RULE = "cpu-split"  # what stax.compile, Scheduler.fusion_problem and the instance store use
 #: an innermost loop this long holds a vector at every ISA level (16 float32 lanes at AVX-512)
 VECTOR_LOOP_MIN = 16
-
-if TYPE_CHECKING:
-    from stax.scheduler.nodes import Scheduler, SchedulerNode
 
 
 def _counts(buf: ComputedBuffer) -> tuple[int, int]:
@@ -236,7 +233,7 @@ def _sequential_dependence_ok(writer: ComputedBuffer, reader: ComputedBuffer, bu
     return all(sequentially_legal(f, writer, reader, buffer) for f in frames)
 
 
-def why_no_fuse(a: "SchedulerNode", b: "SchedulerNode", scheduler: "Scheduler", rule: str = DEFAULT_FUSION_RULE,
+def why_no_fuse(a: SchedulerNode, b: SchedulerNode, rule: str = DEFAULT_FUSION_RULE,
                 dependence: str = "parallel") -> str | None:
     """The reason ``a`` and ``b`` may not share a kernel, or None when they may."""
     if a.kind == "extern" or b.kind == "extern":

@@ -8,54 +8,11 @@ buffer sizes, and every pair that may not share a kernel with the reason (``lega
 """
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
-
-from stax.scheduler.dependencies import Dep, WeakDep, read_writes
+from stax.scheduler.dependencies import SchedulerNode, WeakDep, read_writes
 from stax.dtypes import nbytes
-from stax.ir.loops import Buffer, ComputedBuffer, LoweredProgram
-from stax.scheduler.problems import Buffer as ProblemBuffer
-from stax.scheduler.problems import ForbiddenPair, FusionProblem
+from stax.ir.loops import ComputedBuffer, LoweredProgram
+from stax.scheduler.problems import Buffer, ForbiddenPair, FusionProblem
 from stax.scheduler.legality import DEFAULT_FUSION_RULE, why_no_fuse
-
-
-@dataclass
-class SchedulerNode:
-    name: str
-    buffer: Buffer
-    reads: list[Dep]
-    writes: list[Dep]
-    unmet_dependencies: list[Dep] = field(default_factory=list)
-    met_dependencies: list[Dep] = field(default_factory=list)
-
-    @property
-    def kind(self) -> str:
-        return self.buffer.kind
-
-    @functools.cached_property
-    def read_names(self) -> frozenset[str]:
-        """Buffers this node reads (MemoryDep and StarDep)."""
-        return frozenset(d.name for d in self.reads)
-
-    @property
-    def group(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        return (tuple(self.buffer.ranges), tuple(self.buffer.reduction_ranges))
-
-    @property
-    def buffer_name(self) -> str:
-        return self.buffer.name
-
-    def describe(self) -> str:
-        """The node as the seed prints it in example 7.1."""
-        kind = "ExternKernel" if self.kind == "extern" else "ComputedBuffer"
-        lines = [f"{self.name}: SchedulerNode({kind})",
-                 f"{self.name}.writes = [{', '.join(map(str, self.writes))}]"]
-        if self.unmet_dependencies:
-            lines.append(f"{self.name}.unmet_dependencies = [{', '.join(map(str, self.unmet_dependencies))}]")
-        if self.met_dependencies:
-            lines.append(f"{self.name}.met_dependencies = [{', '.join(map(str, self.met_dependencies))}]")
-        lines.append(f"{self.name}.group.iteration = {self.group}")
-        return "\n".join(lines)
 
 
 class Scheduler:
@@ -108,15 +65,15 @@ class Scheduler:
         """The seam (Definition 7.3): nodes, buffers with sizes, forbidden pairs with reasons, under
         Definition 7.2's ``rule`` and Proposition 7.3's ``dependence`` case (``legality``)."""
         outputs = set(self.program.outputs) | set(self.program.mutations.values())
-        buffers = [ProblemBuffer(i.name, self.buffer_bytes(i.name), None, tuple(self.users_of(i.name)))
+        buffers = [Buffer(i.name, self.buffer_bytes(i.name), None, tuple(self.users_of(i.name)))
                    for i in self.program.inputs]
         for node in self.nodes:
-            buffers.append(ProblemBuffer(node.buffer_name, self.buffer_bytes(node.buffer_name), node.name,
+            buffers.append(Buffer(node.buffer_name, self.buffer_bytes(node.buffer_name), node.name,
                                          tuple(self.users_of(node.buffer_name)), node.buffer_name in outputs))
         forbidden = []
         for i, a in enumerate(self.nodes):
             for b in self.nodes[i + 1:]:
-                reason = why_no_fuse(a, b, self, rule, dependence)
+                reason = why_no_fuse(a, b, rule, dependence)
                 if reason:
                     forbidden.append(ForbiddenPair(a.name, b.name, reason))
         info = {n.name: {"kind": n.kind, "group": [list(n.group[0]), list(n.group[1])], "buffer": n.buffer_name}
@@ -141,4 +98,4 @@ def _live_buffers(program: LoweredProgram) -> set[str]:
     return live
 
 
-__all__ = ["SchedulerNode", "Scheduler"]
+__all__ = ["Scheduler"]

@@ -362,10 +362,11 @@ def quotient_graph(dag: Dag | nx.DiGraph, partition: Sequence[Sequence[str]]) ->
     return quotient_dag(dag, partition).to_networkx()
 
 
-def kernel_names(partition: Sequence[Sequence[str]]) -> list[str]:
-    """One distinct name per block: a lone node keeps its name, a fused block joins its nodes
+def task_names(partition: Sequence[Sequence[str]]) -> list[str]:
+    """One distinct task name per block: a lone node keeps its name, a fused block joins its nodes
     with ``_`` and, where that equals another block's name (nodes ``a``, ``b`` and ``a_b``),
-    gets ``#2``, ``#3``, ... appended."""
+    gets ``#2``, ``#3``, ... appended.  (The compiler names the blocks' C++ kernels instead:
+    ``stax.generation.kernel_names``.)"""
     taken = {b[0] for b in partition if len(b) == 1}
     names = []
     for block in partition:
@@ -384,8 +385,8 @@ def kernel_order_problem(problem: FusionProblem, partition: Sequence[Sequence[st
                          names: Sequence[str] | None = None) -> OrderProblem:
     """The OrderProblem of the kernels a partition makes: one task per block, one buffer per
     produced buffer that leaves its block (block-internal buffers are never allocated).  Default
-    task names are ``kernel_names(partition)``."""
-    names = list(names) if names is not None else kernel_names(partition)
+    task names are ``task_names(partition)``."""
+    names = list(names) if names is not None else task_names(partition)
     block_of = block_index(partition)
     buffers = []
     for buf in problem.buffers:

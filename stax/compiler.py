@@ -31,7 +31,7 @@ from stax.codegen.index_range import check_index_range
 from stax.codegen.entry import compiled_call_plan, compiled_call_source, python_entry_points
 from stax.codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
 from stax.codegen.tuning import Tuning
-from stax.environment import caching_allocator_from_env, isa_from_env, threads_from_env
+from stax.environment import caching_allocator_from_env, resolve_isa, threads_from_env
 from stax.explain import Stopwatch, block_names, kernel_lines, memory_lines, order_lines
 from stax.util.logs import configure_from_env, log
 from stax.errors import CallError, InvalidScheduleError, StaxError
@@ -44,13 +44,14 @@ from stax.ir.graph import Graph
 from stax.ir.loops import ComputedBuffer, LoweredProgram
 from stax.lowering import CostModel, lower
 from stax.scheduler.problems import FusionProblem, OrderProblem, Partition, kernel_order_problem
-from stax.runtime.build import ISA_LEVELS, Isa, isa_level, load_module, native_isa, runs_here
+from stax.runtime.build import load_module
 from stax.runtime.build import build as build_library
 from stax.scheduler.labels import node_labels
 from stax.scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from stax.scheduler.nodes import Scheduler
 from stax.scheduler.fusion_log import fusion_decisions, fusion_log
 from stax.decisions import KernelChoice, Schedule, ScheduleOptions
+from stax.target import ISA_LEVELS, Isa, native_isa, runs_here
 from stax.scheduler.strategies import (FusionResult, FusionStrategy, OrderResult, OrderStrategy, fusion_strategies, order_strategies,
                        ordered_blocks, run_fusion, run_order)
 
@@ -67,7 +68,7 @@ class Options:
     cost_model: CostModel = field(default_factory=CostModel)
     fusion_params: dict[str, Any] = field(default_factory=dict)
     order_params: dict[str, Any] = field(default_factory=dict)
-    isa: Isa | str | None = None  # an Isa or its name (runtime.ISA_LEVELS); None: STAX_ISA, else the CPU's widest
+    isa: Isa | str | None = None  # an Isa or its name (stax.target.ISA_LEVELS); None: STAX_ISA, else the CPU's widest
     threads: int | None = None  # None: STAX_THREADS, else every core
     reuse: bool = True
     inplace: bool = True
@@ -95,13 +96,7 @@ class Options:
             raise StaxError(f"threads={self.threads!r}: give a whole number of threads, at least 1, or None "
                             "(STAX_THREADS, else every core)")
         self.threads = int(self.threads)
-        if self.isa is None:
-            self.isa = isa_from_env()
-        elif isinstance(self.isa, str):
-            self.isa = isa_level(self.isa, "isa")
-        elif not isinstance(self.isa, Isa):
-            raise StaxError(f"isa must be a level's name ({', '.join(ISA_LEVELS)}), a stax.runtime.build.Isa or None; "
-                            f"got {type(self.isa).__name__}")
+        self.isa = resolve_isa(self.isa)
         if self.caching_allocator is None:
             self.caching_allocator = caching_allocator_from_env()
         elif not isinstance(self.caching_allocator, bool):
@@ -242,7 +237,7 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
         block = block_of_name[name]
         members = [scheduler.by_name[n] for n in block]
         if members[0].kind == "extern":
-            kernels.append(generate_extern(name, block[0], members[0].buffer, storage, threads))
+            kernels.append(generate_extern(name, block[0], members[0].buffer, storage, threads, isa))
             continue
         internal = {m.buffer_name for m in members
                     if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}
@@ -330,7 +325,7 @@ def schedule(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "be
     configure_from_env()
     options = Options.from_keywords(fusion=fusion, order=order, **kwargs)
     clock = Stopwatch()
-    graph = trace(fn, *specs)
+    graph = trace(fn, *specs, isa=options.isa)
     clock.lap("trace")
     log("timing", lambda: [clock.line(getattr(fn, "__name__", "function"))])
     return schedule_graph(graph, options, parameter_names(fn, len(specs)))

@@ -10,13 +10,26 @@ from __future__ import annotations
 import os
 
 from stax.errors import StaxError
-from stax.runtime.build import Isa, isa_level, native_isa
+from stax.target import ISA_LEVELS, Isa, isa_level, native_isa
 
 
 def isa_from_env() -> Isa:
     """The level ``STAX_ISA`` names, else the widest this CPU supports."""
     forced = os.environ.get("STAX_ISA")
     return isa_level(forced, "STAX_ISA") if forced else native_isa()
+
+
+def resolve_isa(isa: Isa | str | None, setting: str = "isa") -> Isa:
+    """The target as a caller gave it (a level or its name; ``setting`` names where), else
+    ``isa_from_env``'s: resolved once, here at the edge (``Options``, ``stax.trace``)."""
+    if isa is None:
+        return isa_from_env()
+    if isinstance(isa, str):
+        return isa_level(isa, setting)
+    if not isinstance(isa, Isa):
+        raise StaxError(f"{setting} must be a level's name ({', '.join(ISA_LEVELS)}), a stax.target.Isa or None; "
+                        f"got {type(isa).__name__}")
+    return isa
 
 
 def threads_from_env() -> int:

@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from stax.kernels.direct_conv import direct_conv, direct_conv2d, direct_conv2d_weight_grad
 from stax.errors import ShapeError
-from stax.runtime.build import ISA_LEVELS, runs_here
+from stax.target import ISA_LEVELS, runs_here
 
 LEVELS = [name for name in ("none", "avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 

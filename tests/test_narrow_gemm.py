@@ -12,7 +12,7 @@ from stax.kernels import blas
 from stax.kernels import matmul
 from stax.kernels import narrow_gemm
 from stax.kernels.matmul import parallel_matmul
-from stax.runtime.build import ISA_LEVELS, native_isa, runs_here
+from stax.target import ISA_LEVELS, native_isa, runs_here
 
 WIDTHS = [name for name in ("avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 

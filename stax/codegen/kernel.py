@@ -55,8 +55,8 @@ from typing import Callable
 
 from stax.dtypes import CPP_TYPE, ITEMSIZE, is_floating, nbytes
 from stax.ir.indexing import Index, contiguous_strides, lane_step, linear_index
-from stax.ir.loops import ComputedBuffer, Const, Expr, Load, Op, loads, walk
-from stax.lowering import EXPENSIVE_OPS, substitute
+from stax.ir.loops import EXPENSIVE_OPS, ComputedBuffer, Const, Expr, Load, Op, loads, walk
+from stax.lowering import substitute
 from stax.scheduler.frame import Frame, make_frame
 from stax.codegen.exprs import BodyPrinter, Hoist, lane_type, literal, reduction_identity
 from stax.codegen.kernel_parts import (SCRATCH_SHORT, Emission, LoadContext, Member, access_kind, accumulator, fail_soft, fold,
@@ -67,6 +67,7 @@ from stax.codegen.forms.scans import BlockedScan
 from stax.codegen.forms.split_reduction import ChunkedReduction, PartialResults, SplitReduction
 from stax.codegen.forms.tiles import Tiles
 from stax.codegen.tuning import Tuning, chunk_iterations, parallel_depth
+from stax.target import Isa
 
 
 @dataclass
@@ -971,10 +972,10 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
                   generators=list(blocks), depths=tuple(depth for depth, _ in bodies))
 
 
-def generate_extern(name: str, node_name: str, buf, storage: dict[str, str], threads: int) -> Kernel:
+def generate_extern(name: str, node_name: str, buf, storage: dict[str, str], threads: int, isa: Isa) -> Kernel:
     """An extern call has no C++ source; the wrapper calls the library directly (a matmul on
-    ``threads`` OpenMP threads, ``stax.kernels.matmul``)."""
+    ``threads`` OpenMP threads, ``stax.kernels.matmul``), built for ``isa`` (its name)."""
     return Kernel(name, [node_name], [buf.name], [storage.get(i, i) for i in buf.inputs] + [buf.name], "", "extern",
                   extern={"op": buf.op, "inputs": list(buf.inputs), "views": list(buf.views), "output": buf.name,
                           "attrs": dict(buf.attrs),
-                          "threads": threads})
+                          "threads": threads, "isa": isa.name})

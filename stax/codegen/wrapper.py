@@ -31,6 +31,7 @@ from stax.runtime.allocator import CachingAllocator, allocator
 from stax.memory.plan import MemoryPlan
 from stax.codegen.kernel import Kernel
 from stax.codegen.names import check_kernel_names, comment_labels, source_name
+from stax.target import ISA_LEVELS
 
 if TYPE_CHECKING:
     from stax.codegen.entry import CallPlan
@@ -110,6 +111,11 @@ class WrapperPlan:
     mutated_inputs: set[str] = field(default_factory=set)
 
 
+def isa_name(level: str) -> str:
+    """The wrapper's name for the ISA level ``level`` (``stax.target.ISA_LEVELS``), which its extern calls pass."""
+    return f"isa_{level}"
+
+
 def site_name(shape: tuple[int, ...], dtype: str) -> str:
     """The wrapper's name for the allocator's function handing out arrays of this kind."""
     return f"empty_{dtype}_{'x'.join(map(str, shape)) or 'scalar'}"
@@ -170,8 +176,11 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
             attrs = "".join(f"{k}={v!r}, " for k, v in ext.get("attrs", {}).items())
             views = ext.get("views") or [None] * len(ext["inputs"])
             inputs = ", ".join(f"{i}.reshape({v!r})" if v else i for i, v in zip(ext["inputs"], views))
-            call = (f"{EXTERN_CALLS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']}, threads={ext['threads']})"
-                    if ext["op"] in EXTERN_CALLS else f"{NUMPY_SCANS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']})")
+            if ext["op"] in EXTERN_CALLS:  # a library call on the program's threads and ISA level
+                call = (f"{EXTERN_CALLS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']}, "
+                        f"threads={ext['threads']}, isa={isa_name(ext['isa'])})")
+            else:
+                call = f"{NUMPY_SCANS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']})"
             lines.append(f"    {call}")
         else:
             call = f"{kernel.name}({', '.join(kernel.params)})"
@@ -227,7 +236,7 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType, cal
         "np": np, "ndarray": np.ndarray, **{d: np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")},
         "memory": tracker, "pool_view": pool_view,
         "bind_arguments": bind_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
-        "one_blas_thread": one_blas_thread,
+        "one_blas_thread": one_blas_thread, **{isa_name(name): isa for name, isa in ISA_LEVELS.items()},
         **{call.__name__: call for call in (*EXTERN_CALLS.values(), *NUMPY_SCANS.values())},
     }
     allocated = {meta for name, meta in plan.buffer_meta.items() if memory.storage[name].kind == "alloc"}

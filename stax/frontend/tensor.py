@@ -33,8 +33,10 @@ import numpy as np
 
 from stax import dtypes
 from stax.frontend import numpy_calls
+from stax.environment import resolve_isa
 from stax.errors import ShapeError, StaxError, UnsupportedError
 from stax.ir.graph import COMPARE_OPS, RANDOM_OPS, REDUCTION_OPS, Graph, Node
+from stax.target import Isa
 from stax.util.suggest import closest
 
 Scalar = bool | int | float
@@ -130,9 +132,11 @@ def user_location() -> tuple[str, int]:
 
 
 class _Tracer:
-    """Owns the graph being recorded and the hash-consing table."""
+    """Owns the graph being recorded and the hash-consing table; ``isa`` is the target the graph is
+    traced for (ops that choose a form by it: ``conv_forms.blocked_applies_in_trace``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, isa: Isa) -> None:
+        self.isa = isa
         self.graph = Graph()
         self.cse: dict[tuple, str] = {}
         self.done = False
@@ -1223,10 +1227,11 @@ def parameter_names(fn: Callable[..., Any], count: int) -> tuple[str, ...]:
     return tuple(names)
 
 
-def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
+def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec, isa: Isa | str | None = None) -> Graph:
     """Call ``fn`` on proxy tensors described by ``specs`` (numpy arrays or TensorSpecs) and return
-    the recorded graph; ``fn`` returns a Tensor or a tuple/list of Tensors."""
-    tracer = _Tracer()
+    the recorded graph; ``fn`` returns a Tensor or a tuple/list of Tensors.  ``isa`` is the target
+    the graph is for (as ``Options.isa``; None: ``STAX_ISA``, else this CPU's widest level)."""
+    tracer = _Tracer(resolve_isa(isa))
     args = []
     for i, spec in enumerate(specs):
         spec = _spec_of(spec, i)

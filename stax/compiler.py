@@ -78,8 +78,8 @@ class Options:
     tuning: Tuning = field(default_factory=Tuning)  # the kernel generator's thresholds
 
     def __post_init__(self):
-        """Check every field and fill in what was left unset (``None``) from the environment:
-        the only place stax reads STAX_ISA, STAX_THREADS and STAX_CACHING_ALLOCATOR."""
+        """Check every field and fill in what was left unset (``None``) from the environment
+        (``stax.environment``: STAX_ISA, STAX_THREADS and STAX_CACHING_ALLOCATOR)."""
         if self.rule not in FUSION_RULES:
             raise StaxError(f"rule={self.rule!r}: use 'cpu-split' (the default: Definition 7.2's CPU rule, "
                             "splitting a pointwise loop where a reduction's outer loops end), 'cpu' (the CPU rule "

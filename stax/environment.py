@@ -1,5 +1,6 @@
-"""The environment variables that choose code-generation defaults, read in one place: where
-``Options`` fill in what a caller left unset (the edge), never during code generation.
+"""The environment variables that choose code-generation defaults, read in one place: at the edge,
+where ``Options``, ``stax.trace`` and an extern kernel called directly fill in what a caller left
+unset, never during code generation (``resolve_isa``: the target, resolved once).
 
 ``STAX_ISA`` (a vector level), ``STAX_THREADS`` (kernel threads), ``STAX_CACHING_ALLOCATOR``
 (``0``: off) and ``STAX_BLAS`` (whose gemm the extern matmuls call, ``stax.kernels.blas``).

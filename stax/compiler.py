@@ -26,10 +26,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from stax.codegen.kernel import BlockKernel, Kernel, generate_extern, merge_kernels
+from stax.codegen.generate import generate, generate_extern, merge_kernels
+from stax.codegen.kernel import BlockKernel, Kernel
 from stax.codegen.index_range import check_index_range
 from stax.codegen.entry import compiled_call_plan, compiled_call_source, python_entry_points
-from stax.codegen.wrapper import MemoryTracker, WrapperPlan, build_wrapper
+from stax.codegen.plans import WrapperPlan
+from stax.codegen.wrapper import MemoryTracker, build_wrapper
 from stax.codegen.tuning import Tuning
 from stax.environment import caching_allocator_from_env, resolve_isa, threads_from_env
 from stax.explain import Stopwatch, block_names, kernel_lines, memory_lines, order_lines
@@ -241,9 +243,9 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
             continue
         internal = {m.buffer_name for m in members
                     if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}
-        kernels.append(BlockKernel(name, [(m.name, m.buffer) for m in members], internal, storage,
-                                   isa.width, threads, counting, dependence == "sequential", tuning=tuning,
-                                   labels=labels).generate())
+        kernels.append(generate(BlockKernel(name, [(m.name, m.buffer) for m in members], internal, storage,
+                                            isa.width, threads, counting, dependence == "sequential", tuning=tuning,
+                                            labels=labels)))
     return kernels
 
 

@@ -100,7 +100,7 @@ def test_scratch_that_cannot_be_allocated_raises_memory_error(headroom_mib):
 _EXTERN_UNDER_A_LIMIT = """
 import resource
 import numpy as np, stax
-from stax import nn
+from stax.frontend.ops import nn
 from stax.frontend.ops.conv_forms import ConvForm
 from stax.kernels.direct_conv import direct_conv2d_weight_grad
 x, g = np.ones((1, 1, 2048, 2048), np.float32), np.ones((1, 1, 2048, 2048), np.float32)

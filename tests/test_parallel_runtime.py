@@ -142,7 +142,7 @@ def test_a_forked_child_runs_parallel_kernels():
 
 _PASSIVE = """
 import numpy as np, stax
-from stax import runtime
+from stax.runtime import build as runtime
 x = np.random.default_rng(0).random(200_003)
 compiled = stax.compile(lambda t: (t * 2).cumsum(0) + 1, x, threads=2)
 runtime.load_runtime().stax_parallel_test_straggler_rule(0)  # every region on the pool

@@ -28,7 +28,7 @@ def test_example_7_1_nodes_fusion_and_kernel():
     assert "round 1: found 1 possible fusions" in log
     assert "fusing op0 with op1 (vertical, shared data 33024 bytes)" in log
     line = 13  # stax.measure.demo.example_7_1's return line, which makes both ops
-    assert f"fusing sum@examples.py:{line} with div@examples.py:{line} (vertical, shared data 33024 bytes)" \
+    assert f"fusing sum@demo.py:{line} with div@demo.py:{line} (vertical, shared data 33024 bytes)" \
         in f.fusion_log.splitlines()  # in the user's: each op's kind and source line
     assert "round 2: found 0 possible fusions" in log
     assert "op0_op1: OuterLoopFusedSchedulerNode(SchedulerNode,SchedulerNode)" in log

@@ -70,7 +70,7 @@ def digests(groups: tuple[str, ...] = ("suite", "fuzz", "zoo")) -> dict[str, str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", type=Path, metavar="JSON", help="write the digests to this file")
     action.add_argument("--check", type=Path, metavar="JSON", help="compare the digests with this file's")

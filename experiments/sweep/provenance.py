@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPUTING = ("stax", "solvers", "instances")
 SOURCES = (".py", ".h", ".cpp")
 #: the experiments module that computes a cell; the experiments modules it imports count too
-CELL_MODULE = "measure"
+CELL_MODULE = "experiments.sweep.measure"
 
 
 def _git(*args: str) -> str:
@@ -32,25 +32,27 @@ def _git(*args: str) -> str:
 
 
 def cell_modules(start: str = CELL_MODULE) -> list[Path]:
-    """``experiments/<start>.py`` and the experiments modules it imports, directly or not (read
-    from the source, so lazy imports inside functions count): plots, reports and the sweep's
-    own machinery are not among them."""
+    """The module ``start`` of experiments and the experiments modules it imports, directly or
+    not (read from the source, so lazy imports inside functions count): plots, reports and the
+    sweep's own machinery are not among them."""
+    def path_of(name: str) -> Path | None:
+        base = ROOT.joinpath(*name.split("."))
+        return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
+
     seen: dict[str, Path] = {}
     todo = [start]
     while todo:
         name = todo.pop()
-        path = ROOT / "experiments" / f"{name}.py"
-        if name in seen or not path.exists():
+        path = path_of(name) if name.startswith("experiments.") else None
+        if name in seen or path is None:
             continue
         seen[name] = path
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                todo += [node.module] if node.module else [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("experiments."):
-                todo.append(node.module.split(".")[1])
+            if isinstance(node, ast.ImportFrom) and node.module:
+                todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
             elif isinstance(node, ast.Import):
-                todo += [a.name.split(".")[1] for a in node.names if a.name.startswith("experiments.")]
-    return sorted(seen.values())
+                todo += [a.name for a in node.names]
+    return sorted(p for name, p in seen.items() if p.name != "__init__.py" or name == start)
 
 
 @functools.cache

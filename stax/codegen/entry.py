@@ -12,16 +12,10 @@ passed by name among them), goes to the Python wrapper, which explains or accept
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from stax.kernels import blas
 from stax.dtypes import CPP_TYPE, nbytes
 from stax.ir.indexing import contiguous_strides
-from stax.kernels.random_draws import RandomDraw
-from stax.kernels.direct_conv import DirectConv
-from stax.kernels.row_index import RowIndex
 from stax.kernels.registry import EXTERN_CALLS, KERNEL_PLANS
 from stax.codegen.names import check_kernel_names, comment_label, comment_labels
 from stax.kernels.matmul import GEMM_DTYPES, Product, Route, plan_product, product_terms
@@ -29,12 +23,8 @@ from stax.memory.plan import MemoryPlan
 from stax.runtime.build import MODULE_NAME
 from stax.target import ISA_LEVELS
 from stax.codegen.kernel import Kernel
-from stax.codegen.wrapper import WrapperPlan, check_plan_names
+from stax.codegen.plans import STATE, CallPlan, Term, WrapperPlan, check_plan_names
 
-# the compiled call's state tuple: these, then each input's dtype, then one allocator site per kind
-# (CachingAllocator.compiled_site), then the entry points of its products (CallPlan.addresses)
-STATE = ("fallback", "ndarray", "counts", "kernel_error")
-Kind = tuple[tuple[int, ...], str]  # an allocation's shape and dtype
 
 
 def _shim(kernel: Kernel) -> str:
@@ -53,39 +43,6 @@ def _shim(kernel: Kernel) -> str:
     if (err < 0) return stax::raise_scratch_error(err);
     return PyBool_FromLong(err != 0);
 }}"""
-
-
-@dataclass(frozen=True)
-class Term:
-    """One call of an extern step: its plan (a product's, a blocked convolution's or weight
-    gradient's, a row lookup's or its gradient's, a random draw's) and the names of its operands
-    (a product's two; a convolution's input and weight, then the scale and shift of its epilogue,
-    those it has) and output."""
-
-    product: Product | DirectConv | RowIndex | RandomDraw
-    operands: tuple[str, ...]
-    out: str
-
-
-@dataclass(frozen=True)
-class CallPlan:
-    """What a graph's compiled call does beyond calling kernels: the allocator kinds it takes, in
-    the order of its state's sites, and each extern step's products (by step), whose entry
-    points follow the sites in its state."""
-
-    kinds: list[Kind]
-    terms: dict[int, list[Term]]
-
-    def addresses(self) -> list[int]:
-        return [address for step in sorted(self.terms) for term in self.terms[step]
-                for address in term.product.addresses()]
-
-    @property
-    def limits_blas_threads(self) -> bool:
-        """Whether a call must hold numpy's OpenBLAS at one thread (stax.kernels.blas_threads): a team
-        gemm calls OpenBLAS, which would start threads of its own on the team's cores."""
-        return any(isinstance(t.product, Product) and t.product.route is Route.TEAM and
-                   blas.gemm(t.product.dtype).provider == "openblas" for terms in self.terms.values() for t in terms)
 
 
 def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Iterator, Protocol, Sequence
 
 from stax.dtypes import CPP_TYPE, ITEMSIZE
 from stax.ir.indexing import Index, lane_step
@@ -36,16 +36,28 @@ class LoadContext:
         return LoadContext(self.point, self.vector_point, {})
 
 
+class PartialParts(Protocol):
+    """A split-reduction form's partial results, as the builder sees them: declared at function
+    scope (``shared_lines``) and combined at each outer point of the epilogue (``combine_parts``)."""
+
+    def shared_lines(self) -> list[str]: ...
+
+    def combine_parts(self, phase: list[Member], vector: bool, ind: str, lines: list[str],
+                      ctx: LoadContext) -> None: ...
+
+
 @dataclass
 class Emission:
-    """The state of one generation of a block's statements (``BlockKernel.region_body`` starts a
-    new one): the form chosen, whether its streamed stores end with a fence, the printer's names
-    and error flag; while a tile or a strip's rows are printed (``reading``), the loads its
-    registers or buffer answer and whether those rows stream; while a guarded tail is printed
-    (``guarding_tail``), its vector variable and the loop's end."""
+    """The state of one generation of a block's statements (``generate.region_body`` starts a
+    new one): the form chosen, whether its streamed stores end with a fence, the partial results
+    its outer points combine (a split-reduction form's), the printer's names and error flag;
+    while a tile or a strip's rows are printed (``reading``), the loads its registers or buffer
+    answer and whether those rows stream; while a guarded tail is printed (``guarding_tail``),
+    its vector variable and the loop's end."""
 
     form: str = ""
     fenced: bool = False
+    partials: PartialParts | None = None
     state: PrintState = field(default_factory=PrintState)
     transposed_values: dict[Load, str] = field(default_factory=dict)
     strip_rows: bool = False

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -26,15 +25,12 @@ from stax.kernels.blas_threads import one_blas_thread
 from stax.dtypes import nbytes
 from stax.errors import CallError, KernelError
 from stax.kernels.registry import EXTERN_CALLS, NUMPY_SCANS
-from stax.ir.loops import InputBuffer
 from stax.runtime.allocator import CachingAllocator, allocator
 from stax.memory.plan import MemoryPlan
 from stax.codegen.kernel import Kernel
-from stax.codegen.names import check_kernel_names, comment_labels, source_name
+from stax.codegen.names import comment_labels
+from stax.codegen.plans import CallPlan, WrapperPlan, check_plan_names
 from stax.target import ISA_LEVELS
-
-if TYPE_CHECKING:
-    from stax.codegen.entry import CallPlan
 
 
 class MemoryTracker:
@@ -96,19 +92,6 @@ def check_input(array: Any, name: str, shape: tuple[int, ...], strides: tuple[in
                         f"for strides {strides}; pass np.ascontiguousarray({name}) or compile with a spec of these strides")
     if writable and not array.flags.writeable:
         raise CallError(f"argument {name} is updated in place but is read-only; pass a writable array")
-
-
-@dataclass
-class WrapperPlan:
-    """What the wrapper does, step by step, in the chosen kernel order."""
-
-    inputs: list[InputBuffer]
-    steps: list[Kernel]
-    spans: list[tuple[int, int]]  # the order's steps (first, last) each kernel call runs
-    buffer_meta: dict[str, tuple[tuple[int, ...], str]]  # allocated buffer -> (shape, dtype)
-    outputs: list[str]
-    parameters: tuple[str, ...]  # each input's name in the traced function (passed by name, named in errors)
-    mutated_inputs: set[str] = field(default_factory=set)
 
 
 def isa_name(level: str) -> str:
@@ -197,18 +180,6 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
     if body_start is not None:
         lines[body_start:] = ["    " + line for line in lines[body_start:]]
     return "\n".join(lines) + "\n"
-
-
-def check_plan_names(plan: WrapperPlan) -> None:
-    """Every name the wrapper's source and the compiled call paste, checked (codegen.names):
-    inputs, outputs, allocated buffers and the kernels' names, parameters and extern arguments."""
-    check_kernel_names(plan.steps)
-    for name in (*(i.name for i in plan.inputs), *plan.outputs, *plan.buffer_meta, *plan.mutated_inputs):
-        source_name(name)
-    for kernel in plan.steps:
-        if kernel.extern:
-            for name in (*kernel.extern["inputs"], kernel.extern["output"], *kernel.extern.get("attrs", {})):
-                source_name(name)
 
 
 def raise_kernel_error(kernel: str, nodes: Sequence[str]) -> None:

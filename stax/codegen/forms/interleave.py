@@ -13,14 +13,10 @@ vector (``BlockKernel.guarded_tail``) or, where that does not apply, as scalar p
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from stax.ir.indexing import FloorDiv, Index, Mod
 from stax.ir.loops import loads
+from stax.codegen.kernel import BlockKernel
 from stax.codegen.kernel_parts import LoadContext, Member, access_kind
-
-if TYPE_CHECKING:
-    from stax.codegen.kernel import BlockKernel
 
 
 class Interleaved:

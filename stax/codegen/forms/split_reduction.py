@@ -8,18 +8,15 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 from math import prod
-from typing import TYPE_CHECKING
 
 from stax.dtypes import CPP_TYPE, ITEMSIZE
 from stax.ir.indexing import Index, contiguous_strides, linear_index
 from stax.ir.loops import loads
 from stax.lowering import substitute
 from stax.codegen.exprs import literal, reduction_identity
+from stax.codegen.kernel import BlockKernel
 from stax.codegen.kernel_parts import LoadContext, Member, accumulator, fold, local_array
 from stax.codegen.tuning import parallel_depth
-
-if TYPE_CHECKING:
-    from stax.codegen.kernel import BlockKernel
 
 
 class PartialResults:

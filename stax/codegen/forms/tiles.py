@@ -6,16 +6,13 @@ block's loop streams over whole rows."""
 from __future__ import annotations
 
 from math import prod
-from typing import TYPE_CHECKING
 
 from stax.dtypes import ITEMSIZE
 from stax.ir.indexing import lane_step
 from stax.ir.loops import Load
 from stax.codegen.exprs import lane_type
+from stax.codegen.kernel import BlockKernel
 from stax.codegen.kernel_parts import SCRATCH_SHORT, access_kind, with_line_head
-
-if TYPE_CHECKING:
-    from stax.codegen.kernel import BlockKernel
 
 
 class Tiles:

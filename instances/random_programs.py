@@ -39,7 +39,7 @@ from stax.frontend.ops import gather
 from stax.frontend.ops import nn
 from stax.frontend.ops import pooling
 from stax.frontend.ops import resample
-from stax.frontend.ops.conv_forms import ConvForm, blocked_applies
+from stax.frontend.ops.conv_forms import ConvForm, blocked_applies_in_trace
 from stax.errors import StaxError
 
 from instances.programs import Program
@@ -212,7 +212,7 @@ def _conv_params(rng: random.Random, args: list) -> tuple:
 def _conv_operands(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int,
                    padding: int) -> tuple[stax.Tensor, stax.Tensor, ConvForm | None]:
     """``x`` as one (1, rows, cols) image per leading row, a weight of ``channels`` outputs made of
-    ``y``'s values, and the blocked form where it applies (float32 on a CPU with vectors:
+    ``y``'s values, and the blocked form where it applies (float32 at an ISA level with vectors:
     ``stax.kernels.direct_conv``'s externs), else None (the rule's)."""
     image = x.float().reshape((1, 1) + ((1, x.numel()) if x.ndim < 2 else (x.shape[0], -1)))
     if min(image.shape[2:]) + 2 * padding < kernel:
@@ -221,7 +221,7 @@ def _conv_operands(x: stax.Tensor, y: stax.Tensor, channels: int, kernel: int,
     values = y.float().flatten()
     weight = (values[:taps] if values.numel() >= taps else values[:1].expand((taps,))) \
         if values.numel() else image.flatten()[:1].expand((taps,))
-    form = ConvForm.BLOCKED if blocked_applies((1, 1), (1, 1), 1, "float32") else None
+    form = ConvForm.BLOCKED if blocked_applies_in_trace(image, (1, 1), (1, 1), 1) else None
     return image, weight.reshape(channels, 1, kernel, kernel), form
 
 

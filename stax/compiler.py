@@ -32,7 +32,7 @@ from stax.codegen.entry import compiled_call_plan, compiled_call_source, python_
 from stax.codegen.plans import WrapperPlan
 from stax.codegen.wrapper import MemoryTracker, build_wrapper
 from stax.codegen.tuning import Tuning
-from stax.environment import caching_allocator_from_env, isa_from_env, threads_from_env
+from stax.environment import caching_allocator_from_env, resolve_isa, threads_from_env
 from stax.generation import (Products, aliased_buffers, allocated_order_problem, buffer_meta, fusion_stage,
                              generate_kernels, inplace_check, kernel_names, merged_kernel_name)
 from stax.explain import Stopwatch, block_names, kernel_lines, memory_lines, order_lines
@@ -48,13 +48,14 @@ from stax.ir.graph import Graph
 from stax.ir.loops import LoweredProgram
 from stax.lowering import CostModel
 from stax.scheduler.problems import FusionProblem, OrderProblem
-from stax.runtime.build import ISA_LEVELS, Isa, isa_level, load_module, native_isa, runs_here
+from stax.runtime.build import load_module
 from stax.runtime.build import build as build_library
 from stax.scheduler.labels import node_labels
 from stax.scheduler.legality import DEFAULT_FUSION_RULE, DEPENDENCE_RULES, FUSION_RULES
 from stax.scheduler.nodes import Scheduler
 from stax.scheduler.fusion_log import fusion_decisions, fusion_log
 from stax.decisions import Schedule, ScheduleOptions, kernel_choices, products_of
+from stax.target import ISA_LEVELS, Isa, native_isa, runs_here
 from stax.scheduler.strategies import (FusionResult, FusionStrategy, OrderResult, OrderStrategy, fusion_strategies, order_strategies,
                        ordered_blocks, run_fusion, run_order)
 
@@ -71,7 +72,7 @@ class Options:
     cost_model: CostModel = field(default_factory=CostModel)
     fusion_params: dict[str, Any] = field(default_factory=dict)
     order_params: dict[str, Any] = field(default_factory=dict)
-    isa: Isa | str | None = None  # an Isa or its name (runtime.ISA_LEVELS); None: STAX_ISA, else the CPU's widest
+    isa: Isa | str | None = None  # an Isa or its name (stax.target.ISA_LEVELS); None: STAX_ISA, else the CPU's widest
     threads: int | None = None  # None: STAX_THREADS, else every core
     reuse: bool = True
     inplace: bool = True
@@ -81,8 +82,8 @@ class Options:
     tuning: Tuning = field(default_factory=Tuning)  # the kernel generator's thresholds
 
     def __post_init__(self):
-        """Check every field and fill in what was left unset (``None``) from the environment:
-        the only place stax reads STAX_ISA, STAX_THREADS and STAX_CACHING_ALLOCATOR."""
+        """Check every field and fill in what was left unset (``None``) from the environment
+        (``stax.environment``: STAX_ISA, STAX_THREADS and STAX_CACHING_ALLOCATOR)."""
         if self.rule not in FUSION_RULES:
             raise StaxError(f"rule={self.rule!r}: use 'cpu-split' (the default: Definition 7.2's CPU rule, "
                             "splitting a pointwise loop where a reduction's outer loops end), 'cpu' (the CPU rule "
@@ -99,13 +100,7 @@ class Options:
             raise StaxError(f"threads={self.threads!r}: give a whole number of threads, at least 1, or None "
                             "(STAX_THREADS, else every core)")
         self.threads = int(self.threads)
-        if self.isa is None:
-            self.isa = isa_from_env()
-        elif isinstance(self.isa, str):
-            self.isa = isa_level(self.isa, "isa")
-        elif not isinstance(self.isa, Isa):
-            raise StaxError(f"isa must be a level's name ({', '.join(ISA_LEVELS)}), a stax.runtime.build.Isa or None; "
-                            f"got {type(self.isa).__name__}")
+        self.isa = resolve_isa(self.isa)
         if self.caching_allocator is None:
             self.caching_allocator = caching_allocator_from_env()
         elif not isinstance(self.caching_allocator, bool):
@@ -294,7 +289,7 @@ def schedule(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "be
     configure_from_env()
     options = Options.from_keywords(fusion=fusion, order=order, **kwargs)
     clock = Stopwatch()
-    graph = trace(fn, *specs)
+    graph = trace(fn, *specs, isa=options.isa)
     clock.lap("trace")
     log("timing", lambda: [clock.line(getattr(fn, "__name__", "function"))])
     return schedule_graph(graph, options, parameter_names(fn, len(specs)))

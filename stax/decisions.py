@@ -34,7 +34,7 @@ from stax.lowering import CostModel
 from stax.memory.plan import MemoryPlan, Storage, check_plan
 from stax.util.fields import MAX_COUNT, Fields, is_identifier, shortened, sub_fields
 from stax.scheduler.problems import FusionProblem, OrderProblem, read_json
-from stax.runtime.build import ISA_LEVELS, Isa
+from stax.target import ISA_LEVELS, Isa
 from stax.scheduler.events import event_from_dict, event_to_dict
 from stax.scheduler.labels import check_labels
 from stax.scheduler.legality import DEPENDENCE_RULES, FUSION_RULES

@@ -1,5 +1,6 @@
-"""The environment variables that choose code-generation defaults, read in one place: where
-``Options`` fill in what a caller left unset (the edge), never during code generation.
+"""The environment variables that choose code-generation defaults, read in one place: at the edge,
+where ``Options``, ``stax.trace`` and an extern kernel called directly fill in what a caller left
+unset, never during code generation (``resolve_isa``: the target, resolved once).
 
 ``STAX_ISA`` (a vector level), ``STAX_THREADS`` (kernel threads), ``STAX_CACHING_ALLOCATOR``
 (``0``: off) and ``STAX_BLAS`` (whose gemm the extern matmuls call, ``stax.kernels.blas``).
@@ -10,13 +11,26 @@ from __future__ import annotations
 import os
 
 from stax.errors import StaxError
-from stax.runtime.build import Isa, isa_level, native_isa
+from stax.target import ISA_LEVELS, Isa, isa_level, native_isa
 
 
 def isa_from_env() -> Isa:
     """The level ``STAX_ISA`` names, else the widest this CPU supports."""
     forced = os.environ.get("STAX_ISA")
     return isa_level(forced, "STAX_ISA") if forced else native_isa()
+
+
+def resolve_isa(isa: Isa | str | None, setting: str = "isa") -> Isa:
+    """The target as a caller gave it (a level or its name; ``setting`` names where), else
+    ``isa_from_env``'s: resolved once, here at the edge (``Options``, ``stax.trace``)."""
+    if isa is None:
+        return isa_from_env()
+    if isinstance(isa, str):
+        return isa_level(isa, setting)
+    if not isinstance(isa, Isa):
+        raise StaxError(f"{setting} must be a level's name ({', '.join(ISA_LEVELS)}), a stax.target.Isa or None; "
+                        f"got {type(isa).__name__}")
+    return isa
 
 
 def threads_from_env() -> int:

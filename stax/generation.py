@@ -94,7 +94,7 @@ def generate_kernels(scheduler: Scheduler, problem: FusionProblem, blocks: Parti
         block = block_of_name[name]
         members = [scheduler.by_name[n] for n in block]
         if members[0].kind == "extern":
-            kernels.append(generate_extern(name, block[0], members[0].buffer, storage, threads))
+            kernels.append(generate_extern(name, block[0], members[0].buffer, storage, threads, isa))
             continue
         internal = {m.buffer_name for m in members
                     if m.buffer_name not in outputs and users[m.buffer_name] and users[m.buffer_name] <= set(block)}

@@ -33,15 +33,13 @@ from typing import Callable, Sequence
 from stax.ir import graph as g
 from stax.errors import UnsupportedError
 from stax.ir.indexing import Index, contiguous_strides, floordiv, lane_step, linear_index, mod
-from stax.ir.loops import (ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram, Op,
-                           ProducedBuffer, loads, reduction_identity, walk)
+from stax.ir.loops import (EXPENSIVE_OPS, ComputedBuffer, Const, Expr, ExternBuffer, InputBuffer, Load, LoweredProgram,
+                           Op, ProducedBuffer, loads, reduction_identity, walk)
 from stax.passes.conv_epilogues import fold_conv_epilogues
 from stax.passes.matmul_sums import fold_matmul_sums
-from stax.scheduler.legality import VECTOR_LOOP_MIN
 from stax.passes.simplify import simplify
 from stax.passes.variance import one_pass_variances
-
-EXPENSIVE_OPS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "log1p", "expm1", "pow", "rsqrt", "sqrt"})
+from stax.target import VECTOR_LOOP_MIN
 
 Loader = Callable[[Sequence[Index]], Expr]
 

@@ -63,9 +63,10 @@ def run_check(fn, *arrays: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6, u
 def run_cpp(source: str, isa: str, directory: Path) -> str:
     """Compile a C++ program that includes the kernels' header ``stax_vec.h`` with the kernels'
     flags at ``isa``, run it, and return what it prints."""
-    from stax.runtime.build import ISA_LEVELS, compile_flags
+    from stax.runtime.build import HEADER_DIR, compile_flags
+    from stax.target import ISA_LEVELS
     (directory / "snippet.cpp").write_text(source)
-    subprocess.run(["g++", *compile_flags(ISA_LEVELS[isa]), f"-I{Path(stax.__file__).parent / 'codegen'}",
+    subprocess.run(["g++", *compile_flags(ISA_LEVELS[isa]), f"-I{HEADER_DIR}",
                     str(directory / "snippet.cpp"), "-o", str(directory / "snippet")], check=True, capture_output=True)
     return subprocess.run([str(directory / "snippet")], check=True, capture_output=True, text=True).stdout
 
@@ -82,9 +83,9 @@ def check(request):
 def cpu_without_avx512(monkeypatch):
     """This CPU as stax sees it, without its AVX-512 flags: the refusal of a level the CPU lacks
     is tested on every machine, not only on those that lack it."""
-    from stax.runtime import build as runtime
-    flags = runtime._cpu_flags()
-    monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset(f for f in flags if not f.startswith("avx512")))
+    from stax import target
+    flags = target._cpu_flags()
+    monkeypatch.setattr(target, "_cpu_flags", lambda: frozenset(f for f in flags if not f.startswith("avx512")))
 
 
 @pytest.fixture

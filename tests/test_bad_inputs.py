@@ -17,7 +17,8 @@ from instances.dags import fusion_problem, layered_dag, order_problem
 from stax.errors import BuildError, InstanceFormatError, InvalidScheduleError, StaxError
 from stax.scheduler.problems import ORDER_FORMAT, FusionProblem, OrderProblem
 from stax.runtime import build as runtime
-from stax.runtime.build import Isa, build
+from stax.runtime.build import build
+from stax.target import Isa
 
 X = np.arange(24, dtype=np.float32).reshape(4, 6)
 

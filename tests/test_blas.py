@@ -12,8 +12,9 @@ import pytest
 from stax.kernels import blas
 from stax.environment import blas_from_env
 from stax.errors import StaxError
-from stax.kernels.matmul import _SOURCE, parallel_matmul
-from stax.runtime.build import build, load, native_isa
+from stax.kernels.libraries import library
+from stax.kernels.matmul import parallel_matmul
+from stax.target import native_isa
 
 
 def test_an_unknown_provider_is_refused_with_the_choices(monkeypatch):
@@ -44,11 +45,11 @@ def test_each_providers_gemm_computes_numpys_product(dtype):
     gemms = [g for g in (blas.openblas_gemm(letter), blas.mkl_gemm(letter)) if g is not None]
     if not gemms:
         pytest.skip("no CBLAS gemm is loaded (numpy's BLAS has none that threadpoolctl finds, MKL is not installed)")
-    library = load(build(_SOURCE, native_isa()))
+    team = library("team_gemm", native_isa())
     rng = np.random.default_rng(5)
     real = ctypes.c_float if dtype == "float32" else ctypes.c_double
     for gemm in gemms:
-        entry = getattr(library, f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{gemm.integer_width}")
+        entry = getattr(team, f"stax_gemm_{'f32' if dtype == 'float32' else 'f64'}_{gemm.integer_width}")
         entry.restype = None
         for (m, k, n), (ta, tb), threads in [((37, 53, 29), (False, False), 1), ((64, 17, 130), (True, False), 2),
                                               ((5, 300, 8), (False, True), 2), ((128, 64, 3), (True, True), 1)]:

@@ -9,7 +9,7 @@ import pytest
 
 import stax
 from stax.runtime import build as runtime
-from stax.runtime.build import ISA_LEVELS, runs_here
+from stax.target import ISA_LEVELS, runs_here
 from tests.conftest import run_check
 from tests.test_parallel_handback import repeat_until
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from experiments.cli import main
-from stax.runtime.build import ISA_LEVELS, runs_here
+from stax.target import ISA_LEVELS, runs_here
 
 PROGRAM = '''
 def bias_gelu(x, b):

@@ -21,7 +21,6 @@ from stax.frontend.tracing import parameter_names
 from stax.codegen.wrapper import MemoryTracker, bind_arguments
 from stax.runtime.allocator import allocator
 from stax.reference import evaluate
-from stax.runtime.build import native_isa
 
 
 def _x(*shape) -> np.ndarray:
@@ -289,9 +288,9 @@ def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
     """Every route of stax.kernels.matmul's plan_product is called from C++ (none through Python), with
     the results of the Python wrapper's calls of the same plan and of numpy: a small product on
     the team gemm; a weight times a batch of columns and a weight gradient (narrow_gemm's
-    kernel on a CPU with 16 lanes, else the team gemm); batches, a weight broadcast over a batch,
+    kernel at an ISA level of 16 lanes, else the team gemm); batches, a weight broadcast over a batch,
     a sum of products accumulating into one output, an empty product and float64; and a 3x3
-    convolution on stax.kernels.direct_conv's blocked kernel (on a CPU with vector instructions), also
+    convolution on stax.kernels.direct_conv's blocked kernel (at a level with vector instructions), also
     of a weight read in place as a reshape of a flat input, and its weight gradient."""
     rng = np.random.default_rng(3)
     programs = {
@@ -319,11 +318,11 @@ def test_products_run_in_the_compiled_call_and_match_the_python_wrapper(case):
     np.testing.assert_array_equal(got, _python_wrapper(compiled)(*arrays))
     np.testing.assert_allclose(got, evaluate(compiled.graph, *arrays, upcast=True)[0], rtol=2e-4, atol=2e-4)
     if case.startswith("narrow"):
-        wide = native_isa().width >= narrow_gemm.MIN_LANES
+        wide = compiled.isa.width >= narrow_gemm.MIN_LANES
         helper = "narrow_gradient_product" if case == "narrow_gradient" else "narrow_product"
         assert (helper in compiled.source) == wide and ("team_product" in compiled.source) == (not wide)
     if case.startswith("blocked_conv"):
-        blocked = native_isa().width >= conv_gemm.BLOCKED_MIN_LANES
+        blocked = compiled.isa.width >= conv_gemm.BLOCKED_MIN_LANES
         helper = "stax::direct_conv_weight_grad(" if case.endswith("weight_grad") else "stax::direct_conv("
         assert (helper in compiled.source) == blocked
 

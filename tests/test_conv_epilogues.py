@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 import stax
+from stax.environment import isa_from_env
 from stax.frontend.ops import nn
 from stax.passes.conv_epilogues import fold_conv_epilogues
 from stax.frontend.ops.conv_forms import ConvForm, blocked_applies
 from stax.frontend.tracing import trace
 
-pytestmark = pytest.mark.skipif(not blocked_applies((1, 1), (1, 1), 1, "float32"),
+pytestmark = pytest.mark.skipif(not blocked_applies((1, 1), (1, 1), 1, "float32", isa_from_env()),
                                 reason="the blocked form needs vector instructions, which this CPU lacks")
 
 RNG = np.random.default_rng(11)

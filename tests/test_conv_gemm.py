@@ -11,6 +11,7 @@ from test_compile import sample
 from test_conv import loops_conv, loops_grads, pairs
 
 import stax
+from stax.environment import isa_from_env
 from stax.frontend.ops import nn
 from stax.frontend.ops.conv_forms import ConvForm, ConvPlan, blocked_applies, plan_conv
 from stax.errors import UnsupportedError
@@ -44,7 +45,7 @@ def test_both_forms_match_explicit_loops(check, x_shape, w_shape, groups, stride
     def fn(x, w, g):
         return (nn.conv2d(x, w, **conv).relu(), nn.conv2d_input_grad(g, w, x.shape, **conv),
                 nn.conv2d_weight_grad(g, x, w.shape, **conv))
-    if form is ConvForm.BLOCKED and not blocked_applies(stride, dilation, groups, dtype):
+    if form is ConvForm.BLOCKED and not blocked_applies(stride, dilation, groups, dtype, isa_from_env()):
         with pytest.raises(UnsupportedError, match="blocked form takes float32 convolutions of stride and dilation 1"):
             stax.compile(fn, x, w, g)
         return
@@ -132,7 +133,7 @@ def test_a_resnet_block_in_the_rules_forms_agrees_with_torch():
             return (x + self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))).relu()
     x = torch.randn(*shape)
     model = ZooModel("resnet_gemm", BasicBlock(), [x], [torch.randn_like(x)], _mse, "ResNet basic block")
-    blocked = blocked_applies((1, 1), (1, 1), 1, "float32")
+    blocked = blocked_applies((1, 1), (1, 1), 1, "float32", isa_from_env())
     # the convolutions and both their gradients are blocked where the kernel applies
     want = {ConvForm.BLOCKED} if blocked else {ConvForm.GEMM}
     for program in (model.forward(), model.training()):
@@ -176,7 +177,7 @@ def test_a_blocked_convolution_reads_a_transposed_operand_as_its_values(check, p
     """The blocked kernels read their operands as stored: a transposed view of a buffer (an
     unpadded input, a weight, an output gradient) is copied in its own layout, where a product would read it in place
     with a transpose flag (the kernels once read such an input untransposed)."""
-    if not blocked_applies((1, 1), (1, 1), 1, "float32"):
+    if not blocked_applies((1, 1), (1, 1), 1, "float32", isa_from_env()):
         pytest.skip("the blocked form needs vector instructions, which this CPU lacks")
     x, w = sample((4, 16, 24, 24), seed=140), sample((24, 16, 3, 3), seed=141)
     compiled = check(program, x, w, rtol=1e-4, atol=1e-2)  # sums of up to 1,936 terms of size 10

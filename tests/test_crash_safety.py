@@ -19,6 +19,7 @@ from experiments.sweep.cells import plan
 from experiments.sweep.config import load_config
 from experiments.sweep.results import load_results
 from stax.runtime import build as runtime
+from stax.target import ISA_LEVELS
 from test_sweep import sweep, write_config
 
 _COMPILE = """
@@ -56,7 +57,7 @@ def test_a_header_that_does_not_precompile_leaves_a_note(tmp_path, monkeypatch):
     monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
     flags = runtime._gcc_flags
     monkeypatch.setattr(runtime, "_gcc_flags", lambda isa: [*flags(isa), "-include", str(tmp_path / "missing.h")])
-    directory = runtime.precompiled_headers(runtime.ISA_LEVELS["none"], "stax_vec.h")
+    directory = runtime.precompiled_headers(ISA_LEVELS["none"], "stax_vec.h")
     assert not (directory / "stax_vec.h.gch").exists() and not list(directory.glob("*.tmp"))
     assert "missing.h" in (directory / "stax_vec.h.failed").read_text()
 

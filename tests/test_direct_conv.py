@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from stax.kernels.direct_conv import direct_conv, direct_conv2d, direct_conv2d_weight_grad
 from stax.errors import ShapeError
-from stax.runtime.build import ISA_LEVELS, runs_here
+from stax.target import ISA_LEVELS, runs_here
 
 LEVELS = [name for name in ("none", "avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 
@@ -158,7 +158,7 @@ def test_an_empty_batch_reads_nothing():
     nothing (their operands here start right after a page the process may not read): the
     convolution writes nothing, the weight gradient zeros."""
     from stax.kernels.direct_conv import _entry
-    from stax.runtime.build import native_isa
+    from stax.target import native_isa
     page = mmap.PAGESIZE
     memory = mmap.mmap(-1, 2 * page)
     libc = ctypes.CDLL(None)
@@ -200,8 +200,9 @@ def test_a_forced_blocked_convolution_and_weight_gradient_of_an_empty_batch_or_n
     and a zero weight gradient (the kernels read nothing), no input channels give zeros."""
     import stax
     from stax.frontend.ops import nn
+    from stax.environment import isa_from_env
     from stax.frontend.ops.conv_forms import ConvForm, blocked_applies
-    if not blocked_applies((1, 1), (1, 1), 1, "float32"):
+    if not blocked_applies((1, 1), (1, 1), 1, "float32", isa_from_env()):
         pytest.skip("the blocked form needs vector instructions, which this CPU lacks")
     for x_shape, w_shape in (((0, 3, 5, 5), (4, 3, 3, 3)), ((2, 0, 5, 5), (4, 0, 3, 3))):
         x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)

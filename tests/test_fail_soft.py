@@ -13,7 +13,7 @@ import pytest
 
 import stax
 from stax.errors import UnsupportedError
-from stax.runtime.build import ISA_LEVELS, runs_here
+from stax.target import ISA_LEVELS, runs_here
 
 LEVELS = [name for name, isa in ISA_LEVELS.items() if runs_here(isa)]
 ON_THE_HEAP = stax.Tuning(stack_array_max_bytes=64)  # every local array past 16 floats

@@ -105,8 +105,10 @@ def test_matmul_sum_accumulates_on_the_openmp_team(dtype, monkeypatch):
     """stax.kernels.matmul.matmul_sum: the first gemm writes the output, the next ones add to it (beta = 1),
     with operands stored transposed too, wide and tall products alike, on one thread too."""
     from stax.kernels import matmul
+    from stax.target import native_isa
 
-    if matmul._team_gemm(dtype) is None:
+    isa = native_isa()
+    if matmul._team_gemm(dtype, isa) is None:
         pytest.skip("numpy's BLAS has no CBLAS gemm that threadpoolctl finds; np.matmul is used")
     real, calls = np.matmul, []
 
@@ -122,7 +124,7 @@ def test_matmul_sum_accumulates_on_the_openmp_team(dtype, monkeypatch):
         stored = [np.ascontiguousarray(x.T) if t else x for x, t in zip((x for p in pairs for x in p), flags)]
         out = np.full((m, n), np.nan, dtype)
         calls.clear()
-        matmul.matmul_sum(*stored, out=out, threads=threads, transposed=flags)
+        matmul.matmul_sum(*stored, out=out, threads=threads, transposed=flags, isa=isa)
         # every product is a gemm, on one thread too: the first with beta = 0, the next ones with beta = 1
         assert not calls
         want = sum(real(a.astype(np.float64), b) for a, b in pairs)

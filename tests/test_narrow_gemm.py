@@ -12,7 +12,7 @@ from stax.kernels import blas
 from stax.kernels import matmul
 from stax.kernels import narrow_gemm
 from stax.kernels.matmul import parallel_matmul
-from stax.runtime.build import ISA_LEVELS, native_isa, runs_here
+from stax.target import ISA_LEVELS, native_isa, runs_here
 
 WIDTHS = [name for name in ("avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 
@@ -65,9 +65,10 @@ def test_the_extern_takes_the_shapes_of_a_convolution_and_leaves_the_rest_to_the
     for a, b, transposed, narrow in cases:
         left, right = (x.T if t else x for x, t in zip((a, b), transposed))
         out = np.empty((left.shape[0], right.shape[1]), a.dtype)
-        wide = native_isa().width >= narrow_gemm.MIN_LANES  # the kernel is taken at 16 lanes and more
-        assert narrow_gemm.applies(a, b, out, transposed) == (narrow and wide), (a.shape, b.shape, transposed)
-        parallel_matmul(a, b, out, 2, transposed)
+        isa = native_isa()
+        wide = isa.width >= narrow_gemm.MIN_LANES  # the kernel is taken at 16 lanes and more
+        assert narrow_gemm.applies(a, b, out, transposed, isa) == (narrow and wide), (a.shape, b.shape, transposed)
+        parallel_matmul(a, b, out, 2, transposed, isa=isa)
         np.testing.assert_allclose(out, left.astype(np.float64) @ right, rtol=1e-4, atol=1e-3)
 
 
@@ -76,16 +77,17 @@ def test_with_mkl_one_matrix_times_one_matrix_goes_to_the_library(monkeypatch, p
     """MKL multiplies a few rows by one matrix without packing it, so with MKL such a product takes
     the team gemm; a batch (a weight times each image) and a weight gradient keep the narrow
     kernel, and with OpenBLAS (which packs) all three take it."""
-    if native_isa().width < narrow_gemm.MIN_LANES:
+    isa = native_isa()
+    if isa.width < narrow_gemm.MIN_LANES:
         pytest.skip(f"the narrow kernel needs vectors of {narrow_gemm.MIN_LANES} floats, which this CPU lacks")
-    if matmul._team_gemm("float32") is None:  # loaded before the provider is stubbed below
+    if matmul._team_gemm("float32", isa) is None:  # loaded before the provider is stubbed below
         pytest.skip("no CBLAS gemm is loaded")
     monkeypatch.setattr(matmul.blas, "gemm", lambda dtype: blas.Gemm(provider, 0, "i32"))
     matmul.plan_product.cache_clear()
     try:
-        flat = matmul.plan_product((32, 256), (256, 1024), (32, 1024), "float32", True, 1)
-        batch = matmul.plan_product((32, 288), (2, 288, 1024), (2, 32, 1024), "float32", True, 1)
-        gradient = matmul.plan_product((32, 2048), (288, 2048), (32, 288), "float32", True, 1, (False, True))
+        flat = matmul.plan_product((32, 256), (256, 1024), (32, 1024), "float32", True, 1, isa)
+        batch = matmul.plan_product((32, 288), (2, 288, 1024), (2, 32, 1024), "float32", True, 1, isa)
+        gradient = matmul.plan_product((32, 2048), (288, 2048), (32, 288), "float32", True, 1, isa, (False, True))
         assert flat.route is (matmul.Route.TEAM if provider == "mkl" else matmul.Route.NARROW)
         assert batch.route is matmul.Route.NARROW and gradient.route is matmul.Route.NARROW_GRADIENT
     finally:

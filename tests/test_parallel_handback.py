@@ -13,6 +13,7 @@ import pytest
 
 import stax
 from stax.runtime import build as runtime
+from stax.target import ISA_LEVELS
 from stax.reference import evaluate
 
 LOOP, LOOP_NOWAIT, SINGLE, BARRIER = range(4)
@@ -73,7 +74,7 @@ extern "C" void run_static(std::atomic<int32_t>* counts, int64_t n, int threads)
 
 @pytest.fixture(scope="module")
 def counting():
-    lib = runtime.load(runtime.build(COUNTING, runtime.ISA_LEVELS["none"]))
+    lib = runtime.load(runtime.build(COUNTING, ISA_LEVELS["none"]))
     lib.run_steps.restype = lib.run_static.restype = lib.run_combined.restype = None
     pointer, int64 = ctypes.c_void_p, ctypes.c_int64
     lib.run_steps.argtypes = [pointer, int64, pointer, pointer, pointer, pointer, ctypes.c_int, int64]
@@ -398,7 +399,8 @@ def test_the_straggler_rule_reads_the_machines_runnable_tasks():
 
 WARM_512 = """
 import numpy as np, stax
-from stax.runtime.build import ISA_LEVELS, load_runtime, runs_here
+from stax.runtime.build import load_runtime
+from stax.target import ISA_LEVELS, runs_here
 warm = load_runtime().stax_parallel_test_warm_512
 x = np.ones((64, 64), np.float32)
 seen = [warm()]
@@ -416,6 +418,6 @@ def test_waits_keep_the_512_bit_units_busy_once_512_bit_kernels_are_loaded():
     is loaded (where the CPU has them); an AVX2 library does not turn them on."""
     import subprocess
     import sys
-    from stax.runtime.build import ISA_LEVELS, runs_here
+    from stax.target import ISA_LEVELS, runs_here
     out = subprocess.run([sys.executable, "-c", WARM_512], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ("[0, 0, 1]" if runs_here(ISA_LEVELS["avx512"]) else "[0, 0]")

@@ -16,7 +16,7 @@ from stax.frontend.ops import nn
 from stax.kernels.random_draws import bernoulli, bernoulli_mask, uniform, uniform_values
 from stax.errors import ShapeError, UnsupportedError
 from stax.reference import evaluate
-from stax.runtime.build import ISA_LEVELS, runs_here
+from stax.target import ISA_LEVELS, runs_here
 
 LEVELS = [name for name in ("none", "avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 

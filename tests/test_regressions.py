@@ -9,7 +9,7 @@ import pytest
 
 from experiments.fuzz.check import Combo, cross_check, run_case
 from instances.random_programs import FuzzProgram
-from stax.runtime.build import ISA_LEVELS, native_isa, runs_here
+from stax.target import ISA_LEVELS, native_isa, runs_here
 
 FILES = sorted((Path(__file__).parent / "regressions").glob("*.json"))
 

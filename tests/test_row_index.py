@@ -11,7 +11,7 @@ import stax
 from stax.frontend.ops import gather
 from stax.errors import KernelError, ShapeError
 from stax.kernels.row_index import add_rows, take_rows
-from stax.runtime.build import ISA_LEVELS, runs_here
+from stax.target import ISA_LEVELS, runs_here
 
 LEVELS = [name for name in ("none", "avx2", "avx512") if runs_here(ISA_LEVELS[name])]
 RNG = np.random.default_rng(41)

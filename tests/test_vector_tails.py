@@ -10,7 +10,7 @@ import stax
 from stax.frontend.ops import nn
 from stax.frontend.ops import pooling
 from stax.codegen.tuning import Tuning
-from stax.runtime.build import ISA_LEVELS
+from stax.target import ISA_LEVELS
 
 from conftest import run_check, run_cpp
 from test_compile import RUNNABLE_ISAS, sample

@@ -27,6 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import stax
+from stax.environment import isa_from_env
 from stax.kernels import blas
 from stax.frontend.ops import nn
 from stax.frontend.ops.conv_forms import ConvForm, blocked_applies, plan_conv
@@ -111,7 +112,7 @@ def _library_call(shape: Shape, threads: int) -> Callable | None:
     if blas.gemm("float32") is None:
         return None
     a, b, out = _gemm_operands(shape)
-    product = dataclasses.replace(plan_product(a.shape, b.shape, out.shape, "float32", True, threads),
+    product = dataclasses.replace(plan_product(a.shape, b.shape, out.shape, "float32", True, threads, isa_from_env()),
                                   route=Route.TEAM)
     return lambda: run_product(product, a, b, out)
 
@@ -145,7 +146,7 @@ def row(shape: Shape, threads: int, rounds: int, torch: Any, best: bool = False)
     library = _library_call(shape, threads)
     if library is not None:
         calls["lib"] = (library, gflop)
-    blocked = blocked_applies((shape.stride,) * 2, (1, 1), shape.groups, "float32")
+    blocked = blocked_applies((shape.stride,) * 2, (1, 1), shape.groups, "float32", isa_from_env())
     for label, form in (("rule", None), ("direct", ConvForm.DIRECT), ("gemm", ConvForm.GEMM),
                         ("blocked", ConvForm.BLOCKED)):
         if form is ConvForm.BLOCKED and not blocked:
@@ -208,7 +209,8 @@ def main() -> None:
     for name in args.shapes:
         shape = SHAPES[name]
         form = plan_conv((shape.x[0], shape.x[1]), shape.w, shape.out_hw(), shape.groups,
-                         blocked=blocked_applies((shape.stride,) * 2, (1, 1), shape.groups, "float32")).form.value
+                         blocked=blocked_applies((shape.stride,) * 2, (1, 1), shape.groups, "float32",
+                                                 isa_from_env())).form.value
         for threads in args.threads:
             r = row(shape, threads, args.rounds, torch, args.best)
             cells = [_cell(r, key, max(6, len(head))) for head, key in columns]

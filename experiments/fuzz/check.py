@@ -19,7 +19,7 @@ from stax.errors import KernelError, StaxError
 from stax.ir.graph import Graph
 from stax.scheduler.problems import kernel_order_problem
 from stax.reference import evaluate
-from stax.runtime.build import ISA_LEVELS
+from stax.target import ISA_LEVELS
 from stax.scheduler.legality import DEFAULT_FUSION_RULE
 from stax.scheduler.strategies import ordered_blocks, run_fusion, run_order
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from experiments.fuzz.check import FUSIONS, ORDERS, SMALL, Combo, cross_check, run_case
 from instances.random_programs import FuzzProgram, generate
-from stax.runtime.build import ISA_LEVELS, runs_here
+from stax.target import ISA_LEVELS, runs_here
 from stax.scheduler.legality import DEFAULT_FUSION_RULE, FUSION_RULES
 from experiments.fuzz.shrink import shrink
 

@@ -19,8 +19,8 @@ from math import prod
 
 from stax.dtypes import ITEMSIZE, is_floating, nbytes
 from stax.ir.indexing import Index, lane_step
-from stax.ir.loops import ComputedBuffer, Const, Expr, Load, Op, loads, walk
-from stax.lowering import EXPENSIVE_OPS, substitute
+from stax.ir.loops import EXPENSIVE_OPS, ComputedBuffer, Const, Expr, Load, Op, loads, walk
+from stax.lowering import substitute
 from stax.scheduler.frame import Frame, make_frame
 from stax.codegen.kernel_parts import Member, access_kind
 from stax.codegen.names import comment_label, comment_text, source_name

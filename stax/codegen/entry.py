@@ -21,6 +21,7 @@ from stax.codegen.names import check_kernel_names, comment_label, comment_labels
 from stax.kernels.matmul import GEMM_DTYPES, Product, Route, plan_product, product_terms
 from stax.memory.plan import MemoryPlan
 from stax.runtime.build import MODULE_NAME
+from stax.target import ISA_LEVELS
 from stax.codegen.kernel import Kernel
 from stax.codegen.plans import STATE, CallPlan, Term, WrapperPlan, check_plan_names
 
@@ -56,16 +57,17 @@ def _extern_terms(plan: WrapperPlan, kernel: Kernel) -> list[Term] | None:
     names = ext["inputs"]
     views = ext.get("views") or [None] * len(names)
     out_shape, out_dtype, _ = layouts[ext["output"]]
+    isa = ISA_LEVELS[ext["isa"]]
     if ext["op"] in KERNEL_PLANS:
         shapes = [tuple(view or layouts[name][0]) for name, view in zip(names, views)]
-        plan = KERNEL_PLANS[ext["op"]](shapes, out_shape, out_dtype, ext["threads"], **ext.get("attrs", {}))
+        plan = KERNEL_PLANS[ext["op"]](shapes, out_shape, out_dtype, ext["threads"], isa, **ext.get("attrs", {}))
         return [Term(plan, tuple(names), ext["output"])]
     terms = []
     for i, j, flags, accumulate in product_terms(ext["op"], len(names), ext.get("attrs", {}).get("transposed", ())):
         (a_shape, a_dtype, a_plain), (b_shape, b_dtype, b_plain) = (layouts[names[i]], layouts[names[j]])
         dtype = out_dtype if a_dtype == b_dtype == out_dtype and out_dtype in GEMM_DTYPES else None
         product = plan_product(tuple(views[i] or a_shape), tuple(views[j] or b_shape), out_shape, dtype,
-                               a_plain and b_plain, ext["threads"], flags, accumulate)
+                               a_plain and b_plain, ext["threads"], isa, flags, accumulate)
         if product.route is Route.NUMPY:
             return None
         terms.append(Term(product, (names[i], names[j]), ext["output"]))

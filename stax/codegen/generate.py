@@ -39,6 +39,7 @@ from stax.codegen.kernel import BlockKernel, Kernel, without_final_barrier
 from stax.codegen.kernel_parts import SCRATCH_SHORT, Emission, access_kind, fail_soft, local_array, on_the_heap
 from stax.codegen.names import source_name
 from stax.codegen.tuning import parallel_depth
+from stax.target import Isa
 
 
 def choose_form(k: BlockKernel) -> tuple[str, str | None]:
@@ -184,10 +185,10 @@ def merge_kernels(name: str, blocks: list[BlockKernel]) -> Kernel:
                   generators=list(blocks), depths=tuple(depth for depth, _ in bodies))
 
 
-def generate_extern(name: str, node_name: str, buf, storage: dict[str, str], threads: int) -> Kernel:
+def generate_extern(name: str, node_name: str, buf, storage: dict[str, str], threads: int, isa: Isa) -> Kernel:
     """An extern call has no C++ source; the wrapper calls the library directly (a matmul on
-    ``threads`` OpenMP threads, ``stax.kernels.matmul``)."""
+    ``threads`` OpenMP threads, ``stax.kernels.matmul``), built for ``isa`` (its name)."""
     return Kernel(name, [node_name], [buf.name], [storage.get(i, i) for i in buf.inputs] + [buf.name], "", "extern",
                   extern={"op": buf.op, "inputs": list(buf.inputs), "views": list(buf.views), "output": buf.name,
                           "attrs": dict(buf.attrs),
-                          "threads": threads})
+                          "threads": threads, "isa": isa.name})

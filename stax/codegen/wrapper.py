@@ -30,6 +30,7 @@ from stax.memory.plan import MemoryPlan
 from stax.codegen.kernel import Kernel
 from stax.codegen.names import comment_labels
 from stax.codegen.plans import CallPlan, WrapperPlan, check_plan_names
+from stax.target import ISA_LEVELS
 
 
 class MemoryTracker:
@@ -93,6 +94,11 @@ def check_input(array: Any, name: str, shape: tuple[int, ...], strides: tuple[in
         raise CallError(f"argument {name} is updated in place but is read-only; pass a writable array")
 
 
+def isa_name(level: str) -> str:
+    """The wrapper's name for the ISA level ``level`` (``stax.target.ISA_LEVELS``), which its extern calls pass."""
+    return f"isa_{level}"
+
+
 def site_name(shape: tuple[int, ...], dtype: str) -> str:
     """The wrapper's name for the allocator's function handing out arrays of this kind."""
     return f"empty_{dtype}_{'x'.join(map(str, shape)) or 'scalar'}"
@@ -153,8 +159,11 @@ def wrapper_source(plan: WrapperPlan, memory: MemoryPlan) -> str:
             attrs = "".join(f"{k}={v!r}, " for k, v in ext.get("attrs", {}).items())
             views = ext.get("views") or [None] * len(ext["inputs"])
             inputs = ", ".join(f"{i}.reshape({v!r})" if v else i for i, v in zip(ext["inputs"], views))
-            call = (f"{EXTERN_CALLS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']}, threads={ext['threads']})"
-                    if ext["op"] in EXTERN_CALLS else f"{NUMPY_SCANS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']})")
+            if ext["op"] in EXTERN_CALLS:  # a library call on the program's threads and ISA level
+                call = (f"{EXTERN_CALLS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']}, "
+                        f"threads={ext['threads']}, isa={isa_name(ext['isa'])})")
+            else:
+                call = f"{NUMPY_SCANS[ext['op']].__name__}({inputs}, {attrs}out={ext['output']})"
             lines.append(f"    {call}")
         else:
             call = f"{kernel.name}({', '.join(kernel.params)})"
@@ -198,7 +207,7 @@ def build_wrapper(plan: WrapperPlan, memory: MemoryPlan, module: ModuleType, cal
         "np": np, "ndarray": np.ndarray, **{d: np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")},
         "memory": tracker, "pool_view": pool_view,
         "bind_arguments": bind_arguments, "assert_size_stride": check_input, "raise_kernel_error": raise_kernel_error,
-        "one_blas_thread": one_blas_thread,
+        "one_blas_thread": one_blas_thread, **{isa_name(name): isa for name, isa in ISA_LEVELS.items()},
         **{call.__name__: call for call in (*EXTERN_CALLS.values(), *NUMPY_SCANS.values())},
     }
     allocated = {meta for name, meta in plan.buffer_meta.items() if memory.storage[name].kind == "alloc"}

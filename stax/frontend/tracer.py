@@ -17,6 +17,7 @@ from stax.errors import ShapeError, StaxError, UnsupportedError
 from stax.frontend.shapes import wrap_dim
 from stax.frontend.user_frames import user_location
 from stax.ir.graph import Graph, Node
+from stax.target import Isa
 from stax.util.suggest import closest
 
 Scalar = bool | int | float
@@ -25,10 +26,12 @@ _T = TypeVar("_T", bound="TensorBase")
 
 class Tracer:
     """Owns the graph being recorded and the hash-consing table; ``tensor_type`` is the class of
-    the proxies it returns."""
+    the proxies it returns, ``isa`` the target the graph is traced for (ops that choose a form by
+    it: ``conv_forms.blocked_applies_in_trace``)."""
 
-    def __init__(self, tensor_type: type[TensorBase]) -> None:
+    def __init__(self, tensor_type: type[TensorBase], isa: Isa) -> None:
         self.tensor_type = tensor_type
+        self.isa = isa
         self.graph = Graph()
         self.cse: dict[tuple, str] = {}
         self.done = False

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from stax import dtypes
+from stax.environment import resolve_isa
 from stax.errors import ShapeError, StaxError, UnsupportedError
 from stax.frontend.elementwise import tracer_of
 from stax.frontend.shapes import as_int, broadcast_shapes
@@ -28,6 +29,7 @@ from stax.frontend.tracer import Tracer, expand_to
 from stax.frontend.user_frames import at_user_line
 from stax.ir.graph import Graph
 from stax.ir.indexing import contiguous_strides
+from stax.target import Isa
 
 
 @dataclass(frozen=True)
@@ -121,10 +123,11 @@ def parameter_names(fn: Callable[..., Any], count: int) -> tuple[str, ...]:
     return tuple(names)
 
 
-def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec) -> Graph:
+def trace(fn: Callable[..., Any], *specs: np.ndarray | TensorSpec, isa: Isa | str | None = None) -> Graph:
     """Call ``fn`` on proxy tensors described by ``specs`` (numpy arrays or TensorSpecs) and return
-    the recorded graph; ``fn`` returns a Tensor or a tuple/list of Tensors."""
-    tracer = Tracer(Tensor)
+    the recorded graph; ``fn`` returns a Tensor or a tuple/list of Tensors.  ``isa`` is the target
+    the graph is for (as ``Options.isa``; None: ``STAX_ISA``, else this CPU's widest level)."""
+    tracer = Tracer(Tensor, resolve_isa(isa))
     args = []
     for i, spec in enumerate(specs):
         spec = _spec_of(spec, i)

@@ -57,6 +57,10 @@ class Op:
 
 Expr = Union[Load, Const, Op]
 
+#: ops that cost many instructions each: lowering stores a shared one instead of computing it in
+#: every user (``CostModel.materialize_shared_expensive``), and codegen counts them per point
+EXPENSIVE_OPS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "log1p", "expm1", "pow", "rsqrt", "sqrt"})
+
 REDUCTION_INIT = {"sum": 0, "prod": 1, "amax": "-inf", "amin": "inf", "m2": 0, "logaddexp": "-inf"}
 
 

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stax.environment import isa_from_env
 from stax.errors import ShapeError
-from stax.runtime.build import Isa, build, load, native_isa
+from stax.kernels.libraries import library
+from stax.target import Isa
 
 #: the bits of the uniform draw a mask compares with its threshold
 RESOLUTION_BITS = 24
@@ -34,49 +36,6 @@ _GOLDEN = 0x9E3779B9
 #: the output dtype of each entry point
 _ENTRIES = {"stax_bernoulli": "bool", "stax_uniform_float32": "float32", "stax_uniform_float64": "float64"}
 
-_SOURCE = r"""
-#include <algorithm>
-#include <cstdint>
-
-static inline uint32_t mix(uint32_t x) {
-  x ^= x >> 16; x *= 0x21f0aaadu; x ^= x >> 15; x *= 0x735a2d97u; x ^= x >> 15;
-  return x;
-}
-
-// out[i] = value(the 24 high bits of element i's hash) of stream `stream` under `*seed`
-template <typename T, typename Value>
-static void draw(const int64_t* seed, T* out, int64_t n, int64_t stream, int threads, Value value) {
-  const uint64_t s = static_cast<uint64_t>(*seed);
-  const uint32_t key = mix(static_cast<uint32_t>(s) ^
-                           mix(static_cast<uint32_t>(s >> 32) ^ mix(static_cast<uint32_t>(stream) + 0x9e3779b9u)));
-  // a few tasks a thread, so that the caller takes over those of a thread whose core is busy
-  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(n / 16384, 4 * threads));
-  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
-  for (int64_t task = 0; task < tasks; ++task)
-    // in runs that keep hi(i): 32-bit lanes throughout
-    for (int64_t i = n * task / tasks, end = n * (task + 1) / tasks, stop; i < end; i = stop) {
-      stop = std::min<int64_t>({end, (i | int64_t(0xffffffff)) + 1, i + (int64_t(1) << 31)});
-      const uint32_t low = static_cast<uint32_t>(i), high = static_cast<uint32_t>(i >> 32);
-      const uint32_t count = static_cast<uint32_t>(stop - i);
-      T* run = out + i;
-      for (uint32_t k = 0; k < count; ++k) run[k] = value(mix(mix((low + k) ^ key) + high) >> 8);
-    }
-}
-
-extern "C" void stax_bernoulli(const int64_t* seed, void* out, int64_t n, int64_t threshold, int64_t stream,
-                               int threads) {
-  const uint32_t below = static_cast<uint32_t>(threshold);
-  draw(seed, static_cast<int8_t*>(out), n, stream, threads, [below](uint32_t u) { return int8_t(u < below); });
-}
-
-extern "C" void stax_uniform_float32(const int64_t* seed, void* out, int64_t n, int64_t, int64_t stream, int threads) {
-  draw(seed, static_cast<float*>(out), n, stream, threads, [](uint32_t u) { return float(u) * 0x1p-24f; });
-}
-
-extern "C" void stax_uniform_float64(const int64_t* seed, void* out, int64_t n, int64_t, int64_t stream, int threads) {
-  draw(seed, static_cast<double*>(out), n, stream, threads, [](uint32_t u) { return double(u) * 0x1p-24; });
-}
-"""
 
 
 def threshold(p: float) -> int:
@@ -119,7 +78,7 @@ def uniform_values(seed: int, stream: int, shape: tuple[int, ...], dtype: str) -
 
 @functools.cache
 def _entry(isa: Isa, name: str) -> ctypes._CFuncPtr:
-    entry = getattr(load(build(_SOURCE, isa)), name)
+    entry = getattr(library("random_draws", isa), name)
     entry.restype = None
     entry.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 3 + [ctypes.c_int]
     return entry
@@ -129,20 +88,21 @@ def _entry(isa: Isa, name: str) -> ctypes._CFuncPtr:
 class RandomDraw:
     """A ``bernoulli`` or ``uniform`` extern as a compiled call makes it (codegen/entry.py): ``n``
     elements of stream ``stream`` into an output of ``dtype``; a mask's elements are true when
-    their draw is below ``threshold``."""
+    their draw is below ``threshold``; the entry point is the one built for ``isa``."""
 
     n: int
     threshold: int
     stream: int
     dtype: str
     threads: int
+    isa: Isa
 
     @property
     def entry_name(self) -> str:
         return "stax_bernoulli" if self.dtype == "bool" else f"stax_uniform_{self.dtype}"
 
     def addresses(self) -> tuple[int, ...]:
-        return (ctypes.cast(_entry(native_isa(), self.entry_name), ctypes.c_void_p).value,)
+        return (ctypes.cast(_entry(self.isa, self.entry_name), ctypes.c_void_p).value,)
 
     def arguments(self) -> tuple[int, ...]:
         return self.n, self.threshold, self.stream, self.threads
@@ -154,22 +114,23 @@ class RandomDraw:
 
 
 def plan_random_draw(op: str, seed_shape: tuple[int, ...], out_shape: tuple[int, ...], dtype: str, threads: int,
-                     stream: int, p: float | None = None) -> RandomDraw:
+                     isa: Isa, stream: int, p: float | None = None) -> RandomDraw:
     """The plan of a ``bernoulli`` (``p``, a bool output) or ``uniform`` (a float output) node."""
     if tuple(seed_shape) != ():
         raise ShapeError(f"{op}: the seed must be a 0-d int64 tensor, got shape {tuple(seed_shape)}")
     if (dtype == "bool") != (op == "bernoulli") or dtype not in _ENTRIES.values():
         raise ShapeError(f"{op}: a bernoulli mask is bool and a uniform draw float32 or float64, got {dtype}")
     return RandomDraw(int(np.prod(out_shape, dtype=np.int64)), threshold(p) if op == "bernoulli" else 0, stream, dtype,
-                      threads)
+                      threads, isa)
 
 
 def _call(op: str, seed: np.ndarray, out: np.ndarray, threads: int, isa: Isa | None, **attrs) -> None:
+    """Draw into ``out`` by the kernel built for ``isa`` (None: ``STAX_ISA``, else this CPU's widest level)."""
     if seed.dtype != np.int64 or not out.flags.c_contiguous:
         raise ShapeError(f"{op}: expected a 0-d int64 seed and a C-contiguous output, got {seed.dtype}")
-    plan = plan_random_draw(op, seed.shape, out.shape, str(out.dtype), threads, **attrs)
+    plan = plan_random_draw(op, seed.shape, out.shape, str(out.dtype), threads, isa or isa_from_env(), **attrs)
     seed = np.ascontiguousarray(seed)
-    _entry(isa or native_isa(), plan.entry_name)(seed.ctypes.data, out.ctypes.data, *plan.arguments())
+    _entry(plan.isa, plan.entry_name)(seed.ctypes.data, out.ctypes.data, *plan.arguments())
 
 
 def bernoulli(seed: np.ndarray, *, out: np.ndarray, threads: int, p: float, stream: int,

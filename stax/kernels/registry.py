@@ -1,5 +1,6 @@
 """The extern ops of the graph (``stax.ir.graph.EXTERN_OPS``) and the calls that run them (seed 8.5's
-library calls): each takes its operands, then ``out=`` and ``threads=`` (and the node's attributes).
+library calls): each takes its operands, then ``out=``, ``threads=`` and ``isa=`` (and the node's
+attributes).
 The hand-written kernels' externs also have the plan a compiled call makes of them, from their
 operands' shapes, the output's dtype, the threads and the node's attributes.  The scans' numpy
 fallback is here too (``NUMPY_SCANS``)."""
@@ -31,14 +32,18 @@ EXTERN_CALLS = {"matmul": parallel_matmul, "matmul_sum": matmul_sum, "conv2d": d
                 "bernoulli": bernoulli, "uniform": uniform}
 
 #: the compiled call's plan of each hand-written kernel's extern (stax.kernels.direct_conv, stax.kernels.row_index,
-#: stax.kernels.random_draws), from its operands' shapes, its output's shape and dtype, the threads and its attributes
+#: stax.kernels.random_draws), from its operands' shapes, its output's shape and dtype, the threads, the ISA level
+#: its kernel is built for and its attributes
 KERNEL_PLANS: dict[str, Callable[..., Any]] = {
-    "conv2d": lambda shapes, out, dtype, threads, **attrs: plan_direct_conv(shapes[0], shapes[1], threads, **attrs),
-    "conv2d_weight": lambda shapes, out, dtype, threads: plan_direct_conv_weight_grad(shapes[0], shapes[1], threads),
-    "take_rows": lambda shapes, out, dtype, threads: plan_take_rows(shapes[0], shapes[1], dtype, threads),
-    "add_rows": lambda shapes, out, dtype, threads, rows: plan_add_rows(shapes[0], shapes[1], rows, dtype, threads),
-    "bernoulli": lambda shapes, out, dtype, threads, p, stream: plan_random_draw("bernoulli", shapes[0], out, dtype,
-                                                                                threads, stream, p),
-    "uniform": lambda shapes, out, dtype, threads, stream: plan_random_draw("uniform", shapes[0], out, dtype, threads,
-                                                                           stream),
+    "conv2d": lambda shapes, out, dtype, threads, isa, **attrs: plan_direct_conv(shapes[0], shapes[1], threads, isa,
+                                                                                **attrs),
+    "conv2d_weight": lambda shapes, out, dtype, threads, isa: plan_direct_conv_weight_grad(shapes[0], shapes[1],
+                                                                                           threads, isa),
+    "take_rows": lambda shapes, out, dtype, threads, isa: plan_take_rows(shapes[0], shapes[1], dtype, threads, isa),
+    "add_rows": lambda shapes, out, dtype, threads, isa, rows: plan_add_rows(shapes[0], shapes[1], rows, dtype,
+                                                                             threads, isa),
+    "bernoulli": lambda shapes, out, dtype, threads, isa, p, stream: plan_random_draw("bernoulli", shapes[0], out,
+                                                                                     dtype, threads, isa, stream, p),
+    "uniform": lambda shapes, out, dtype, threads, isa, stream: plan_random_draw("uniform", shapes[0], out, dtype,
+                                                                                threads, isa, stream),
 }

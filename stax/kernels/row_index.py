@@ -23,62 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stax.environment import isa_from_env
 from stax.errors import ShapeError
-from stax.runtime.build import Isa, build, load, native_isa
+from stax.kernels.libraries import library
+from stax.target import Isa
 
-_SOURCE = r"""
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
-
-// the tasks a call splits into: a few a thread, so that the caller takes over those of a thread
-// that shares its core with another process (stax_parallel.cpp)
-static int64_t task_count(int64_t work, int threads) { return std::max<int64_t>(1, std::min<int64_t>(work, 4 * threads)); }
-
-// out (t, row_bytes) = the rows index[i] of table (v, row_bytes); zeros for an index outside [0, v)
-extern "C" void stax_take_rows(const char* table, const int64_t* index, char* out, int64_t v, int64_t t,
-                               int64_t row_bytes, int threads) {
-  const int64_t tasks = task_count(t, threads);
-  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
-  for (int64_t task = 0; task < tasks; ++task)
-    for (int64_t i = t * task / tasks, end = t * (task + 1) / tasks; i < end; ++i) {
-      const int64_t r = index[i];
-      if (r >= 0 && r < v)
-        std::memcpy(out + i * row_bytes, table + r * row_bytes, row_bytes);
-      else
-        std::memset(out + i * row_bytes, 0, row_bytes);
-    }
-}
-
-// out (v, d) = the sum of the rows of values (t, d) whose index is each row's; a task owns a range
-// of out's rows and adds, in index order, the rows that fall in it
-template <typename T>
-static void add_rows(const T* values, const int64_t* index, T* out, int64_t v, int64_t t, int64_t d, int threads) {
-  const int64_t tasks = task_count(v, threads);
-  #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t first = v * task / tasks, last = v * (task + 1) / tasks;
-    std::memset(out + first * d, 0, (last - first) * d * sizeof(T));
-    for (int64_t i = 0; i < t; ++i) {
-      const int64_t r = index[i];
-      if (r < first || r >= last) continue;
-      T* dst = out + r * d;
-      const T* src = values + i * d;
-      for (int64_t k = 0; k < d; ++k) dst[k] += src[k];
-    }
-  }
-}
-
-extern "C" void stax_add_rows_float32(const float* values, const int64_t* index, float* out, int64_t v, int64_t t,
-                                      int64_t d, int threads) {
-  add_rows(values, index, out, v, t, d, threads);
-}
-
-extern "C" void stax_add_rows_float64(const double* values, const int64_t* index, double* out, int64_t v, int64_t t,
-                                      int64_t d, int threads) {
-  add_rows(values, index, out, v, t, d, threads);
-}
-"""
 
 #: the dtypes ``add_rows`` sums
 ADD_DTYPES = ("float32", "float64")
@@ -86,7 +35,7 @@ ADD_DTYPES = ("float32", "float64")
 
 @functools.cache
 def _entry(isa: Isa, name: str) -> ctypes._CFuncPtr:
-    entry = getattr(load(build(_SOURCE, isa)), name)
+    entry = getattr(library("row_index", isa), name)
     entry.restype = None
     entry.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 + [ctypes.c_int]
     return entry
@@ -95,7 +44,7 @@ def _entry(isa: Isa, name: str) -> ctypes._CFuncPtr:
 @dataclass(frozen=True)
 class RowIndex:
     """A ``take_rows`` or ``add_rows`` extern as a compiled call makes it (codegen/entry.py): the
-    entry point built for this CPU and the sizes: the table's rows ``v``, the index's length
+    entry point built for ``isa`` and the sizes: the table's rows ``v``, the index's length
     ``t`` and a row's width ``d`` in elements of ``dtype``."""
 
     op: str
@@ -104,13 +53,14 @@ class RowIndex:
     d: int
     dtype: str
     threads: int
+    isa: Isa
 
     @property
     def entry_name(self) -> str:
         return "stax_take_rows" if self.op == "take_rows" else f"stax_add_rows_{self.dtype}"
 
     def addresses(self) -> tuple[int, ...]:
-        return (ctypes.cast(_entry(native_isa(), self.entry_name), ctypes.c_void_p).value,)
+        return (ctypes.cast(_entry(self.isa, self.entry_name), ctypes.c_void_p).value,)
 
     def arguments(self) -> tuple[int, ...]:
         """What the entry point takes after its three arrays: the sizes (a row in bytes for
@@ -125,43 +75,44 @@ class RowIndex:
         return f"stax::row_index(entry, {source}, (const int64_t*){index}, {out}, {', '.join(map(str, self.arguments()))})"
 
 
-def plan_take_rows(table_shape: tuple[int, ...], index_shape: tuple[int, ...], dtype: str, threads: int) -> RowIndex:
+def plan_take_rows(table_shape: tuple[int, ...], index_shape: tuple[int, ...], dtype: str, threads: int,
+                   isa: Isa) -> RowIndex:
     if len(table_shape) != 2 or len(index_shape) != 1:
         raise ShapeError(f"take_rows: expected a 2-D table and a 1-D index, got shapes {tuple(table_shape)} and "
                          f"{tuple(index_shape)}")
-    return RowIndex("take_rows", table_shape[0], index_shape[0], table_shape[1], dtype, threads)
+    return RowIndex("take_rows", table_shape[0], index_shape[0], table_shape[1], dtype, threads, isa)
 
 
 def plan_add_rows(values_shape: tuple[int, ...], index_shape: tuple[int, ...], rows: int, dtype: str,
-                  threads: int) -> RowIndex:
+                  threads: int, isa: Isa) -> RowIndex:
     if len(values_shape) != 2 or index_shape != values_shape[:1] or dtype not in ADD_DTYPES:
         raise ShapeError(f"add_rows: expected 2-D {' or '.join(ADD_DTYPES)} values and a 1-D index of their length, "
                          f"got {dtype} {tuple(values_shape)} and {tuple(index_shape)}")
-    return RowIndex("add_rows", rows, values_shape[0], values_shape[1], dtype, threads)
+    return RowIndex("add_rows", rows, values_shape[0], values_shape[1], dtype, threads, isa)
 
 
-def _call(plan: RowIndex, source: np.ndarray, index: np.ndarray, out: np.ndarray, isa: Isa | None) -> None:
+def _call(plan: RowIndex, source: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
     if index.dtype != np.int64 or not all(a.flags.c_contiguous for a in (source, index, out)):
         raise ShapeError(f"{plan.op}: expected C-contiguous arrays and an int64 index, got {index.dtype}")
     if out.dtype != source.dtype:
         raise ShapeError(f"{plan.op}: the output is {out.dtype}, the operand {source.dtype}")
-    _entry(isa or native_isa(), plan.entry_name)(source.ctypes.data, index.ctypes.data, out.ctypes.data,
-                                                 *plan.arguments())
+    _entry(plan.isa, plan.entry_name)(source.ctypes.data, index.ctypes.data, out.ctypes.data, *plan.arguments())
 
 
 def take_rows(table: np.ndarray, index: np.ndarray, *, out: np.ndarray, threads: int, isa: Isa | None = None) -> None:
-    """``out`` (T, D) = the rows ``index`` (T,) of ``table`` (V, D) (the graph's ``take_rows``)."""
-    plan = plan_take_rows(table.shape, index.shape, str(table.dtype), threads)
+    """``out`` (T, D) = the rows ``index`` (T,) of ``table`` (V, D) (the graph's ``take_rows``), by
+    the kernel built for ``isa`` (None: ``STAX_ISA``, else this CPU's widest level)."""
+    plan = plan_take_rows(table.shape, index.shape, str(table.dtype), threads, isa or isa_from_env())
     if out.shape != (plan.t, plan.d):
         raise ShapeError(f"take_rows: the output has shape {out.shape}, expected {(plan.t, plan.d)}")
-    _call(plan, table, index, out, isa)
+    _call(plan, table, index, out)
 
 
 def add_rows(values: np.ndarray, index: np.ndarray, *, rows: int, out: np.ndarray, threads: int,
              isa: Isa | None = None) -> None:
     """``out`` (rows, D) = the sums of the rows of ``values`` (T, D) by their ``index`` (T,) (the
-    graph's ``add_rows``)."""
-    plan = plan_add_rows(values.shape, index.shape, rows, str(values.dtype), threads)
+    graph's ``add_rows``), by the kernel built for ``isa`` (as ``take_rows``)."""
+    plan = plan_add_rows(values.shape, index.shape, rows, str(values.dtype), threads, isa or isa_from_env())
     if out.shape != (rows, plan.d):
         raise ShapeError(f"add_rows: the output has shape {out.shape}, expected {(rows, plan.d)}")
-    _call(plan, values, index, out, isa)
+    _call(plan, values, index, out)

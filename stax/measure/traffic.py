@@ -71,7 +71,8 @@ def count_traffic(compiled: CompiledFunction, *arrays: np.ndarray) -> list[Kerne
             operands = [storage[i].reshape(v) if v else storage[i] for i, v in
                         zip(ext["inputs"], ext.get("views") or [None] * len(ext["inputs"]))]
             if ext["op"] in EXTERN_CALLS:
-                EXTERN_CALLS[ext["op"]](*operands, **ext.get("attrs", {}), out=storage[ext["output"]], threads=1)
+                EXTERN_CALLS[ext["op"]](*operands, **ext.get("attrs", {}), out=storage[ext["output"]], threads=1,
+                                        isa=compiled.isa)
             else:
                 NUMPY_SCANS[ext["op"]](*operands, **ext.get("attrs", {}), out=storage[ext["output"]])
             read = sum(storage[i].nbytes for i in dict.fromkeys(ext["inputs"]))

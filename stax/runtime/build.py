@@ -1,8 +1,7 @@
-"""Build and load generated C++ (seed 8): ISA probe, gcc, and an on-disk cache.
+"""Build and load generated C++ (spec section 8): gcc and an on-disk cache.
 
-The ISA level is probed at run time, widest first (seed 8.1: AVX-512, AVX2, none); an
-``Options.isa`` forces a level (for tests of every form).  Libraries are
-cached by a hash of the source, the headers, the flags, the Python and the compiler, in the
+A library is built for the ISA level it is given (``stax.target``: resolved by the caller, never
+probed here).  Libraries are cached by a hash of the source, the headers, the flags, the Python and the compiler, in the
 kernel cache (``stax.runtime.kernel_cache``: private, and each library checked against the SHA-256
 recorded when it was built before it is loaded).  A build compiles the source it is given, in a
 private temporary directory, and renames the library into place, so concurrent processes
@@ -24,74 +23,18 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from dataclasses import dataclass
 from pathlib import Path
 
-from stax.errors import BuildError, StaxError
+from stax.errors import BuildError
 from stax.runtime.kernel_cache import (atomic_write, cache_root, checked_for_loading, locked, mismatch, private_directory,
                            read_private_file, record_build, remove_stale_temporaries, temporary_directory,
                            warn_rebuild)
-from stax.util.suggest import did_you_mean
+from stax.target import ISA_LEVELS, Isa
+from stax.target import _cpu_flags  # noqa: F401  (transitional: tests/test_compile.py imports it from here until its split)
 
-HEADER_DIR = Path(__file__).parent.parent / "codegen"
-
-
-@dataclass(frozen=True)
-class Isa:
-    name: str
-    width: int  # lanes of a float32 vector
-    flags: tuple[str, ...]
-
-
-ISA_LEVELS = {
-    "avx512": Isa("avx512", 16, ("-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mfma",
-                                 "-mprefer-vector-width=512")),
-    "avx2": Isa("avx2", 8, ("-mavx2", "-mfma")),
-    "none": Isa("none", 1, ()),
-}
-
-
-@functools.cache
-def _cpu_flags() -> frozenset[str]:
-    """The first CPU's flags, reading no further (the kernel writes the file as it is read, every
-    CPU's part at a cost)."""
-    try:
-        with open("/proc/cpuinfo", buffering=4096) as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-#: the CPU flags each level's code needs to run (any level builds on any x86-64 CPU)
-LEVEL_FLAGS = {"avx512": frozenset({"avx512f", "avx512dq", "avx512bw", "avx512vl"}),
-               "avx2": frozenset({"avx2", "fma"}), "none": frozenset()}
-
-
-def runs_here(isa: Isa) -> bool:
-    """Whether this CPU runs code built for ``isa`` (a level stax does not know: assumed so)."""
-    return LEVEL_FLAGS.get(isa.name, frozenset()) <= _cpu_flags()
-
-
-def native_isa() -> Isa:
-    """The widest level this CPU supports."""
-    return _widest_level(_cpu_flags())
-
-
-@functools.cache
-def _widest_level(flags: frozenset[str]) -> Isa:
-    """The widest level CPU ``flags`` run (the extern matmuls ask on every call: cached)."""
-    return next(isa for isa in ISA_LEVELS.values() if LEVEL_FLAGS.get(isa.name, frozenset()) <= flags)
-
-
-def isa_level(name: str, setting: str) -> Isa:
-    """The level called ``name``; ``setting`` (``isa``, ``STAX_ISA``) is where it was given."""
-    if name not in ISA_LEVELS:
-        raise StaxError(f"{setting}={name!r} is not a level; {did_you_mean(name, ISA_LEVELS)}"
-                        f"use one of {', '.join(ISA_LEVELS)}")
-    return ISA_LEVELS[name]
+#: the runtime's headers, which generated and extern kernels include, and its own C++ sources
+HEADER_DIR = Path(__file__).parent / "include"
+SOURCE_DIR = Path(__file__).parent / "csrc"
 
 
 @functools.cache
@@ -262,7 +205,7 @@ def load_runtime() -> ctypes.CDLL:
     kernels' OpenMP runtime (stax_parallel.cpp).  They hold no vector code and are built for the
     ``none`` level, so one copy serves kernels of every level (an AVX-512 build of them would be
     what every later library binds to, even on a CPU without AVX-512)."""
-    source = "\n".join((HEADER_DIR / name).read_text() for name in RUNTIME_SOURCES)
+    source = "\n".join((SOURCE_DIR / name).read_text() for name in RUNTIME_SOURCES)
     return ctypes.CDLL(str(checked_for_loading(build(source, ISA_LEVELS["none"]))), mode=os.RTLD_GLOBAL)
 
 

@@ -50,12 +50,11 @@ from stax.affine import Access, Domain, pair_fusion
 from stax.ir.loops import ComputedBuffer
 from stax.scheduler.dependencies import SchedulerNode
 from stax.scheduler.frame import Frame, boundaries, make_frame, refinement, shape_frame, shape_groups
+from stax.target import VECTOR_LOOP_MIN
 
 DEPENDENCE_RULES = ("parallel", "sequential")
 FUSION_RULES = ("cpu", "cpu-split", "gpu")
 DEFAULT_FUSION_RULE = "cpu-split"  # what stax.compile, Scheduler.fusion_problem and the instance store use
-#: an innermost loop this long holds a vector at every ISA level (16 float32 lanes at AVX-512)
-VECTOR_LOOP_MIN = 16
 
 
 def _counts(buf: ComputedBuffer) -> tuple[int, int]:

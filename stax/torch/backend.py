@@ -308,7 +308,7 @@ class _StaxCall:
         specs = [_spec(example_inputs[i], i) for i in self.tensor_inputs]
         fn, self.constants = translate(tensor_gm, len(specs), f"the {record.kind} graph {record.number}")
         self.seeded = bool(_streams(tensor_gm))
-        record.graph = trace(fn, *specs, *self.constants, *([np.array(0, np.int64)] * self.seeded))
+        record.graph = trace(fn, *specs, *self.constants, *([np.array(0, np.int64)] * self.seeded), isa=options.isa)
         record.compiled = compile_graph(record.graph, options)
 
     @staticmethod

@@ -22,7 +22,7 @@ import enum
 from dataclasses import dataclass
 
 from stax.frontend.tensor import Tensor
-from stax.runtime.build import native_isa
+from stax.target import Isa
 
 Pair = tuple[int, int]
 
@@ -35,7 +35,7 @@ GEMM_MIN_DEPTH = 16
 GEMM_MIN_ROWS = 2
 #: ... and this many multiply-adds: a smaller convolution is one short fused kernel
 GEMM_MIN_MACS = 1 << 20
-#: the blocked form wants vectors of at least this many floats
+#: the blocked form wants an ISA level of vectors of at least this many floats
 BLOCKED_MIN_LANES = 8
 
 
@@ -63,12 +63,16 @@ class ConvPlan:
         return self.groups * self.rows * self.depth * self.columns
 
 
-def blocked_applies(stride: Pair, dilation: Pair, groups: int, dtype: str) -> bool:
+def blocked_applies(stride: Pair, dilation: Pair, groups: int, dtype: str, isa: Isa) -> bool:
     """Whether ``stax.kernels.direct_conv`` can compute the convolution: float32, stride and dilation 1,
-    one group, on a CPU with vector instructions (the blocked kernel is vector code; without it
-    the BLAS is faster)."""
-    return dtype == "float32" and stride == dilation == (1, 1) and groups == 1 and \
-        native_isa().width >= BLOCKED_MIN_LANES
+    one group, at an ISA level with vector instructions (the blocked kernel is vector code; without
+    them the BLAS is faster)."""
+    return dtype == "float32" and stride == dilation == (1, 1) and groups == 1 and isa.width >= BLOCKED_MIN_LANES
+
+
+def blocked_applies_in_trace(x: Tensor, stride: Pair, dilation: Pair, groups: int) -> bool:
+    """``blocked_applies`` to a convolution of ``x``, at the ISA level its trace is for (``stax.trace``'s)."""
+    return blocked_applies(stride, dilation, groups, x.dtype, x._tracer.isa)
 
 
 def plan_conv(x_shape: tuple[int, ...], weight_shape: tuple[int, ...], out_hw: Pair, groups: int,

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from stax import dtypes
 from stax.errors import ShapeError, UnsupportedError
 from stax.frontend.elementwise import where
-from stax.frontend.ops.conv_forms import (ConvForm, ConvPlan, blocked_applies, blocked_correlate, blocked_weight_grad, gemm_correlate,
+from stax.frontend.ops.conv_forms import (ConvForm, ConvPlan, blocked_applies_in_trace, blocked_correlate, blocked_weight_grad, gemm_correlate,
                         gemm_weight_grad, is_pointwise, plan_conv, pointwise_correlate, pointwise_weight_grad)
 from stax.frontend.ops.padding import cat, pad_graph
 from stax.frontend.ops.random import bernoulli
@@ -244,9 +244,9 @@ def _planned(result: Tensor, plan: ConvPlan) -> Tensor:
     return result
 
 
-_NOT_BLOCKED = ("{op}: the blocked form takes float32 convolutions of stride and dilation 1 and one group on a CPU "
-                "with vector instructions, not a {dtype} one of stride {stride}, dilation {dilation} and {groups} "
-                "groups here; leave form= unset for the rule's choice")
+_NOT_BLOCKED = ("{op}: the blocked form takes float32 convolutions of stride and dilation 1 and one group at an ISA "
+                "level with vector instructions, not a {dtype} one of stride {stride}, dilation {dilation} and "
+                "{groups} groups here; leave form= unset for the rule's choice")
 
 
 def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: int = 1,
@@ -255,7 +255,7 @@ def _correlate(x: Tensor, weight: Tensor, stride: Pair, dilation: Pair, groups: 
     times the weight; group g's outputs read its C / groups input channels only.  The form is
     ``form``, else the one ``plan_conv`` picks."""
     windows = conv_windows(x, weight.shape[2:], stride, dilation)
-    blocked = blocked_applies(stride, dilation, groups, x.dtype)
+    blocked = blocked_applies_in_trace(x, stride, dilation, groups)
     plan = plan_conv(x.shape, weight.shape, windows.shape[2:4], groups, form, blocked)
     if plan.form is ConvForm.BLOCKED and not blocked:
         raise UnsupportedError(_NOT_BLOCKED.format(op="conv2d", dtype=x.dtype, stride=stride, dilation=dilation,
@@ -309,7 +309,7 @@ def conv2d_weight_grad(grad: Tensor, x: Tensor, weight_shape: Sequence[int], str
     if windows.shape[2:4] != grad.shape[2:]:
         raise ShapeError(f"conv2d_weight_grad: gradient of shape {grad.shape} does not match the output of "
                          f"the convolution of {x.shape} ({windows.shape[2:4]})")
-    blocked = blocked_applies(stride, dilation, groups, x.dtype)
+    blocked = blocked_applies_in_trace(x, stride, dilation, groups)
     plan = plan_conv(padded.shape, tuple(weight_shape), windows.shape[2:4], groups, form, blocked)
     if plan.form is ConvForm.BLOCKED and not blocked:
         raise UnsupportedError(_NOT_BLOCKED.format(op="conv2d_weight_grad", dtype=x.dtype, stride=stride,

@@ -196,7 +196,7 @@ def compile_command(target: str, shapes: str | None, dtype: str, fusion: str, or
 
 def _kernel_count(kernels: int, calls: int) -> str:
     """``4 kernels in 1 call``: one kernel per block of the partition; adjacent kernels sharing a
-    parallel region are one C++ call (seed 8.5), as ``repr`` of a compiled function says."""
+    parallel region are one C++ call (spec 8.5), as ``repr`` of a compiled function says."""
     return f"{kernels} kernel{'s' * (kernels != 1)} in {calls} call{'s' * (calls != 1)}"
 
 
@@ -213,7 +213,7 @@ def _explain_channels() -> None:
 
 @main.command()
 def demo() -> None:
-    """Compile and run the seed's examples 7.1 and 7.2: print the code, the fusion log and a timing."""
+    """Compile and run the spec's examples 7.1 and 7.2: print the code, the fusion log and a timing."""
     from stax.measure.demo import run_demo
     try:
         run_demo(click.echo)

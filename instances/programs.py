@@ -234,8 +234,8 @@ def _transformer(n: int, _: int, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 _SUITE = [
-    Program("example_7_1", example_7_1, _matrix, "seed example 7.1: each row divided by its sum; x (n, m)"),
-    Program("example_7_2", example_7_2, _matrix, "seed example 7.2: sum and max of one shared exp; x (n, m)"),
+    Program("example_7_1", example_7_1, _matrix, "spec example 7.1: each row divided by its sum; x (n, m)"),
+    Program("example_7_2", example_7_2, _matrix, "spec example 7.2: sum and max of one shared exp; x (n, m)"),
     Program("transposed_add", transposed_add, _transposed_pair, "x + y.t(); x (n, m), y (m, n)"),
     Program("softmax", softmax, _matrix, "row softmax with the max subtracted; x (n, m)"),
     Program("layernorm", layernorm, _row_affine, "layer norm over the last dim with weight and bias; x (n, m)"),

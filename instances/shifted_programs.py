@@ -1,4 +1,4 @@
-"""Shifted-read and stencil programs: where the sequential dependence rule fuses more (seed 7.2).
+"""Shifted-read and stencil programs: where the sequential dependence rule fuses more (spec 7.2).
 
 Each program reads a producer at shifted points (``y[1:] + y[:-1]``), a dependence of nonzero
 distance that the parallel rule (distance 0) refuses to fuse and the sequential rule (distances

@@ -1,5 +1,5 @@
 """Stax: a TorchInductor-like tensor compiler whose fusion and ordering strategies can be
-swapped, solved exactly and timed (seed sections 7 and 8)."""
+swapped, solved exactly and timed (spec sections 7 and 8)."""
 
 from stax.errors import (BuildError, CallError, InstanceFormatError, InvalidScheduleError, KernelError,
                      ShapeError, StaxError, StrategyNotFound, UnsupportedError)

@@ -67,7 +67,7 @@ class Options:
 
     fusion: str | FusionStrategy | Callable = "greedy"  # a registry name, a strategy or a function
     order: str | OrderStrategy | Callable = "best"
-    rule: str = DEFAULT_FUSION_RULE  # Definition 7.2's CPU rule splitting pointwise loops; "cpu" is the seed's
+    rule: str = DEFAULT_FUSION_RULE  # Definition 7.2's CPU rule splitting pointwise loops; "cpu" is the spec's
     dependence: str = "parallel"  # Proposition 7.3 (2), or "sequential": (1), blocks keep loops sequential
     cost_model: CostModel = field(default_factory=CostModel)
     fusion_params: dict[str, Any] = field(default_factory=dict)
@@ -87,9 +87,9 @@ class Options:
         if self.rule not in FUSION_RULES:
             raise StaxError(f"rule={self.rule!r}: use 'cpu-split' (the default: Definition 7.2's CPU rule, "
                             "splitting a pointwise loop where a reduction's outer loops end), 'cpu' (the CPU rule "
-                            "as the seed states it) or 'gpu' (element counts only)")
+                            "as the spec states it) or 'gpu' (element counts only)")
         if self.dependence not in DEPENDENCE_RULES:
-            raise StaxError(f"dependence={self.dependence!r}: use 'parallel' (distance 0, the seed's rule) or "
+            raise StaxError(f"dependence={self.dependence!r}: use 'parallel' (distance 0, the spec's rule) or "
                             "'sequential' (distances <= 0, kernels with sequential loops)")
         if self.memory_plan not in ("wrapper", "pool"):
             raise StaxError(f"memory_plan={self.memory_plan!r}: use 'wrapper' (allocate and free per call, "
@@ -297,7 +297,7 @@ def schedule(fn: Callable, *specs: Any, fusion: Any = "greedy", order: Any = "be
 
 def _linked(sched: Schedule, made: Products) -> tuple[list[Kernel], WrapperPlan, Any, str]:
     """The kernels as called (each span of steps merged into one function), the wrapper's plan,
-    the compiled call's plan and the translation unit that gcc builds (seed 8.5)."""
+    the compiled call's plan and the translation unit that gcc builds (spec 8.5)."""
     program, block_kernels, memory, spans = made.program, made.block_kernels, sched.memory, list(sched.spans)
     kernels = [block_kernels[a] if a == b else merge_kernels(merged_kernel_name(block_kernels[a:b + 1]),
                                                              [g for k in block_kernels[a:b + 1] for g in k.generators])
@@ -357,7 +357,7 @@ def _refusing_call(isa: Isa) -> Callable:
 
 
 def group_steps(kernels: list[Kernel], memory: MemoryPlan, order_problem: OrderProblem) -> list[tuple[int, int]]:
-    """Spans of consecutive C++ kernels called as one function sharing a parallel region (seed 8.5),
+    """Spans of consecutive C++ kernels called as one function sharing a parallel region (spec 8.5),
     grown while taking the span's storage before the call does not raise the plan's peak."""
     spans: list[tuple[int, int]] = []
     for t, kernel in enumerate(kernels):
@@ -372,7 +372,7 @@ def group_steps(kernels: list[Kernel], memory: MemoryPlan, order_problem: OrderP
 
 def plan_memory_for(kernels: list[Kernel], order_problem: OrderProblem, order: tuple[str, ...],
                     meta: dict[str, tuple[tuple[int, ...], str]], options: Options) -> MemoryPlan:
-    """Seed 7.6 step 6: storage for every allocated buffer (reuse, in-place reuse or a pool)."""
+    """Spec 7.6 step 6: storage for every allocated buffer (reuse, in-place reuse or a pool)."""
     return plan_memory(order_problem, order, reuse=options.reuse, inplace=options.inplace,
                        pool=options.memory_plan == "pool", dtypes={n: m[1] for n, m in meta.items()},
                        inplace_ok=inplace_check(kernels))

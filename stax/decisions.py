@@ -3,7 +3,7 @@
 ``stax.schedule(fn, *specs)`` returns it and ``stax.build(schedule)`` turns it into a callable;
 ``stax.compile`` is ``build(schedule(...))``.  A Schedule holds the traced graph, the
 FusionProblem (Definition 7.3) and its partition, the kernels' OrderProblem (Definition 7.5) and
-their order, the memory plan (seed 7.6 step 6), which kernels share a parallel region, each
+their order, the memory plan (spec 7.6 step 6), which kernels share a parallel region, each
 kernel's code-generation choices (form, vector width, Algorithm 8.1's parallel depth), the code
 generator's tuning values and the options.  It saves to versioned JSON and loads with every field
 checked, so a schedule made in one process builds the same C++ in another.
@@ -49,7 +49,7 @@ SCHEDULE_KEYS = ("format", "version", "stax_version", "graph", "parameters", "op
 
 @dataclass(frozen=True)
 class KernelChoice:
-    """The code generator's decisions for one block's kernel (seed 8.1-8.4)."""
+    """The code generator's decisions for one block's kernel (spec 8.1-8.4)."""
 
     name: str
     form: str  # vector, outer-vector, split-reduction, chunked-reduction, tiled-vector, tiled, interleaved, blocked-scan, scalar, extern
@@ -90,7 +90,7 @@ class Schedule:
     order_problem: OrderProblem
     order: OrderResult
     memory: MemoryPlan
-    spans: tuple[tuple[int, int], ...]  # steps of the order called as one C++ function (seed 8.5)
+    spans: tuple[tuple[int, int], ...]  # steps of the order called as one C++ function (spec 8.5)
     kernels: tuple[KernelChoice, ...]  # one per block, in the order's sequence
     tuning: Tuning  # the code generator's thresholds
     stax_version: str = ""

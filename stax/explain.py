@@ -44,7 +44,7 @@ def log_saved_decisions(sched: Schedule) -> None:
 
 
 def memory_lines(plan: MemoryPlan) -> list[str]:
-    """The plan's peak and where each allocated buffer lives (seed 7.6 step 6)."""
+    """The plan's peak and where each allocated buffer lives (spec 7.6 step 6)."""
     lines = [f"planned peak {plan.peak} bytes (order's estimate {plan.estimate}), {plan.reuses} reuses, "
              f"{plan.inplace} in place" + (f", pool of {plan.pool_size} bytes" if plan.pool_size else "")]
     for name, where in plan.storage.items():

@@ -1,18 +1,18 @@
-"""Lowering: traced graph -> loop IR (seed 6.x, designed the way TorchInductor does it).
+"""Lowering: traced graph -> loop IR (spec 6.x, designed the way TorchInductor does it).
 
 Every graph node becomes a lazy ``TensorValue`` whose ``load(index)`` builds the body expression
-for one element.  Elementwise ops and views compose their loaders (inlining, seed 6.3), so a
+for one element.  Elementwise ops and views compose their loaders (inlining, spec 6.3), so a
 chain of elementwise ops costs no memory traffic.  A node is *materialized* into a
 ``ComputedBuffer`` when the CPU cost model says so (``CostModel``):
 
 1. reductions, scans and extern calls always (their outputs are buffers); a scan over a dim of
    size 1 is its (cast) input, inlined; ``CostModel(native_scans=False)`` and scans of empty
    tensors become an extern call of numpy's ``cumsum``/``cumprod``/``logaddexp.accumulate`` (the
-   fallback of seed 7.7);
+   fallback of spec 7.7);
 2. graph outputs, in-place update targets and extern operands;
 3. an elementwise node whose inlined expression holds an expensive op (exp, log, tanh, ...)
    and that has two or more users: recomputing it per user costs more than a round trip
-   through memory on the CPU (seed example 7.2); ``CostModel(materialize_shared_expensive=False)``
+   through memory on the CPU (spec example 7.2); ``CostModel(materialize_shared_expensive=False)``
    inlines it instead;
 4. an elementwise node whose inlined expression grows beyond ``max_inline_ops``.
 
@@ -21,7 +21,7 @@ addresses contiguously are merged (example 7.2: ``exp`` over 64x128 runs as one 
 
 In-place updates of graph inputs (functionalized by the front end) become a buffer that writes
 the input's storage (``aliases``); every buffer that reads the input's old value is ordered before
-it by a WeakDep (seed 7.1, renaming as in SSA).
+it by a WeakDep (spec 7.1, renaming as in SSA).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ Loader = Callable[[Sequence[Index]], Expr]
 
 @dataclass(frozen=True)
 class CostModel:
-    """The CPU's materialization rules (seed 6.6, rule 1 is example 7.2's)."""
+    """The CPU's materialization rules (spec 6.6, rule 1 is example 7.2's)."""
 
     materialize_shared_expensive: bool = True
     max_inline_ops: int = 96
@@ -480,7 +480,7 @@ class Lowering:
         return self._buffer_value(name, node.shape, node.dtype)
 
     def _scan(self, node: g.Node, src: TensorValue) -> TensorValue:
-        """A scan buffer (seed 7.7): loops ``x*`` over the other dims, ``r0`` along the carried dim."""
+        """A scan buffer (spec 7.7): loops ``x*`` over the other dims, ``r0`` along the carried dim."""
         dim, shape = node.attr("dim"), node.shape
         if shape[dim] == 1:  # nothing is carried: the value itself, inlined like a pointwise node
             return src

@@ -4,7 +4,7 @@ It is the oracle of every correctness test, so it follows torch's eager semantic
 NaN propagates through ``maximum``/``minimum``/``amax``/``amin``, integer ``//`` and ``%`` by
 zero raise :class:`~stax.errors.KernelError` (torch raises "ZeroDivisionError"), and in-place
 updates of inputs (``Graph.mutations``) are written into the caller's arrays after every output
-has been computed (seed 7.1: the mutation is ordered after every read of the old value).
+has been computed (spec 7.1: the mutation is ordered after every read of the old value).
 
 With ``upcast=True`` every float32 value is computed in float64 (inputs, constants, casts); the
 outputs are rounded back to the graph's dtypes. Use it as the reference for long reductions.

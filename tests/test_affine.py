@@ -1,4 +1,4 @@
-"""Affine dependence analysis (seed 7.2 end, 7.7) and Farkas schedules (Lemma 7.1, Proposition 7.5)."""
+"""Affine dependence analysis (spec 7.2 end, 7.7) and Farkas schedules (Lemma 7.1, Proposition 7.5)."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -24,12 +24,12 @@ TESTS = (gcd_test, banerjee_test, exact_test, enumeration_test)
 
 
 def stencil(n: int = 8) -> DependenceProblem:
-    """``for i: for j: X[i][j] = X[i-1][j+1] + 1`` (seed 7.7): write X[i][j], read X[i-1][j+1]."""
+    """``for i: for j: X[i][j] = X[i-1][j+1] + 1`` (spec 7.7): write X[i][j], read X[i-1][j+1]."""
     box = Domain.box((n, n))
     return DependenceProblem(Access.of(IDENTITY, [0, 0]), box, Access.of(IDENTITY, [-1, 1]), box)
 
 
-# --- the seed's example -------------------------------------------------------------------------
+# --- the spec's example -------------------------------------------------------------------------
 @pytest.mark.parametrize("test", TESTS, ids=lambda t: t.__name__)
 def test_seed_stencil_distance_is_1_minus_1_carried_by_the_outer_loop(test):
     result = test(stencil())

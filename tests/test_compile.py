@@ -1150,7 +1150,7 @@ def _several_kernels(x, y):
 
 @pytest.mark.parametrize("order", ["original", "lpmf", "bfs", "dfs"])
 def test_every_kernel_order_computes_the_same(order, check):
-    # the seed's rule keeps the flat pointwise loops out of the row reductions' kernel, which leaves
+    # the spec's rule keeps the flat pointwise loops out of the row reductions' kernel, which leaves
     # kernels to order (the default, "cpu-split", fuses all but the column sum into one)
     compiled = check(_several_kernels, sample((24, 40), seed=56), sample((40, 24), seed=57), order=order,
                      rule="cpu", atol=1e-5)
@@ -1272,7 +1272,7 @@ def test_concurrent_builds_share_the_cache(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-# --- the seed's listing 7.1 -----------------------------------------------------------------------
+# --- the spec's listing 7.1 -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("level,width", [("avx512", 16), ("avx2", 8)])
 def test_example_7_1_reads_like_listing_7_1(level, width):

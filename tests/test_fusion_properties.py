@@ -1,4 +1,4 @@
-"""Laws of fusion (seed 7.2-7.4): any partition the validator accepts computes the same outputs
+"""Laws of fusion (spec 7.2-7.4): any partition the validator accepts computes the same outputs
 as no fusion, and Definition 7.3's modeled traffic equals the bytes the kernels really move."""
 import numpy as np
 import pytest

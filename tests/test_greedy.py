@@ -224,8 +224,8 @@ def test_a_window_covering_the_graph_is_the_unbounded_greedy(problem):
 
 
 def reference_greedy(problem: FusionProblem) -> tuple[tuple[str, ...], ...]:
-    """Algorithm 7.1 as the seed writes it: every pair of blocks sharing a buffer, legality by the
-    problem's validator (Definition 7.3), seed 7.3's score, ten rounds.  The oracle."""
+    """Algorithm 7.1 as the spec writes it: every pair of blocks sharing a buffer, legality by the
+    problem's validator (Definition 7.3), spec 7.3's score, ten rounds.  The oracle."""
     position = {n: i for i, n in enumerate(problem.nodes)}
     reduction = {n for n in problem.nodes if problem.node_info.get(n, {}).get("kind") == "reduction"}
 

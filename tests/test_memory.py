@@ -1,4 +1,4 @@
-"""Seed 7.5 in the compiled wrapper: the measured peak equals the plan's, reuse never raises it,
+"""Spec 7.5 in the compiled wrapper: the measured peak equals the plan's, reuse never raises it,
 and reuse / in-place reuse appear exactly where the rules allow."""
 import re
 
@@ -78,7 +78,7 @@ def test_inplace_reuse_in_a_chain_and_its_peak():
 
 def test_reuse_from_the_free_pool():
     x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
-    for grouped in (False, True):  # kernels called one by one (the seed's wrapper), or sharing a region
+    for grouped in (False, True):  # kernels called one by one (the spec's wrapper), or sharing a region
         compiled = stax.compile(chain, x, fusion="none", inplace=False, cost_model=EVERY_OP_A_BUFFER,
                                 group_kernels=grouped)
         lines = [line for line in compiled.wrapper_source.splitlines() if line.endswith("# reuse")]

@@ -1,4 +1,4 @@
-"""Kernel orders of seed 7.5: every heuristic is topological and deterministic; best <= original."""
+"""Kernel orders of spec 7.5: every heuristic is topological and deterministic; best <= original."""
 import dataclasses
 import random
 

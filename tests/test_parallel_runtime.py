@@ -28,7 +28,7 @@ PROGRAMS = {
     "split reduction (omp for, omp single)": (lambda t: t.sum(0) * 2,
                                                                RNG.random((65536, 16)).astype(np.float32),
                                                                [r"omp for schedule\(dynamic, 1\)", "omp single"]),
-    "example 7.2 under the seed's rule (omp for with its barrier)": (example_7_2,
+    "example 7.2 under the spec's rule (omp for with its barrier)": (example_7_2,
                                                                     RNG.random((512, 512)).astype(np.float32),
                                                                     [r"omp for schedule\(dynamic, \d+\)\n", "nowait"]),
 }

@@ -1,4 +1,4 @@
-"""Memory pool planning (seed 7.5): no two buffers live together share an address; size >= M*."""
+"""Memory pool planning (spec 7.5): no two buffers live together share an address; size >= M*."""
 import doctest
 
 from hypothesis import given, settings

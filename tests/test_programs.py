@@ -71,7 +71,7 @@ def test_shipped_files_match_their_generators(stem):
 
 
 def test_shipped_example_7_2_is_one_pass_under_the_default_rule():
-    """Under "cpu-split" nothing in example 7.2 is forbidden (the seed's "cpu" forbade op0 with op1
+    """Under "cpu-split" nothing in example 7.2 is forbidden (the spec's "cpu" forbade op0 with op1
     and op2, outer_loops_differ), so greedy fusion makes one kernel of its three nodes."""
     problem = store.load("data/example_7_2-64").fusion
     assert problem.forbidden == () and len(problem.nodes) == 3

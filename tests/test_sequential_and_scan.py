@@ -1,4 +1,4 @@
-"""The sequential fusion rule (Proposition 7.3 (1)) and scan nodes (seed 7.7 end)."""
+"""The sequential fusion rule (Proposition 7.3 (1)) and scan nodes (spec 7.7 end)."""
 import numpy as np
 import pytest
 

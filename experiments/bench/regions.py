@@ -1,4 +1,4 @@
-"""The fixed cost of a parallel region (seed 8.4's o): the kernels' runtime (stax_parallel.cpp's
+"""The fixed cost of a parallel region (spec 8.4's o): the kernels' runtime (stax_parallel.cpp's
 pool) against libgomp, on the same loop built both ways.  Each runtime is timed in processes of
 its own, alternating (one's threads spinning after a batch would slow the other's), and the
 table shows the median over the rounds of each process's best batch, in microseconds a region,

@@ -42,13 +42,13 @@ from stax.environment import threads_from_env
 from stax.measure.timing import time_call
 
 MEMORY_BOUND = ("softmax", "layernorm", "rmsnorm", "bias_gelu", "adam_step", "batchnorm_stats", "logsumexp",
-                "transposed_add", "example_7_2", "example_7_2/inline", "example_7_2/seed")
+                "transposed_add", "example_7_2", "example_7_2/inline", "example_7_2/spec")
 #: variants measured beside the defaults, which were chosen by such measurements: "/inline"
-#: inlines shared expensive ops instead of materializing them (the seed's example 7.2 rule);
-#: "/seed" fuses under the seed's rule="cpu" (Definition 7.2 without the default's split of a
+#: inlines shared expensive ops instead of materializing them (the spec's example 7.2 rule);
+#: "/spec" fuses under the spec's rule="cpu" (Definition 7.2 without the default's split of a
 #: pointwise loop where a reduction's rows end: example 7.2 keeps exp in a kernel of its own)
 VARIANTS = {"inline": {"cost_model": stax.CostModel(materialize_shared_expensive=False)},
-            "seed": {"rule": "cpu"}}
+            "spec": {"rule": "cpu"}}
 #: suite programs written as model code writes them -> the same program expanded by hand
 IDIOMS = {"rmsnorm_pow": "rmsnorm", "mse_pow": "mse", "polynomial_pow": "polynomial",
           "normalize_norm": "normalize", "layernorm_pow": "layernorm"}

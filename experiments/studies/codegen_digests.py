@@ -1,5 +1,5 @@
 """SHA-256 digests of the C++ that stax generates for the suite, a seeded fuzz sample and the
-model zoo, at every ISA level (seed section 8), made without gcc and with no host dependence;
+model zoo, at every ISA level (spec section 8), made without gcc and with no host dependence;
 the source positions in kernel comments are left out, as they say where the user's code lives.
 
 A refactoring that must not change code generation writes the digests before it and checks

@@ -1,4 +1,4 @@
-"""The space stax's conservative fusion rule gives up (seed 7.2 end, 7.7): a printed table.
+"""The space stax's conservative fusion rule gives up (spec 7.2 end, 7.7): a printed table.
 
 Each case is a producer ``B[i] = exp(X[i])`` and a consumer that reads ``B`` at shifted affine
 indices, both over the same box (so Definition 7.2 holds and only the dependence decides).
@@ -41,8 +41,8 @@ CASES: dict[str, list[list[Subscript]]] = {
     "row shift B[i][j-1]": [[((1, 0), 0), ((0, 1), -1)]],
     "row shift B[i][j+1]": [[((1, 0), 0), ((0, 1), 1)]],
     "upwind B[i-1][j]+B[i][j-1]": [[((1, 0), -1), ((0, 1), 0)], [((1, 0), 0), ((0, 1), -1)]],
-    "seed B[i-1][j+1]": [[((1, 0), -1), ((0, 1), 1)]],
-    "anti-seed B[i+1][j-1]": [[((1, 0), 1), ((0, 1), -1)]],
+    "spec example B[i-1][j+1]": [[((1, 0), -1), ((0, 1), 1)]],
+    "its mirror B[i+1][j-1]": [[((1, 0), 1), ((0, 1), -1)]],
     "5-point stencil": [[((1, 0), a), ((0, 1), b)] for a, b in ((-1, 0), (1, 0), (0, -1), (0, 1), (0, 0))],
     "transpose B[j][i]": [[((0, 1), 0), ((1, 0), 0)]],
 }

@@ -1,4 +1,4 @@
-"""Peak memory of the four candidate orders of seed 7.5 (original, lpmf, bfs, dfs), relative to
+"""Peak memory of the four candidate orders of spec 7.5 (original, lpmf, bfs, dfs), relative to
 the best of them, on random DAGs and on the compiled program suite; how often each wins.
 
     python -m experiments.studies.order_table [--instances 50] [--programs]

@@ -1,4 +1,4 @@
-"""What the sequential fusion rule buys (seed 7.2, Proposition 7.3 (1) against (2)): a printed table.
+"""What the sequential fusion rule buys (spec 7.2, Proposition 7.3 (1) against (2)): a printed table.
 
 On the shifted-read and stencil programs of ``instances/shifted_programs.py`` and on random
 programs of shifted views, every elementwise node materialized (their cost model, so each shift

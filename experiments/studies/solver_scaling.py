@@ -6,7 +6,7 @@ by the fusion model (CP-SAT, Definition 7.3) and the two order models (CP-SAT an
 DP, Definition 7.5) with the larger time limit.  A model climbs the size ladder until some
 instance of a size is not proven optimal within that limit.  Along the way every proven
 optimum is compared with the heuristics: greedy fusion cost / optimal cost, and best-of-four
-order peak / optimal peak (seed section 7.5).
+order peak / optimal peak (spec section 7.5).
 
 Second table, whole graphs: the synthetic training family (``instances/training.py``, 500 to
 5,000 tasks) and the shipped whole-model graphs (``instances/data/models``).  Per graph and exact

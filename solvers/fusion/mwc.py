@@ -6,7 +6,7 @@ read once per foreign block.  This strategy first solves that *relaxation* -- se
 forbidden pair at least traffic, ignoring Definition 7.3 (2) and the kernel limits -- then
 repairs the answer into a valid partition (``solvers.fusion.repair``).
 
-Terminals.  The seed's instances have three pairwise-forbidden terminals; a general
+Terminals.  The spec's instances have three pairwise-forbidden terminals; a general
 FusionProblem has many forbidden pairs forming a *conflict graph* C on the nodes.  Every node
 of a forbidden pair is a terminal, and each forbidden pair must be separated (a multicut, which
 is a multiway cut when C is a clique, as in Theorem 7.1).

@@ -1,4 +1,4 @@
-"""One-dimensional affine schedules by Farkas linearization (seed 7.7, Lemma 7.1, Proposition 7.5).
+"""One-dimensional affine schedules by Farkas linearization (spec 7.7, Lemma 7.1, Proposition 7.5).
 
 Each statement ``S`` gets ``theta_S(i) = c_S . i + c_S0``.  For every dependence
 ``S at i -> T at j`` over a nonempty polyhedron ``{x = (i, j) : B x + beta >= 0}`` (equalities as

@@ -1,4 +1,4 @@
-"""Affine dependence analysis (seed 7.2 end, 7.7): what stax's conservative fusion rule gives up.
+"""Affine dependence analysis (spec 7.2 end, 7.7): what stax's conservative fusion rule gives up.
 
 Pure Python (no OR-Tools); the scheduler and the experiments may call it.  One module per job:
 

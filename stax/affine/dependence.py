@@ -1,4 +1,4 @@
-"""Affine accesses in loop nests and the dependence tests of seed 7.2, split by level (Definition 7.6).
+"""Affine accesses in loop nests and the dependence tests of spec 7.2, split by level (Definition 7.6).
 
 A ``DependenceProblem`` asks for the pairs ``(i, j)``: the source statement at iteration ``i``
 and the target statement at iteration ``j`` touch the same element (``F_W i + f_W = F_R j + f_R``),
@@ -45,7 +45,7 @@ Matrix = tuple[tuple[int, ...], ...]
 
 @dataclass(frozen=True)
 class Domain:
-    """An iteration domain ``{i in Z^d : A i + a >= 0}`` (seed 7.7); ``rows`` are ``(A_k, a_k)``."""
+    """An iteration domain ``{i in Z^d : A i + a >= 0}`` (spec 7.7); ``rows`` are ``(A_k, a_k)``."""
 
     dim: int
     rows: tuple[Row, ...]
@@ -85,7 +85,7 @@ class Domain:
 
 @dataclass(frozen=True)
 class Access:
-    """The affine access ``i -> F i + f`` (seed 7.7)."""
+    """The affine access ``i -> F i + f`` (spec 7.7)."""
 
     matrix: Matrix
     offset: tuple[int, ...]
@@ -248,7 +248,7 @@ def _level_order_holds(distance: Sequence[int], level: int, depth: int) -> bool:
 
 
 def gcd_test(problem: DependenceProblem) -> DependenceResult:
-    """Seed 7.2's GCD test: integer solutions of the equations, bounds ignored.  When the
+    """Spec 7.2's GCD test: integer solutions of the equations, bounds ignored.  When the
     equations fix the distance, its level is checked too (exact for such uniform pairs)."""
     levels = []
     for level in problem.levels():
@@ -283,7 +283,7 @@ def _direction_rows(direction: str) -> list[tuple[int, int, int]]:
 
 
 def banerjee_test(problem: DependenceProblem) -> DependenceResult:
-    """Seed 7.2's Banerjee test: per level and per equation, the real range of
+    """Spec 7.2's Banerjee test: per level and per equation, the real range of
     ``F_W i - F_R j`` over the loop bounds with the level's direction vector must contain
     ``f_R - f_W``.  Equations are tested one by one (conservative for several subscripts).
     A distance the equations fix is reported and checked against the level, as in ``gcd_test``."""

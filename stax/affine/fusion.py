@@ -3,7 +3,7 @@
 The producer writes ``B[w(p)]`` at iteration ``p``, the consumer reads ``B[r(j)]`` at iteration
 ``j``; fused, each common outer iteration runs the producer's part, then the consumer's.
 Distances follow Proposition 7.3: ``delta = p - j`` on the common loops (the opposite sign of
-Definition 7.6's ``j - i``, as the seed notes at the end of 7.7).
+Definition 7.6's ``j - i``, as the spec notes at the end of 7.7).
 
 - ``sequential``: no read precedes its write in the fused order, ``delta <= 0`` (7.3 (1));
 - ``outer_parallel``: sequential, and the outermost common loop carries nothing (``delta_1 = 0``):

@@ -1,4 +1,4 @@
-"""Integer solutions of a system of linear equations ``E x = r`` (the exact GCD test of seed 7.2).
+"""Integer solutions of a system of linear equations ``E x = r`` (the exact GCD test of spec 7.2).
 
 Column operations with a unimodular ``U`` bring ``E`` to a lower column-echelon form
 ``H = E U`` (a Hermite-style form); ``E x = r`` has an integer solution iff ``H y = r`` has one,

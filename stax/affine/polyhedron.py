@@ -1,5 +1,5 @@
 """Polyhedra ``{x : E x + e = 0, B x + b >= 0}``, Fourier-Motzkin elimination and exact integer
-points (seed 7.2, 7.7), each under a work budget.
+points (spec 7.2, 7.7), each under a work budget.
 
 A row holds the coefficients and then the constant: ``(2, -1, 3)`` is ``2 x0 - x1 + 3``.
 
@@ -7,10 +7,10 @@ A row holds the coefficients and then the constant: ``(2, -1, 3)`` is ``2 x0 - x
   a Hermite-style column echelon form): every integer point is ``x = origin + N z`` with ``z``
   integer in a polyhedron of inequalities only (a ``LatticeForm``), so no elimination ever
   sees an equality, and every variable it fixed is gone.
-- ``LatticeForm.integer_point``: an integer point or None, exactly (the Omega test's idea, seed 7.2):
+- ``LatticeForm.integer_point``: an integer point or None, exactly (the Omega test's idea, spec 7.2):
   the variables are fixed one at a time over the range that the integer-tightened
   Fourier-Motzkin shadow allows, pruning every branch whose shadow is empty.  Worst-case
-  exponential, as the seed says; fast on dependence problems, where the shadows are tight.
+  exponential, as the spec says; fast on dependence problems, where the shadows are tight.
   Extra inequalities (a question such as "a pair whose distance is below 3?") are added to the
   form without solving the equalities again.  The polyhedron must be bounded.
 - ``Polyhedron.rational_bounds``: the smallest and largest value of an affine function over the

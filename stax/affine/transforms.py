@@ -1,4 +1,4 @@
-"""Legality of loop transformations and tiling (seed 7.7: Theorem 7.2, Definition 7.7, Theorem 7.3,
+"""Legality of loop transformations and tiling (spec 7.7: Theorem 7.2, Definition 7.7, Theorem 7.3,
 Irigoin-Triolet's condition).
 
 Distances are ``j - i`` (Definition 7.6), lexicographically positive for carried dependences and

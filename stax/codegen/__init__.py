@@ -1,1 +1,1 @@
-"""C++ code generation (seed section 8)."""
+"""C++ code generation (spec section 8)."""

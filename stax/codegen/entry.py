@@ -1,7 +1,7 @@
 """The Python entry points of a graph's translation unit (``stax_py.h``): one METH_FASTCALL
 function per kernel, taking the kernel's arrays and returning whether the error flag was set.
 
-When the wrapper (seed 8.5) only checks inputs, allocates from the caching allocator or reuses
+When the wrapper (spec 8.5) only checks inputs, allocates from the caching allocator or reuses
 storage, calls kernels and makes products on a gemm (``CallPlan``), the unit also has
 ``graph_set_up``, which makes the graph's compiled call: the wrapper's work, line for line,
 without the interpreter.  A product's route (stax.kernels.matmul's ``plan_product``) is decided when

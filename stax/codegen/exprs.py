@@ -1,4 +1,4 @@
-"""C++ text of loop-body expressions, identical in vector loops and scalar ones (seed 8.1).
+"""C++ text of loop-body expressions, identical in vector loops and scalar ones (spec 8.1).
 
 ``BodyPrinter`` emits one ``auto tmpN = ...;`` line per distinct subexpression (CSE within a loop
 body).  The header ``stax_vec.h`` overloads every operation for scalars and ``vec<T>``, so only

@@ -1,5 +1,5 @@
 """The kernels index with 64-bit signed integers (``int64_t``: loop variables, linear indices,
-strides, seed 8.2's address arithmetic), so every buffer's element count, every input's reach
+strides, spec 8.2's address arithmetic), so every buffer's element count, every input's reach
 through its strides and every kernel's iteration count must stay below 2^63; ``check_index_range``
 refuses a program that does not, before any C++ is made, rather than let its indices wrap."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The wrapper (seed 8.5): the Python function that checks the inputs, allocates buffers, calls
+"""The wrapper (spec 8.5): the Python function that checks the inputs, allocates buffers, calls
 the kernels in order and frees each buffer right after its last use.
 
 Its source is generated as readable text (listing 8.1) and executed once.  Each allocation

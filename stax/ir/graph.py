@@ -17,7 +17,7 @@ Ops and their attributes:
   of squared deviations from the mean over ``dims`` (variance's numerator, float only).
 - scans (``SCAN_OPS``: ``cumsum``, ``cumprod``, ``logcumsumexp``): ``dim`` (non-negative); the
   output has the input's shape, and the input is already cast to the result dtype (int and bool
-  scan in int64, as torch; ``logcumsumexp`` is float only).  Seed 7.7: a loop-carried dependence
+  scan in int64, as torch; ``logcumsumexp`` is float only).  Spec 7.7: a loop-carried dependence
   along ``dim`` only.
 - views: ``permute`` (``dims``), ``reshape`` (``shape``), ``expand`` (``shape``, same rank, size-1
   dims broadcast), ``slice`` (``dim``, ``start``, ``stop``, ``step``), ``unfold`` (``dim``,
@@ -27,7 +27,7 @@ Ops and their attributes:
   ``low``/``high`` crops.  Constant padding, and the zero insertion of a strided convolution's
   input gradient.
 - ``matmul``: an extern call on 2-D or batched 3-D operands, or a 2-D left operand times a
-  batched 3-D right one (seed 7.1: whole-buffer dependency).
+  batched 3-D right one (spec 7.1: whole-buffer dependency).
 - ``matmul_sum``: inputs ``(a_1, b_1, a_2, b_2, ...)``, the extern call ``sum_i a_i @ b_i``; made
   by ``stax.passes.matmul_sums`` before lowering, never traced.
 - ``conv2d``: inputs ``(padded, weight)``, float32 ``(N, C, HP, WP)`` and ``(C_out, C, kH, kW)``: the
@@ -50,7 +50,7 @@ Ops and their attributes:
   (``rand``, and ``randn`` from two of them).
 
 In-place methods on graph inputs are functionalized: ``Graph.mutations`` maps an input's name
-to the node holding its final value, which the compiled function writes back (seed 7.1, renaming).
+to the node holding its final value, which the compiled function writes back (spec 7.1, renaming).
 """
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 An index is ``const + sum(coeff * atom)`` where an atom is a loop variable or ``FloorDiv`` /
 ``Mod`` of an index by a positive constant (reshapes produce them).  Simplification uses the
 variables' ranges (``0 <= v < range``): ``(128*x0 + x1) // 128 -> x0`` when ``x1 < 128``, and
-``128*(c // 128) + c % 128 -> c`` (TorchInductor's index simplification, seed 6.8).
+``128*(c // 128) + c % 128 -> c`` (TorchInductor's index simplification, spec 6.8).
 
-``normalize_dependency`` is the normalization of seed example 7.1: the read of a 64x128
+``normalize_dependency`` is the normalization of spec example 7.1: the read of a 64x128
 buffer ``128*i0 + i1`` becomes ``c0`` over 8192.
 
     >>> x0, x1 = Index.var("x0"), Index.var("x1")
@@ -311,7 +311,7 @@ def linear_index(indices: Sequence[Index], strides: Sequence[int]) -> Index:
 
 
 def normalize_dependency(index: Index, order: Sequence[str], ranges: Mapping[str, int]) -> tuple[Index, dict[str, int]]:
-    """Seed example 7.1's normalization of a MemoryDep: drop variables the index does not use,
+    """Spec example 7.1's normalization of a MemoryDep: drop variables the index does not use,
     merge adjacent variables that address memory contiguously (outer coeff = inner coeff * inner
     range), and rename the survivors ``c0, c1, ...`` from outermost to innermost."""
     used = [v for v in order if v in index.variables() and ranges[v] > 1]

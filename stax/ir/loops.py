@@ -1,4 +1,4 @@
-"""Loop IR (seed 6.x as TorchInductor does it): a materialized buffer is computed by a loop nest
+"""Loop IR (spec 6.x as TorchInductor does it): a materialized buffer is computed by a loop nest
 whose body is a small expression DAG over the loop variables.
 
 - ``Load(buffer, index)`` (optionally guarded: padding), ``Const(value)``, ``Op(name, args)``:
@@ -7,7 +7,7 @@ whose body is a small expression DAG over the loop variables.
 - ``ComputedBuffer``: ``ranges`` (pointwise variables ``x0, x1, ...``) and, for a reduction,
   ``reduction_ranges`` (variables ``r0, r1, ...``) and ``reduction`` (sum/prod/amax/amin, or m2:
   Welford's sum of squared deviations from the mean, one pass).
-  A *scan* (seed 7.7, ``cumsum``/``cumprod``/``logcumsumexp``) sets ``scan`` (the combine op,
+  A *scan* (spec 7.7, ``cumsum``/``cumprod``/``logcumsumexp``) sets ``scan`` (the combine op,
   sum/prod/logaddexp) and
   ``scan_dim``: its ``ranges`` are the shape's other dims in order, its one reduction range
   ``r0`` is the carried dim, and every element is stored (the running value).
@@ -30,7 +30,7 @@ from stax.ir.indexing import Index
 
 @dataclass(frozen=True)
 class Load:
-    """``buffer[index]``.  A *guarded* load (padding, seed 6.x as TorchInductor's masked load)
+    """``buffer[index]``.  A *guarded* load (padding, spec 6.x as TorchInductor's masked load)
     reads memory only where every ``(e, n)`` of ``guard`` has ``0 <= e < n`` and is the scalar
     ``other`` elsewhere, so its index may leave the buffer where the guard fails."""
 
@@ -142,7 +142,7 @@ class ComputedBuffer:
 
 @dataclass
 class ExternBuffer:
-    """A library call (seed 7.1: whole-buffer dependency, ``StarDep``)."""
+    """A library call (spec 7.1: whole-buffer dependency, ``StarDep``)."""
 
     name: str
     shape: tuple[int, ...]

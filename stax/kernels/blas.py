@@ -1,4 +1,4 @@
-"""The CBLAS ``gemm`` that the extern matmuls call (seed 8.5's library calls; ``stax.kernels.matmul``).
+"""The CBLAS ``gemm`` that the extern matmuls call (spec 8.5's library calls; ``stax.kernels.matmul``).
 
 Two providers: numpy's own OpenBLAS, found through threadpoolctl, and Intel's MKL when the
 optional ``mkl`` package is installed (``pip install 'stax[mkl]'``), loaded with its sequential

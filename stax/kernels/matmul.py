@@ -1,4 +1,4 @@
-"""Extern matmuls on the program's OpenMP team (the library calls of seed 8.5).
+"""Extern matmuls on the program's OpenMP team (the library calls of spec 8.5).
 
 A multi-threaded BLAS leaves its helper threads spinning on the cores the next kernel needs, so
 the wrapper holds numpy's BLAS at one thread during a call (``stax.kernels.blas_threads``).  To still

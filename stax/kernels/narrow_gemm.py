@@ -1,4 +1,4 @@
-"""A float32 GEMM for products of few rows by a long matrix, read in place (seed 8.5's library call,
+"""A float32 GEMM for products of few rows by a long matrix, read in place (spec 8.5's library call,
 written for the shape a convolution's GEMM form has).
 
 A convolution's GEMM multiplies a weight of a few dozen rows (the output channels) by a column

@@ -1,4 +1,4 @@
-"""Random draws: the graph's ``bernoulli`` and ``uniform`` externs (seed 8.5's library calls), the
+"""Random draws: the graph's ``bernoulli`` and ``uniform`` externs (spec 8.5's library calls), the
 random bits of dropout and of noise (``rand``, ``randn``) in a training step.
 
 A draw is a function of the program's ``seed`` input, the node's ``stream`` (its number among

@@ -1,4 +1,4 @@
-"""The extern ops of the graph (``stax.ir.graph.EXTERN_OPS``) and the calls that run them (seed 8.5's
+"""The extern ops of the graph (``stax.ir.graph.EXTERN_OPS``) and the calls that run them (spec 8.5's
 library calls): each takes its operands, then ``out=``, ``threads=`` and ``isa=`` (and the node's
 attributes).
 The hand-written kernels' externs also have the plan a compiled call makes of them, from their
@@ -23,7 +23,7 @@ def logcumsumexp(x: np.ndarray, axis: int, out: np.ndarray) -> np.ndarray:
         return np.logaddexp.accumulate(x, axis=axis, out=out)
 
 
-#: the scans' numpy fallback (seed 7.7: ``CostModel(native_scans=False)``, or an empty scan), called
+#: the scans' numpy fallback (spec 7.7: ``CostModel(native_scans=False)``, or an empty scan), called
 #: with the operand, ``axis=`` and ``out=``
 NUMPY_SCANS = {"cumsum": np.cumsum, "cumprod": np.cumprod, "logcumsumexp": logcumsumexp}
 

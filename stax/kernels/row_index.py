@@ -1,5 +1,5 @@
 """Rows of a table by an index, and their gradient: the graph's ``take_rows`` and ``add_rows``
-externs (seed 8.5's library calls), for an embedding's lookup and its backward, ``x[i]`` and
+externs (spec 8.5's library calls), for an embedding's lookup and its backward, ``x[i]`` and
 ``index_select`` along the first dim of a large table (``stax.frontend.ops.gather`` decides).
 
 ``stax.frontend.ops.gather`` otherwise compares an index with every position it may name, which keeps every

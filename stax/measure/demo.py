@@ -1,4 +1,4 @@
-"""The seed's worked examples, used by ``stax demo``."""
+"""The spec's worked examples, used by ``stax demo``."""
 from __future__ import annotations
 
 from typing import Callable
@@ -34,7 +34,7 @@ def run_demo(echo: Callable[[str], None]) -> None:
 
     x = np.random.default_rng(0).standard_normal((64, 128)).astype(np.float32)
     for title, fn, reference in (("Example 7.1", example_7_1, _numpy_7_1), ("Example 7.2", example_7_2, _numpy_7_2)):
-        # the seed's rule, so that example 7.2 shows the seed's two kernels (the default rule,
+        # the spec's rule, so that example 7.2 shows the spec's two kernels (the default rule,
         # "cpu-split", runs it as one)
         compiled = stax_compile(fn, x, rule="cpu")
         echo(f"==== {title}: {fn.__doc__}")

@@ -1,4 +1,4 @@
-"""How the wrapper gets storage for each buffer (seed 7.5, 7.6 step 6).
+"""How the wrapper gets storage for each buffer (spec 7.5, 7.6 step 6).
 
 For a kernel order, each allocated buffer gets one of:
 
@@ -9,7 +9,7 @@ For a kernel order, each allocated buffer gets one of:
   not raise the running peak above the plan's peak without reuse;
 - ``inplace``: the storage of a buffer the producing kernel reads for the last time, when dtype
   and size agree and the kernel reads it exactly at the index it writes (the argument of
-  Proposition 7.2).  The seed also allows a slightly smaller result; stax requires equal sizes
+  Proposition 7.2).  The spec also allows a slightly smaller result; stax requires equal sizes
   so that a storage is always released with the size it was allocated with;
 - ``pool``: a fixed offset in one preallocated pool (inference mode), planned with the tree of
   time and space splits (``memory.pool``).

@@ -1,4 +1,4 @@
-"""Memory pool planning for inference (seed 7.5, last paragraphs): one pool, fixed offsets.
+"""Memory pool planning for inference (spec 7.5, last paragraphs): one pool, fixed offsets.
 
 The pool is a tree.  A time split holds children whose lifetimes are pairwise disjoint; they
 start at the same address and share it.  A space split puts two children side by side.
@@ -114,7 +114,7 @@ class PoolPlan:
 
 
 def plan_pool(sizes: Mapping[str, int], lifetimes: Lifetimes) -> PoolPlan:
-    """Place every buffer at a fixed offset in one pool (seed 7.5, time and space splits)."""
+    """Place every buffer at a fixed offset in one pool (spec 7.5, time and space splits)."""
     slots = sorted((_Slot(name, sizes[name], *lifetimes[name]) for name in sizes),
                    key=lambda s: (-s.size, s.start - s.last, s.name))
     root = _TimeSplit()

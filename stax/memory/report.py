@@ -1,4 +1,4 @@
-"""``f.memory_report``: peak memory of a compiled program, estimated and measured (seed 7.5)."""
+"""``f.memory_report``: peak memory of a compiled program, estimated and measured (spec 7.5)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

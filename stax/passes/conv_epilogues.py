@@ -4,7 +4,7 @@ A ``conv2d`` extern's output read only by a chain of per-channel steps -- a bias
 norm's running mean subtracted and its scales multiplied (eval mode), a ReLU last -- is written by
 the extern through the epilogue ``relu(conv * scale[co] + shift[co])``, which the kernel
 (``stax.kernels.direct_conv``) applies to each tile in registers as it stores it.  The chain's pass over
-the output (seed 7.1: a pointwise consumer of an extern is a kernel of its own) is gone.
+the output (spec 7.1: a pointwise consumer of an extern is a kernel of its own) is gone.
 
 The steps fold into one scale and one shift, vectors of the output channels, made by small nodes
 of their own from the chain's operands::

@@ -7,7 +7,7 @@ weight's layout).  As traced, each product is an extern call writing a buffer of
 include two or more matmuls, each read only by that tree, becomes one ``matmul_sum`` node: its
 inputs are the pairs ``(a_1, b_1, a_2, b_2, ...)`` and its value ``sum_i a_i @ b_i``, which
 ``stax.kernels.matmul.matmul_sum`` computes by gemm calls accumulating into the output (``beta = 1``),
-the extern form of seed 7.1 (a whole-buffer dependency on every operand).  A transposed product
+the extern form of spec 7.1 (a whole-buffer dependency on every operand).  A transposed product
 ``permute(a @ b)`` (last two dims swapped) is the product ``b^T @ a^T``, whose operands lowering
 reads in place (and an even number of such permutes, the product itself).  The other leaves
 stay adds, on the sum's result.  The program's graph is left

@@ -1,1 +1,1 @@
-"""The scheduler (seed section 7): scheduler nodes, legality, fusion and order strategies."""
+"""The scheduler (spec section 7): scheduler nodes, legality, fusion and order strategies."""

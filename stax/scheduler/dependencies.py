@@ -1,4 +1,4 @@
-"""Read/write extraction and the scheduler node that holds it (seed 7.1, Definition 7.1).
+"""Read/write extraction and the scheduler node that holds it (spec 7.1, Definition 7.1).
 
 - ``MemoryDep``: a buffer, the normalized index it is accessed at, and the variable ranges;
 - ``StarDep``: the whole buffer (extern calls, whose indexing cannot be analysed);
@@ -88,7 +88,7 @@ class SchedulerNode:
         return self.buffer.name
 
     def describe(self) -> str:
-        """The node as the seed prints it in example 7.1."""
+        """The node as the spec prints it in example 7.1."""
         kind = "ExternKernel" if self.kind == "extern" else "ComputedBuffer"
         lines = [f"{self.name}: SchedulerNode({kind})",
                  f"{self.name}.writes = [{', '.join(map(str, self.writes))}]"]

@@ -1,7 +1,7 @@
 """What greedy fusion (Algorithm 7.1) decided, as typed events; the fusion log is rendered from them.
 
 A round starts with its count of legal candidates (``Round``); each merge records the two groups,
-the score tuple of seed 7.3 and whether the fusion is vertical or horizontal, read from the
+the score tuple of spec 7.3 and whether the fusion is vertical or horizontal, read from the
 dependencies between the groups (``Fused``); each pair kept apart records a ``WhyNoFuse`` reason
 (TorchInductor's ``WhyNoFuse``) with its detail (``NotFused``).
 """
@@ -62,7 +62,7 @@ class Round:
 class Fused:
     a: Group
     b: Group
-    score: Score  # seed 7.3's (tau, sigma, omega, -delta)
+    score: Score  # spec 7.3's (tau, sigma, omega, -delta)
     kind: FusionKind
 
     def text(self, labels: Labels | None = None) -> str:
@@ -70,7 +70,7 @@ class Fused:
                f"shared data {self.score[1]} bytes)"
 
     def decision(self, labels: Labels | None = None) -> str:
-        """The merge with its whole score (seed 7.3), for ``STAX_LOGS=fusion``."""
+        """The merge with its whole score (spec 7.3), for ``STAX_LOGS=fusion``."""
         tau, sigma, omega, delta = self.score
         return (f"fused {group_name(self.a, labels)} with {group_name(self.b, labels)}: {self.kind.value}, score "
                 f"(same type {tau}, shared {sigma} B in {omega} buffer{'s' * (omega != 1)}, distance {-delta})")

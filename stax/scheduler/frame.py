@@ -8,7 +8,7 @@ ranges (the CPU keeps full ranges; example 7.1's row sum ``((64,), (128,))`` and
 refinement (possible under the element-count rule), the frame falls back to one flat loop and
 members index it through floor division and modulo.
 
-A *shape frame* aligns members by their tensor shapes instead of their element counts (seed 7.7):
+A *shape frame* aligns members by their tensor shapes instead of their element counts (spec 7.7):
 
 - a block with a scan runs the scan's non-carried dims as outer loops and the carried dim as
   the one inner loop (``y0``), its members' elements at their own coordinates;

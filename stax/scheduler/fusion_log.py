@@ -1,4 +1,4 @@
-"""The fusion log in the seed's words (example 7.1 continued, example 7.2).
+"""The fusion log in the spec's words (example 7.1 continued, example 7.2).
 
     found 1 possible fusions
     fusing op0 with op1 (vertical, shared data 33024 bytes)
@@ -14,7 +14,7 @@ from stax.scheduler.events import Fused, Labels, NotFused, group_name
 
 
 def node_class(problem: FusionProblem, block: tuple[str, ...]) -> str:
-    """The seed's class name for a fused block: outer-loop fusion when rows and reductions mix."""
+    """The spec's class name for a fused block: outer-loop fusion when rows and reductions mix."""
     kinds = {problem.node_info.get(n, {}).get("kind", "pointwise") for n in block}
     groups = {str(problem.node_info.get(n, {}).get("group")) for n in block}
     inner = ", ".join("SchedulerNode" for _ in block)

@@ -5,7 +5,7 @@ Legality (``FusionGroups.why_illegal``, the problem's rules) is kept apart from 
 ``can_fuse`` apart from ``score_fusion``; every rejected pair is recorded
 with a ``WhyNoFuse`` reason (TorchInductor's), as typed events (``stax.scheduler.events``).
 
-Choices the seed leaves open:
+Choices the spec leaves open:
 
 - a *group* is a tuple of node names in node order; its name joins them with ``_`` (``op0_op1``);
 - a group is of reduction type when one of its nodes has ``node_info[n]["kind"] == "reduction"``;
@@ -15,9 +15,9 @@ Choices the seed leaves open:
   that share a buffer are a candidate only when at most ``window`` places apart in the current
   topological order of the groups (renumbered each round).  A round then has at most
   ``window`` candidates per use of a buffer, and Proposition 7.1's cycle test searches only
-  the groups between the two.  ``None``: every pair that shares a buffer, as the seed writes
+  the groups between the two.  ``None``: every pair that shares a buffer, as the spec writes
   Algorithm 7.1; a window at least the number of nodes gives the same answer;
-- ``max_peak_growth`` (the seed's "do not raise peak memory significantly"): when set, a merge
+- ``max_peak_growth`` (the spec's "do not raise peak memory significantly"): when set, a merge
   is illegal if the peak (Definition 7.5) of the kernels, run in the topological order closest
   to node order (``stax.scheduler.orders.original_order``), would exceed the current one by more
   than this fraction (0.0: never raise it).  Graph inputs belong to the caller and do not count.
@@ -40,7 +40,7 @@ from stax.scheduler.strategies import FusionInfo, FusionResult, Status, ordered_
 from stax.scheduler.events import Event, Fused, FusionKind, Group, NotFused, Round, Score, WhyNoFuse, fusion_kind, group_name
 
 
-#: Seed 7.3: when two candidates' saved bytes differ by more than this factor, only they count.
+#: Spec 7.3: when two candidates' saved bytes differ by more than this factor, only they count.
 SIGMA_RATIO = 16
 #: TorchInductor's ``max_fusion_buffer_group_pairwise_attempts``: how many places apart a candidate may be.
 WINDOW = 64
@@ -292,7 +292,7 @@ class FusionGroups:
 
 
 def score(groups: FusionGroups, a: Group, b: Group) -> Score:
-    """Seed 7.3: (tau, sigma, omega, -delta), compared lexicographically.
+    """Spec 7.3: (tau, sigma, omega, -delta), compared lexicographically.
 
     tau: 1 when both are reductions or both pointwise and they share data; sigma: bytes of the
     buffers both touch (example 7.1: 32768 + 256 = 33024); omega: how many; delta: distance.
@@ -303,7 +303,7 @@ def score(groups: FusionGroups, a: Group, b: Group) -> Score:
 
 
 def compare_scores(s: Score, t: Score) -> int:
-    """Lexicographic, except that sigmas more than 16x apart decide alone (seed 7.3)."""
+    """Lexicographic, except that sigmas more than 16x apart decide alone (spec 7.3)."""
     if max(s[1], t[1]) > SIGMA_RATIO * min(s[1], t[1]):
         return (s[1] > t[1]) - (s[1] < t[1])
     return (s > t) - (s < t)

@@ -1,12 +1,12 @@
 """Which pairs of scheduler nodes may share a kernel (``can_fuse``'s legality, never a heuristic).
 
 - Definition 7.2, iteration-space compatibility, in three variants: ``"gpu"`` compares element
-  counts only; ``"cpu"``, the seed's, keeps full ranges and requires the loops to nest
+  counts only; ``"cpu"``, the spec's, keeps full ranges and requires the loops to nest
   (outer-loop fusion, examples 7.1 and 7.2); ``"cpu-split"``, the default
   (``DEFAULT_FUSION_RULE``), also lets a pointwise node's loop be split where a reduction's
   outer loops end (TorchInductor's CPU backend re-splits such loops): example 7.2's flat ``exp``
   over (8192,) then joins the row reductions over (64 | 128), one pass over the input where the
-  seed's rule materializes ``exp`` (``experiments/bench/suite.py`` times both).
+  spec's rule materializes ``exp`` (``experiments/bench/suite.py`` times both).
 - Propositions 7.2/7.3: a consumer may join its producer only when, in the common loop frame,
   every read of the producer's buffer uses exactly the producer's write index (distance 0: the
   kernels are parallel over the outer loop).  The same rule guards a reader of an input's old
@@ -22,12 +22,12 @@
   loop nest does not have (``needs_tiles``).
 - A node that reads a buffer through a guarded load (padding) does not fuse with its producer:
   the guard reaches points of the padded frame where the producer computes nothing.
-- Scans (seed 7.7) share a kernel only with pointwise nodes and scans of their shape (and the
+- Scans (spec 7.7) share a kernel only with pointwise nodes and scans of their shape (and the
   same carried dim), at distance 0 in the shape frame: never across the carried dim.
 
 ``dependence`` selects Proposition 7.3's case:
 
-- ``"parallel"`` (the seed's rule, (2)): distance exactly 0, the fused kernel's outer loops run
+- ``"parallel"`` (the spec's rule, (2)): distance exactly 0, the fused kernel's outer loops run
   in parallel;
 - ``"sequential"`` ((1)): a consumer may read what its producer wrote at any earlier point of
   the fused loop nest (every distance ``<= 0``, decided exactly by ``stax.affine.pair_fusion``
@@ -82,7 +82,7 @@ def _scan_compatible(a: ComputedBuffer, b: ComputedBuffer) -> str | None:
     if other.kind not in ("pointwise", "scan") or other.shape != scan.shape or \
             (other.scan and other.scan_dim != scan.scan_dim) or (not other.scan and not _shaped(other)):
         return (f"scan_group: a scan fuses only with pointwise nodes and scans of its shape {scan.shape} "
-                f"along the non-carried dims (seed 7.7), not {other.kind} {other.shape}")
+                f"along the non-carried dims (spec 7.7), not {other.kind} {other.shape}")
     return None
 
 
@@ -162,7 +162,7 @@ def _read_orders_differ(a: ComputedBuffer, b: ComputedBuffer) -> str | None:
     reduction of one tensor (a layer norm's backward and its weight gradient), or a column
     reduction and a pointwise node whose rows the inner loop walks (the same weight gradient and
     the input gradient of a transposed layout).  No vector loop serves both, so their block
-    would run scalar (seed 8.3's forms; TorchInductor's CPU scheduling keeps such nodes apart
+    would run scalar (spec 8.3's forms; TorchInductor's CPU scheduling keeps such nodes apart
     too).  The buffer's name, or None."""
     if not (a.reduction or b.reduction) or (frame := _inner_frame(a, b)) is None:
         return None

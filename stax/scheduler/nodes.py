@@ -1,4 +1,4 @@
-"""Scheduler nodes (seed 7.1, 7.6 steps 1-3) and the FusionProblem they define.
+"""Scheduler nodes (spec 7.1, 7.6 steps 1-3) and the FusionProblem they define.
 
 One ``SchedulerNode`` per materialized buffer, named ``op{i}`` in program order, with its reads
 and writes, met dependencies (graph inputs) and unmet ones (buffers other nodes produce, and
@@ -87,7 +87,7 @@ class Scheduler:
 
 
 def _live_buffers(program: LoweredProgram) -> set[str]:
-    """Seed 7.6 step 2: drop buffers nobody reads that are neither outputs nor in-place updates."""
+    """Spec 7.6 step 2: drop buffers nobody reads that are neither outputs nor in-place updates."""
     live = set(program.outputs) | set(program.mutations.values())
     for buf in reversed(program.buffers):
         if buf.name in live:

@@ -1,6 +1,6 @@
-"""Candidate kernel orders for peak memory (seed 7.5, after Proposition 7.4).
+"""Candidate kernel orders for peak memory (spec 7.5, after Proposition 7.4).
 
-The seed reorders the kernels after fusion: three heuristics each build a topological order,
+The spec reorders the kernels after fusion: three heuristics each build a topological order,
 the original order is the fourth candidate, each candidate's peak (Definition 7.5) is estimated
 by one linear scan, and the smallest wins, so reordering is never worse than the original.
 
@@ -173,7 +173,7 @@ class DepthFirst(_Heuristic):
 
 
 class BestOfCandidates:
-    """Seed 7.5: the original order and the three heuristics; keep the least peak.
+    """Spec 7.5: the original order and the three heuristics; keep the least peak.
 
     ``info["candidates"]`` maps each candidate's name to its peak; ``info["chosen"]`` names the
     winner.  The original comes first and only a strictly smaller peak replaces it.

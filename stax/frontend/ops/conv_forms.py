@@ -4,7 +4,7 @@ columns never stored), and the rule that picks a form.
 The direct form (``stax.frontend.ops.nn``) is a reduction over ``(C / groups, kH, kW)`` that fuses with its
 neighbours; its generated loop does about one multiply-add per load.  The GEMM form lays the
 windows out as a column matrix per group (im2col: a pointwise kernel over the padded input) and
-multiplies it by the weight on the BLAS extern (seed 8.5, the library call TorchInductor makes
+multiplies it by the weight on the BLAS extern (spec 8.5, the library call TorchInductor makes
 here)::
 
     cols[g, (ci, kh, kw), (n, oh, ow)] = pad(x)[n, g * C / groups + ci, oh * sh + kh * dh, ow * sw + kw * dw]

@@ -2,7 +2,7 @@
 ``scatter_reduce``, ``index_select`` and ``slice_scatter``.
 
 A data-dependent index is never a memory index here, so every load stays affine and the
-dependence analysis and fusion legality stay exact (seed 7.1-7.2): an op compares the index with
+dependence analysis and fusion legality stay exact (spec 7.1-7.2): an op compares the index with
 the positions it may name (a one-hot selection) and reduces over them, the way a convolution is
 a reduction (:mod:`stax.frontend.ops.nn`).  ``x.gather(1, i)`` over (N, C) is::
 

@@ -5,7 +5,7 @@
 
 A small convolution is not an extern call: it is composed of graph ops, so the lowering turns it
 into a reduction over ``(c_in, kh, kw)`` with affine indices that fuses and is scheduled like
-every other node (seed 6.x, 7.1).  A large one is an extern call, as TorchInductor calls a
+every other node (spec 6.x, 7.1).  A large one is an extern call, as TorchInductor calls a
 library here: the blocked form (``stax.kernels.direct_conv``, stride 1 and one group, float32) or the
 GEMM form of :mod:`stax.frontend.ops.conv_forms` (im2col columns times the weight on the BLAS extern);
 ``stax.frontend.ops.conv_forms.plan_conv`` decides, and ``graph.conv_plans`` records each decision.  The input is read through

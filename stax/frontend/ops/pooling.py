@@ -3,7 +3,7 @@
 the depth), and their gradients (ATen's ``max_pool2d_with_indices_backward``,
 ``avg_pool2d_backward`` and their 3-D counterparts), and the windows themselves, ``unfold`` and ``fold`` (``im2col`` and
 ``col2im``), composed of graph ops, so that they fuse and are scheduled like every
-other node (seed 7.1) and the reference evaluates them op by op.
+other node (spec 7.1) and the reference evaluates them op by op.
 
 A pooled point reduces its window of the padded input (``stax.frontend.ops.nn``'s ``unfold`` windows; the pad
 value is -inf for the max, 0 for the average)::

@@ -1,7 +1,7 @@
-"""The seed's examples 7.1 and 7.2 reproduced: scheduler nodes, fusion log, kernel shape.
+"""The spec's examples 7.1 and 7.2 reproduced: scheduler nodes, fusion log, kernel shape.
 
-They compile under the seed's rule, ``rule="cpu"``: the default, ``"cpu-split"``, fuses example
-7.2's exp with the reductions the seed keeps it apart from."""
+They compile under the spec's rule, ``rule="cpu"``: the default, ``"cpu-split"``, fuses example
+7.2's exp with the reductions the spec keeps it apart from."""
 import numpy as np
 import pytest
 
@@ -24,7 +24,7 @@ def test_example_7_1_nodes_fusion_and_kernel():
                  "op1.met_dependencies = [MemoryDep('arg0', c0, {c0: 8192})]",
                  "op1.group.iteration = ((64, 128), ())"]:
         assert line in described
-    log = fusion_log(f.fusion_problem, f.fusion).splitlines()  # in the seed's words: op names
+    log = fusion_log(f.fusion_problem, f.fusion).splitlines()  # in the spec's words: op names
     assert "round 1: found 1 possible fusions" in log
     assert "fusing op0 with op1 (vertical, shared data 33024 bytes)" in log
     line = 13  # stax.measure.demo.example_7_1's return line, which makes both ops

@@ -12,8 +12,8 @@ and in-place updates).  Coverage: float32/float64/int32/int64/bool inputs and pr
 broadcasting, transposes, permutes, reshapes (attention's heads split off a long row and merged
 back too), slices, selects and expands, interleaving, constant padding (guarded loads) and
 reflect, replicate and circular padding, concatenation, sliding windows and flips, indexing by
-tensors (gather, scatter, scatter_add, scatter_reduce, index_select, slice_scatter), reductions
-(variances, norms, log-sum-exp too) over one dim, several dims or all, with and without
+tensors (gather, scatter, scatter_add, scatter_reduce, index_select, slice_scatter), diagonals
+and their scatters, reductions (variances, norms, log-sum-exp too) over one dim, several dims or all, with and without
 ``keepdim``, argmax, argmin and ``max(dim)``'s indices, casts, comparisons and ``where``,
 constant powers (stax.passes.simplify's rewrites) and tensor powers, bitwise ``& | ^ ~``, integer
 ``//`` and truncating division (division by zero included), in-place updates of inputs and
@@ -409,6 +409,23 @@ def _slice_scatter(x: stax.Tensor, dim: int, start: int, step: int) -> stax.Tens
     return x.slice_scatter(part * 2 if x.dtype != "bool" else ~part, d, start, None, step)
 
 
+def _diagonal_params(rng: random.Random, args: list) -> tuple:
+    ndim = max(args[0].ndim, 2)
+    dim1, dim2 = rng.sample(range(-ndim, ndim), 2)
+    return rng.choice((0, 0, 1, -1, 2)), dim1, dim2
+
+
+def _diagonal(x: stax.Tensor, offset: int, dim1: int, dim2: int) -> stax.Tensor:
+    if x.ndim < 2 or dim1 % x.ndim == dim2 % x.ndim:
+        raise StaxError(f"diagonal needs two different dims of {x.shape}")
+    return x.diagonal(offset, dim1, dim2)
+
+
+def _diagonal_scatter(x: stax.Tensor, offset: int, dim1: int, dim2: int) -> stax.Tensor:
+    part = _diagonal(x, offset, dim1, dim2)
+    return x.diagonal_scatter(part * 2 if x.dtype != "bool" else ~part, offset, dim1, dim2)
+
+
 @dataclass(frozen=True)
 class Op:
     arity: int
@@ -514,6 +531,8 @@ OPS: dict[str, Op] = {
         rng.random() < 0.5), weight=0.3),
     "index_select": Op(2, _index_select, _one_dim(), weight=0.2),
     "slice_scatter": Op(1, _slice_scatter, _slice_params, weight=0.2),
+    "diagonal": Op(1, _diagonal, _diagonal_params, weight=0.3),
+    "diagonal_scatter": Op(1, _diagonal_scatter, _diagonal_params, weight=0.2),
     "add_": Op(2, lambda x, y: x.add_(y), weight=0.8, inplace=True),
     "mul_": Op(2, lambda x, y: x.mul_(y.tanh()), weight=0.5, inplace=True),
     "sub_": Op(2, lambda x, y: x.sub_(y), weight=0.4, inplace=True),

@@ -149,6 +149,19 @@ CASES = {
     "as_strided_scatter of integers and of an empty view": (
         lambda i, s: (torch.as_strided_scatter(i, s, (3, 2), (1, 3)), torch.as_strided_scatter(i, s[:0], (0, 2), (1, 3))),
         [integers(3, 4, dtype=torch.int64), integers(3, 2, dtype=torch.int64)]),
+    "diagonal, diag, trace and diagonal_scatter at every offset and pair of dims": (
+        lambda x, y, s: (x.diagonal(), x.diagonal(2), x.diagonal(-1), y.diagonal(1, 0, 2), y.diagonal(-1, -1, -3),
+                         torch.diag(x), torch.trace(x), x.diagonal(9), torch.diagonal_scatter(x, s[:3]),
+                         torch.diagonal_scatter(y, s[:6].reshape(2, 3), -1, 2, 1), y.diagonal(0, 1, 2).sum(-1)),
+        [normal(3, 5), normal(2, 3, 4), normal(6)]),
+    "diagonal of integers and bool, and of empty tensors": (
+        lambda i, e: (i.diagonal(1), (i > 0).diagonal(-1), e.diagonal(), e.diagonal(0, 0, 2),
+                      torch.diagonal_scatter(i, i.diagonal(1) * 2, 1)),
+        [integers(4, 5, dtype=torch.int64), normal(0, 3, 2)]),
+    "diagonal's and diagonal_scatter's gradients": (
+        lambda x, s: torch.autograd.grad((x.exp().diagonal(1, 0, 2).square().sum()
+                                          + torch.diagonal_scatter(x.sin(), s.exp(), -1, 1, 2).square().sum()), (x, s)),
+        [needs_grad(normal(3, 4, 5)), needs_grad(normal(3, 3))]),
     "as_strided's and as_strided_scatter's gradients": (
         lambda x, s: torch.autograd.grad((torch.as_strided_scatter(x.exp(), s.sin(), (2, 2), (1, 4), 1).square().sum()
                                           + x.t().as_strided((2, 3), (1, 4)).square().sum()), (x, s)),

@@ -43,6 +43,10 @@ class CompositeMixin(TensorBase):
         """torch.Tensor.slice_scatter: ``self`` with ``self[..., start:end:step, ...]`` replaced by ``src``."""
         return gather_ops.slice_scatter(self, src, dim, start, end, step)
 
+    def diagonal_scatter(self, src: TensorBase, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Self:
+        """torch.Tensor.diagonal_scatter: ``self`` with ``self.diagonal(offset, dim1, dim2)`` replaced by ``src``."""
+        return gather_ops.diagonal_scatter(self, src, offset, dim1, dim2)
+
     def sort(self, dim: Any = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
         """torch.Tensor.sort (:func:`stax.frontend.ops.sorting.sort`)."""
         return sorting_ops.sort(self, dim, descending, stable)

@@ -2,6 +2,7 @@
 arguments (spec 4.x); no tensor is involved."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -55,3 +56,38 @@ def shape_args(args: tuple, op: str) -> tuple[int, ...]:
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     return tuple(as_int(a, f"{op}: size") for a in args)
+
+
+@dataclass(frozen=True)
+class DiagonalFrame:
+    """Where ``x.diagonal(offset, dim1, dim2)`` lies: ``x.permute(order)`` puts the two dims last,
+    and its block ``[..., row:, column:]`` of ``rows x columns`` holds the diagonal's ``length``
+    elements at every ``columns + 1``-th element of the block read in row-major order."""
+
+    order: tuple[int, ...]
+    row: int
+    column: int
+    rows: int
+    columns: int
+
+    @staticmethod
+    def of(shape: tuple[int, ...], offset: Any, dim1: Any, dim2: Any, op: str) -> DiagonalFrame:
+        ndim = len(shape)
+        if ndim < 2:
+            raise ShapeError(f"{op}: the input must have at least 2 dims, got shape {shape}")
+        a, b = wrap_dim(dim1, ndim, op), wrap_dim(dim2, ndim, op)
+        if a == b:
+            raise ShapeError(f"{op}: dim1 and dim2 name the same dim ({dim1} and {dim2}); give two different dims")
+        offset = as_int(offset, f"{op}: offset")
+        row, column = max(-offset, 0), max(offset, 0)
+        rows, columns = max(shape[a] - row, 0), max(shape[b] - column, 0)
+        return DiagonalFrame(tuple(d for d in range(ndim) if d not in (a, b)) + (a, b), row, column, rows, columns)
+
+    @property
+    def length(self) -> int:
+        return min(self.rows, self.columns)
+
+    @property
+    def inverse(self) -> tuple[int, ...]:
+        """The permutation that undoes ``order``."""
+        return tuple(int(i) for i in np.argsort(self.order))

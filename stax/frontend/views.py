@@ -10,7 +10,7 @@ from typing import Any, Self
 import numpy as np
 
 from stax.errors import ShapeError, UnsupportedError
-from stax.frontend.shapes import as_int, dims_arg, shape_args, wrap_dim
+from stax.frontend.shapes import DiagonalFrame, as_int, dims_arg, shape_args, wrap_dim
 from stax.frontend.tracer import TensorBase, expand_to
 
 
@@ -124,6 +124,14 @@ class ViewMixin(TensorBase):
                              f"{self.shape} (expected 0 <= size <= {self.shape[dim]} and step > 0)")
         shape = self.shape[:dim] + ((self.shape[dim] - size) // step + 1,) + self.shape[dim + 1:] + (size,)
         return self._view(self._tracer.emit("unfold", (self,), shape, self.dtype, dim=dim, size=size, step=step))
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Self:
+        """torch.diagonal: the elements ``[i, i + offset]`` of dims ``dim1`` and ``dim2``, as the last
+        dim; every ``columns + 1``-th element of the two dims read as one (no gather)."""
+        frame = DiagonalFrame.of(self.shape, offset, dim1, dim2, "diagonal")
+        block = self.permute(frame.order)[..., frame.row:, frame.column:]
+        flat = block.reshape(block.shape[:-2] + (frame.rows * frame.columns,))
+        return flat[..., :frame.length * (frame.columns + 1):frame.columns + 1]
 
     def flip(self, *dims: Any, **keyword: Any) -> Self:
         """torch.flip: the elements in reverse order along ``dims`` (positional or ``dims=``; a new

@@ -530,7 +530,9 @@ ATEN: dict[str, Handler] = {
     "copy": _copy, "gather": lambda x, dim, index, *, sparse_grad=False: gather.gather(x, dim, index),
     "scatter": _scatter, "scatter_add": gather.scatter_add,
     "scatter_reduce": gather.scatter_reduce, "index_select": gather.index_select,
-    "slice_scatter": gather.slice_scatter, "index": _index, "index_put": _index_put, "embedding": _embedding,
+    "slice_scatter": gather.slice_scatter, "diagonal_scatter": gather.diagonal_scatter,
+    "diagonal": lambda x, offset=0, dim1=0, dim2=1: x.diagonal(offset, dim1, dim2),
+    "index": _index, "index_put": _index_put, "embedding": _embedding,
 }
 
 

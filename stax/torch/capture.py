@@ -155,12 +155,14 @@ def _decompositions() -> dict[Any, Callable[..., Any]]:
     """Core ATen's decompositions but the pads' (see ``_KEPT_WHOLE``), and batch norm's: ``native_batch_norm``'s schema does not mark
     the running statistics it updates, so it is decomposed into ``_native_batch_norm_legit``
     (which marks them) for functionalization to see the update, and the functional form that
-    functionalization gives is decomposed in turn."""
+    functionalization gives is decomposed in turn; and the fused layers of ``fused_layers``."""
     torch = require_torch()
     from torch._decomp import core_aten_decompositions, decomposition_table
+    from stax.torch.fused_layers import fused_layer_decompositions
     aten = torch.ops.aten
     batch_norm = (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default)
-    table = {**core_aten_decompositions(), **{op: decomposition_table[op] for op in batch_norm + _also_decomposed(aten)}}
+    table = {**core_aten_decompositions(), **{op: decomposition_table[op] for op in batch_norm + _also_decomposed(aten)},
+             **fused_layer_decompositions()}
     return {op: f for op, f in table.items() if _target_name(op) not in _KEPT_WHOLE}
 
 

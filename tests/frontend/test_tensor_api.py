@@ -101,6 +101,8 @@ RECORDED = {
     'cumprod': 'self dim kw:dtype=None',
     'cumsum': 'self dim kw:dtype=None',
     'dim': 'self',
+    'diagonal': 'self offset=0 dim1=0 dim2=1',  # added with the real-model zoo (issue 49)
+    'diagonal_scatter': 'self src offset=0 dim1=0 dim2=1',  # added with the real-model zoo (issue 49)
     'div': 'self other kw:rounding_mode=None',
     'div_': 'self *args **kwargs',
     'divide': 'self other',

@@ -1,5 +1,5 @@
 """Indexing by tensors for traced programs: torch's ``gather``, ``scatter``, ``scatter_add``,
-``scatter_reduce``, ``index_select`` and ``slice_scatter``.
+``scatter_reduce``, ``index_select``, ``slice_scatter`` and ``diagonal_scatter``.
 
 A data-dependent index is never a memory index here, so every load stays affine and the
 dependence analysis and fusion legality stay exact (spec 7.1-7.2): an op compares the index with
@@ -33,7 +33,7 @@ from stax import dtypes
 from stax.errors import ShapeError, UnsupportedError
 from stax.frontend.elementwise import check_operand, where
 from stax.frontend.ops.padding import pad_graph
-from stax.frontend.shapes import as_int, wrap_dim
+from stax.frontend.shapes import DiagonalFrame, as_int, wrap_dim
 from stax.frontend.tracer import TensorBase
 
 _INDEX_DTYPES = ("int64", "int32")
@@ -317,6 +317,26 @@ def slice_scatter(x: TensorBase, src: TensorBase, dim: int = 0, start: int | Non
     starts, steps = [0] * x.ndim, [1] * x.ndim
     starts[d], steps[d] = first, step
     return box_scatter(x, src, starts, steps)
+
+
+def diagonal_scatter(x: TensorBase, src: TensorBase, offset: int = 0, dim1: int = 0, dim2: int = 1) -> TensorBase:
+    """torch.diagonal_scatter: ``x`` with ``x.diagonal(offset, dim1, dim2)`` replaced by ``src``, as
+    slice scatters into the block that holds the diagonal (``DiagonalFrame``)."""
+    if not isinstance(src, TensorBase):
+        raise UnsupportedError(f"diagonal_scatter: src must be a traced tensor, got {type(src).__name__}")
+    frame = DiagonalFrame.of(x.shape, offset, dim1, dim2, "diagonal_scatter")
+    permuted = x.permute(frame.order)
+    expected = permuted.shape[:-2] + (frame.length,)
+    if src.shape != expected:
+        raise ShapeError(f"diagonal_scatter: src of shape {src.shape} does not match the diagonal's shape {expected}")
+    if math.prod(src.shape) == 0:
+        return x.clone()
+    rows = permuted[..., frame.row:, :]
+    block = rows[..., frame.column:]
+    flat = block.reshape(block.shape[:-2] + (frame.rows * frame.columns,))
+    flat = slice_scatter(flat, src, -1, 0, frame.length * (frame.columns + 1), frame.columns + 1)
+    rows = slice_scatter(rows, flat.reshape(block.shape), -1, frame.column)
+    return slice_scatter(permuted, rows, -2, frame.row).permute(frame.inverse)
 
 
 def box_scatter(x: TensorBase, src: TensorBase, starts: Sequence[int], steps: Sequence[int] | None = None) -> TensorBase:

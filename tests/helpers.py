@@ -85,6 +85,17 @@ def run_check(fn, *arrays: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6, u
     return compiled
 
 
+def kernel_forms(compiled: stax.CompiledFunction) -> list[str]:
+    """The form of each block kernel of ``compiled`` (``vector``, ``tiled``, ``scalar``...)."""
+    return [k.form for k in compiled.block_kernels]
+
+
+def holds_vectors(isa: str, *extents: int) -> bool:
+    """Whether every extent holds at least one vector at this level (W lanes: 8 at avx2, 16 at
+    avx512): a register tile needs W rows and W columns, a split reduction W columns."""
+    return isa != "none" and min(extents) >= ISA_LEVELS[isa].width
+
+
 def run_cpp(source: str, isa: str, directory: Path) -> str:
     """Compile a C++ program that includes the kernels' header ``stax_vec.h`` with the kernels'
     flags at ``isa``, run it, and return what it prints."""

@@ -1,7 +1,8 @@
 """The bad-input corpus items no other test file covers: each error has stax's type and names the
 problem.  (Unsupported ops, dtype and broadcasting mismatches, bad return values, call-time
-mismatches, integer division by zero and malformed config files are in test_frontend.py,
-test_compile.py, test_problems.py, test_programs.py and test_sweep.py.)"""
+mismatches, integer division by zero and malformed config files are in tests/frontend/test_frontend.py,
+tests/compile/test_call_errors.py, tests/scheduler/test_problems.py, tests/instances/test_programs.py and
+tests/experiments/sweep/test_sweep.py.)"""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,8 @@
 """Crash safety: a compile killed mid-build never leaves a library that a later process loads half
 written, a header that does not precompile leaves a note and no crash, and a sweep killed at
 several random moments resumes with every cell exactly once.
-(Concurrent builds into one cache are in test_compile.py; one kill of a sweep in test_sweep.py.)"""
+(Concurrent builds into one cache are in tests/compile/test_builds.py; one kill of a sweep in
+tests/experiments/sweep/test_sweep.py.)"""
 from __future__ import annotations
 
 import json

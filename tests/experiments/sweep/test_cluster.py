@@ -200,8 +200,8 @@ def test_lost_scheduler_keeps_finished_rows_and_resumes(tmp_path):
 
 
 def test_workers_of_another_version_are_refused(cluster, monkeypatch):
-    import experiments.sweep.run
-    monkeypatch.setattr(experiments.sweep.run, "versions", lambda: {"stax": "0.0.0-other", "python": "2.7.18"})
+    import experiments.sweep.cluster  # connect's own name for provenance.versions
+    monkeypatch.setattr(experiments.sweep.cluster, "versions", lambda: {"stax": "0.0.0-other", "python": "2.7.18"})
     with pytest.raises(ClusterError, match=r"refusing the cluster: worker .* stax .* on Python .*, the sweep's "
                                            r"client stax 0\.0\.0-other on Python 2\.7\.18"):
         connect(cluster)

@@ -11,7 +11,7 @@ in-place reuse, pool planning, kernel grouping, threads and ISA level (each vect
 runs twice as often as ``none``) are drawn at random, so a seed draws other levels on a CPU with
 other levels.
 Every failure is shrunk and written to ``OUT/regressions/<name>.json`` in the format
-``tests/test_regressions.py`` replays (copy a file to ``tests/regressions/`` once it passes).
+``tests/experiments/fuzz/test_regressions.py`` replays (copy a file to ``tests/regressions/`` once it passes).
 The last line is the summary: ``fuzz: programs=N combinations=M failures=F ...``.
 """
 from __future__ import annotations

@@ -51,7 +51,7 @@ graph of dependencies between components (its strongly connected components).
    region (``piece_problems``: all of them), and the fusion strategy "cpsat"
    (``fusion_cpsat.CpSatFusion``) solves pieces.
 
-``tests/test_fusion_regions.py`` checks the additivity on random partitions, the split of item 1
+``tests/solvers/test_fusion_regions.py`` checks the additivity on random partitions, the split of item 1
 and the decomposed optimum against undecomposed CP-SAT and brute force on hundreds of seeded graphs.
 """
 from __future__ import annotations

@@ -30,7 +30,7 @@ gives an optimal order.  Proof:
 live at its first step (as outputs when live throughout).  ``BEFORE`` precedes every task by an
 extra edge, and at its step only those inherited buffers are live, all of which are still live
 at the next step, so it never sets the peak alone and the segment problem's peak is the peak of
-item 2.  Buffers of ``X_k`` used after it become outputs.  ``tests/test_order_exact.py`` checks
+item 2.  Buffers of ``X_k`` used after it become outputs.  ``tests/solvers/test_order_exact.py`` checks
 the rule against brute force and the undecomposed down-set DP on hundreds of seeded graphs.
 """
 from __future__ import annotations

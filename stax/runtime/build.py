@@ -30,7 +30,6 @@ from stax.runtime.kernel_cache import (atomic_write, cache_root, checked_for_loa
                            read_private_file, record_build, remove_stale_temporaries, temporary_directory,
                            warn_rebuild)
 from stax.target import ISA_LEVELS, Isa
-from stax.target import _cpu_flags  # noqa: F401  (transitional: tests/test_compile.py imports it from here until its split)
 
 #: the runtime's headers, which generated and extern kernels include, and its own C++ sources
 HEADER_DIR = Path(__file__).parent / "include"

@@ -314,7 +314,7 @@ def best_first(candidates: list[tuple[Score, Group, Group]]) -> list[tuple[Score
     stable sort ``sorted(..., key=cmp_to_key(compare_scores), reverse=True)`` gives.
 
     ``compare_scores`` is a strict total order (the sigma rule never closes a cycle:
-    ``tests/test_greedy.py`` checks it on random triples), and within one tau it is the tuple
+    ``tests/scheduler/test_greedy.py`` checks it on random triples), and within one tau it is the tuple
     order; so the two tau classes are sorted as tuples and merged, one comparison a candidate.
     """
     alike, unlike = ([c for c in candidates if c[0][0] == tau] for tau in (1, 0))

@@ -13,17 +13,9 @@ torch = pytest.importorskip("torch", reason="the torch.compile backend needs tor
 from stax.torch import backend as torch_backend  # noqa: E402
 from stax.torch import fused_layers  # noqa: E402
 from stax.torch.backend import StaxFallbackWarning  # noqa: E402
+from tests.torch_frontend.test_torch_backend import fresh_dynamo  # noqa: E402,F401 (autouse: a fresh dynamo per test)
 
 nn = torch.nn
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    torch_backend.reset()
-    yield
-    torch._dynamo.reset()
-    torch_backend.reset()
 
 
 @pytest.fixture

@@ -51,8 +51,9 @@ def transformer_encoder_layer(src: Any, embed_dim: int, num_heads: int, qkv_weig
         hidden = functional.gelu(hidden) if use_gelu else functional.relu(hidden)
         return functional.linear(hidden, ffn_weight_2, ffn_bias_2)
 
-    attend = lambda x: _attention(x, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask,  # noqa: E731
-                                  mask_type)
+    def attend(x: Any) -> Any:
+        return _attention(x, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type)
+
     if norm_first:
         x = src + attend(norm(src, norm_weight_1, norm_bias_1))
         return x + feed_forward(norm(x, norm_weight_2, norm_bias_2))
